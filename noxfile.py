@@ -1,0 +1,41 @@
+"""Developer sessions: ``nox -s tests lint typecheck docs`` (and ``bench``, ``interop`` later)."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests", "lint", "typecheck", "docs"]
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_external_run = True
+
+PACKAGE = "toolnexus_trio"
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suite (pytest-trio, trio_mode)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-q", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check."""
+    session.install("ruff>=0.8")
+    paths = [PACKAGE, "tests", "docs/examples", "conformance", "noxfile.py"]
+    session.run("ruff", "check", *paths)
+    session.run("ruff", "format", "--check", *paths)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict on the package."""
+    session.install("-e", ".[test,dev]")
+    session.run("mypy", "--strict", PACKAGE)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the Sphinx docs with warnings as errors."""
+    session.install("-e", ".[docs]")
+    session.run("sphinx-build", "-W", "-q", "-b", "html", "docs", "docs/_build/html")

@@ -1,0 +1,49 @@
+"""The one cattrs converter for wire types (no trio import: pure data).
+
+Wire classes are frozen attrs classes with snake_case fields; on the wire their keys
+are camelCase and ``None`` fields are left out. Every wire type in the package goes
+through :data:`wire` so the rule lives in exactly one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.preconf.json import JsonConverter, make_converter
+
+
+def camel(name: str) -> str:
+    """``expires_at`` -> ``expiresAt``."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def make_wire_converter(*, strict: bool = False) -> JsonConverter:
+    """Build a converter: camelCase keys, ``None`` omitted, extra keys allowed unless *strict*."""
+    converter = make_converter(omit_if_default=True, forbid_extra_keys=strict)
+
+    def unstructure_factory(cls: type[Any]) -> Any:
+        return make_dict_unstructure_fn(
+            cls,
+            converter,
+            # cattrs does not read the converter's setting here: pass it explicitly.
+            _cattrs_omit_if_default=True,
+            **{a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)},
+        )
+
+    def structure_factory(cls: type[Any]) -> Any:
+        return make_dict_structure_fn(
+            cls,
+            converter,
+            **{a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)},
+        )
+
+    converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
+    converter.register_structure_hook_factory(attrs.has, structure_factory)
+    return converter
+
+
+wire: JsonConverter = make_wire_converter()
+"""The shared converter (lenient on inbound traffic)."""

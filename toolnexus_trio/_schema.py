@@ -1,0 +1,239 @@
+"""JSON Schema: compiled once, remote ``$ref`` refused, clear issues; schemas from types.
+
+Every schema in the package (tool input schemas, Tesseron action inputs, sample and
+elicit answers) goes through :func:`compile_schema`. Compiled validators are cached
+by the schema's canonical JSON text, so a schema used by many tools or invocations is
+compiled exactly once and nothing is compiled on a hot path.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Union
+
+import attrs
+import fastjsonschema
+
+JSONSchema = dict[str, Any]
+"""A JSON Schema document (draft-07 subset)."""
+
+# Keywords from drafts after 07 that fastjsonschema would silently ignore.
+_UNSUPPORTED_KEYWORDS = frozenset(
+    {
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "prefixItems",
+        "dependentSchemas",
+        "dependentRequired",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$recursiveRef",
+    }
+)
+
+
+class SchemaError(ValueError):
+    """A schema that cannot be used: malformed, remote ``$ref``, or unsupported keywords."""
+
+
+@attrs.frozen
+class SchemaIssue:
+    """One reason a value does not match a schema."""
+
+    message: str
+    """Human-readable, with the JSON path (``$.a must be bigger than ...``)."""
+    path: tuple[str | int, ...]
+    """Path from the root of the value, e.g. ``("a", 0)``."""
+    rule: str
+    """The schema keyword that failed, e.g. ``"minimum"`` or ``"required"``."""
+
+    @property
+    def location(self) -> str:
+        """The path as ``$.a[0]``."""
+        return _format_path(self.path)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"message", "path", "rule"}`` for wire error data."""
+        return {"message": self.message, "path": list(self.path), "rule": self.rule}
+
+
+class SchemaValidationError(ValueError):
+    """A value failed validation; :attr:`issues` lists every failure."""
+
+    def __init__(self, issues: Sequence[SchemaIssue]) -> None:
+        self.issues = tuple(issues)
+        super().__init__("; ".join(f"{i.message} (rule: {i.rule})" for i in self.issues))
+
+
+def _format_path(path: Sequence[str | int]) -> str:
+    out = "$"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _refuse_remote(uri: str) -> Any:
+    raise SchemaError(f"remote $ref refused: {uri}")
+
+
+_REFUSING_HANDLERS: Mapping[str, Callable[[str], Any]] = {
+    scheme: _refuse_remote for scheme in ("http", "https", "file", "ftp", "urn", "data")
+}
+
+
+def _check_definition(node: Any) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str) and not value.startswith("#"):
+                raise SchemaError(f"remote $ref refused: {value}")
+            if key in _UNSUPPORTED_KEYWORDS:
+                raise SchemaError(f"unsupported JSON Schema keyword (draft-07 subset): {key}")
+            _check_definition(value)
+    elif isinstance(node, list):
+        for item in node:
+            _check_definition(item)
+
+
+class Validator:
+    """A compiled schema. Create with :func:`compile_schema`."""
+
+    __slots__ = ("_check", "schema")
+
+    def __init__(self, schema: JSONSchema, check: Callable[[Any], Any]) -> None:
+        self.schema = schema
+        self._check = check
+
+    def issues(self, value: Any) -> list[SchemaIssue]:
+        """Every failure of *value* (empty when valid)."""
+        try:
+            self._check(value)
+        except fastjsonschema.JsonSchemaValuesException as exc:
+            return [_issue(e) for e in exc.errors]
+        except fastjsonschema.JsonSchemaValueException as exc:
+            return [_issue(exc)]
+        return []
+
+    def validate(self, value: Any) -> None:
+        """Raise :class:`SchemaValidationError` unless *value* matches."""
+        found = self.issues(value)
+        if found:
+            raise SchemaValidationError(found)
+
+
+def _issue(exc: fastjsonschema.JsonSchemaValueException) -> SchemaIssue:
+    raw_path = list(exc.path or [])[1:]  # drop the leading "data"
+    path: tuple[str | int, ...] = tuple(
+        int(p) if isinstance(p, str) and p.isdigit() else p for p in raw_path
+    )
+    message = exc.message
+    name = exc.name or "data"
+    if message.startswith(name):
+        message = _format_path(path) + message[len(name) :]
+    return SchemaIssue(message=message, path=path, rule=str(exc.rule or "schema"))
+
+
+@functools.lru_cache(maxsize=2048)
+def _compile_canonical(text: str) -> Validator:
+    schema = json.loads(text)
+    _check_definition(schema)
+    try:
+        check = fastjsonschema.compile(
+            schema, handlers=_REFUSING_HANDLERS, use_default=False, fast_fail=False
+        )
+    except fastjsonschema.JsonSchemaDefinitionException as exc:
+        raise SchemaError(f"invalid JSON Schema: {exc}") from exc
+    return Validator(schema, check)
+
+
+def compile_schema(schema: Mapping[str, Any] | None) -> Validator:
+    """Compile *schema* (``None`` means :func:`empty_schema`), reusing an earlier compile."""
+    if schema is None:
+        schema = empty_schema()
+    if not isinstance(schema, Mapping):
+        raise SchemaError(f"a JSON Schema must be an object, not {type(schema).__name__}")
+    try:
+        text = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"a JSON Schema must be JSON data: {exc}") from exc
+    return _compile_canonical(text)
+
+
+def empty_schema() -> JSONSchema:
+    """The schema of a tool without parameters: ``{"type": "object", "properties": {}}``."""
+    return {"type": "object", "properties": {}}
+
+
+# ---------------------------------------------------------------------------
+# Schemas derived from Python types
+# ---------------------------------------------------------------------------
+
+_PRIMITIVES: dict[Any, JSONSchema] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    type(None): {"type": "null"},
+}
+
+
+def _is_optional(tp: Any) -> tuple[bool, Any]:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) < len(typing.get_args(tp)):
+            inner = args[0] if len(args) == 1 else Union[tuple(args)]  # noqa: UP007
+            return True, inner
+    return False, tp
+
+
+def schema_for_type(tp: Any) -> JSONSchema:
+    """A JSON Schema for *tp*: primitives, list, dict, Optional, Literal, Enum, attrs classes."""
+    if tp is Any or tp is object:
+        return {}
+    optional, inner = _is_optional(tp)
+    if optional:
+        return schema_for_type(inner)
+    if tp in _PRIMITIVES:
+        return dict(_PRIMITIVES[tp])
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (Union, types.UnionType):
+        return {"anyOf": [schema_for_type(a) for a in args]}
+    if tp in (list, tuple, set, frozenset) or origin in (list, tuple, set, frozenset, Sequence):
+        if args and not (origin is tuple and len(args) != 2):
+            return {"type": "array", "items": schema_for_type(args[0])}
+        return {"type": "array"}
+    if tp is dict or origin in (dict, Mapping):
+        if len(args) == 2 and args[1] is not Any:
+            return {"type": "object", "additionalProperties": schema_for_type(args[1])}
+        return {"type": "object"}
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return {"enum": [m.value for m in tp]}
+    if isinstance(tp, type) and attrs.has(tp):
+        return schema_for_attrs(tp)
+    raise TypeError(f"cannot derive a JSON Schema from {tp!r}")
+
+
+def schema_for_attrs(cls: type[Any]) -> JSONSchema:
+    """An object schema from an attrs class: one property per field; no-default fields required."""
+    hints = typing.get_type_hints(cls)
+    properties: dict[str, JSONSchema] = {}
+    required: list[str] = []
+    for field in attrs.fields(cls):
+        if not field.init:
+            continue
+        properties[field.name] = schema_for_type(hints.get(field.name, Any))
+        if field.default is attrs.NOTHING:
+            required.append(field.name)
+    schema: JSONSchema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema

@@ -1,0 +1,1 @@
+"""Tesseron host SDK on Trio."""
