@@ -1,3 +1,83 @@
-"""toolnexus-trio: Trio-native tool calling and agent loop, plus a Tesseron host SDK."""
+"""toolnexus-trio: Trio-native tool calling and agent loop, plus a Tesseron host SDK.
 
+Every turn of the agent loop is a Trio nursery whose cancel scope is the turn's
+:class:`CancelToken`; the tool calls of one model message run concurrently in it.
+The Tesseron host SDK lives in :mod:`toolnexus_trio.tesseron`.
+"""
+
+from ._builtins import BuiltinsConfig as BuiltinsConfig
+from ._cancel import CancelToken as CancelToken
+from ._client import Client as Client
+from ._client import GenerateError as GenerateError
+from ._client import GenerateRequest as GenerateRequest
+from ._client import HookError as HookError
+from ._client import Hooks as Hooks
+from ._client import InProcessOptions as InProcessOptions
+from ._client import InProcessResponse as InProcessResponse
+from ._client import InProcessToolCall as InProcessToolCall
+from ._client import RunResult as RunResult
+from ._client import RunTimeout as RunTimeout
+from ._client import SuspendedCall as SuspendedCall
+from ._client import ToolCallRecord as ToolCallRecord
+from ._client import create_in_process_client as create_in_process_client
+from ._schema import SchemaError as SchemaError
+from ._schema import empty_schema as empty_schema
+from ._toolkit import Toolkit as Toolkit
+from ._toolkit import ToolkitOptions as ToolkitOptions
+from ._toolkit import create_toolkit as create_toolkit
+from ._tools import Tool as Tool
+from ._tools import ToolContext as ToolContext
+from ._tools import ToolHints as ToolHints
+from ._tools import ToolResult as ToolResult
+from ._tools import ToolSource as ToolSource
+from ._tools import define_tool as define_tool
+from ._tools import pending as pending
+from ._tools import pending_of as pending_of
+from ._tools import tool as tool
 from ._version import __version__ as __version__
+from ._wire import Answer as Answer
+from ._wire import Request as Request
+
+__all__ = [
+    "Answer",
+    "BuiltinsConfig",
+    "CancelToken",
+    "Client",
+    "GenerateError",
+    "GenerateRequest",
+    "HookError",
+    "Hooks",
+    "InProcessOptions",
+    "InProcessResponse",
+    "InProcessToolCall",
+    "Request",
+    "RunResult",
+    "RunTimeout",
+    "SchemaError",
+    "SuspendedCall",
+    "Tool",
+    "ToolCallRecord",
+    "ToolContext",
+    "ToolHints",
+    "ToolResult",
+    "ToolSource",
+    "Toolkit",
+    "ToolkitOptions",
+    "create_in_process_client",
+    "create_toolkit",
+    "define_tool",
+    "empty_schema",
+    "pending",
+    "pending_of",
+    "tool",
+]
+
+# Tracebacks and docs show the public module, as trio does.
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith("toolnexus_trio._"):
+        try:
+            _obj.__module__ = __name__
+        except (AttributeError, TypeError):
+            pass
+del _name, _obj

@@ -24,21 +24,17 @@ def make_wire_converter(*, strict: bool = False) -> JsonConverter:
     """Build a converter: camelCase keys, ``None`` omitted, extra keys allowed unless *strict*."""
     converter = make_converter(omit_if_default=True, forbid_extra_keys=strict)
 
+    def renames(cls: type[Any]) -> dict[str, Any]:
+        return {a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)}
+
     def unstructure_factory(cls: type[Any]) -> Any:
+        # cattrs does not read the converter's omit setting here: pass it explicitly.
         return make_dict_unstructure_fn(
-            cls,
-            converter,
-            # cattrs does not read the converter's setting here: pass it explicitly.
-            _cattrs_omit_if_default=True,
-            **{a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)},
+            cls, converter, _cattrs_omit_if_default=True, **renames(cls)
         )
 
     def structure_factory(cls: type[Any]) -> Any:
-        return make_dict_structure_fn(
-            cls,
-            converter,
-            **{a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)},
-        )
+        return make_dict_structure_fn(cls, converter, **renames(cls))
 
     converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
     converter.register_structure_hook_factory(attrs.has, structure_factory)

@@ -81,9 +81,9 @@ def _refuse_remote(uri: str) -> Any:
     raise SchemaError(f"remote $ref refused: {uri}")
 
 
-_REFUSING_HANDLERS: Mapping[str, Callable[[str], Any]] = {
-    scheme: _refuse_remote for scheme in ("http", "https", "file", "ftp", "urn", "data")
-}
+_REFUSING_HANDLERS: Mapping[str, Callable[[str], Any]] = dict.fromkeys(
+    ("http", "https", "file", "ftp", "urn", "data"), _refuse_remote
+)
 
 
 def _check_definition(node: Any) -> None:

@@ -1,0 +1,36 @@
+"""Seed example 1: a tool that respects cancellation.
+
+The token is cancelled 50 ms in; the five-second tool returns "cancelled" at once,
+because ``Tool.call`` runs it in a cancel scope bound to ``ctx.cancel``.
+"""
+
+import trio
+
+from toolnexus_trio import ToolContext, define_tool
+
+
+async def slow_fn(args: dict[str, object], ctx: ToolContext) -> str:
+    await trio.sleep(5)
+    return "done"
+
+
+async def main() -> None:
+    slow = define_tool("slow", "Waits five seconds", None, slow_fn)
+    ctx = ToolContext()
+
+    async def cancel_soon() -> None:
+        await trio.sleep(0.05)
+        ctx.cancel.cancel()
+
+    t0 = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cancel_soon)
+        result = await slow.call({}, ctx)
+    elapsed = trio.current_time() - t0
+    assert result.is_error and result.output == "cancelled"
+    assert elapsed < 2, "returned promptly"
+    print(f"ok: {result.output} after {elapsed * 1000:.0f}ms")
+
+
+if __name__ == "__main__":
+    trio.run(main)

@@ -1,0 +1,32 @@
+"""Seed example 2: honouring the caller's timeout.
+
+``timeout_ms`` is this call's budget; 0 means unset. The tool bounds its own work by
+it (and ``Tool.call`` enforces the same budget for tools that do not).
+"""
+
+import trio
+
+from toolnexus_trio import ToolContext, ToolResult, define_tool
+
+
+async def fetch_fn(args: dict[str, object], ctx: ToolContext) -> ToolResult:
+    if ctx.timeout_ms == 0:
+        await trio.sleep(0.2)
+        return ToolResult.ok("finished")
+    with trio.move_on_after(ctx.timeout_ms / 1000):
+        await trio.sleep(0.2)
+        return ToolResult.ok("finished")
+    return ToolResult.error(f"timed out after {ctx.timeout_ms}ms")
+
+
+async def main() -> None:
+    fetch = define_tool("fetch", "Simulates a 200 ms call", None, fetch_fn)
+    tight = await fetch.call({}, ToolContext(timeout_ms=20))
+    loose = await fetch.call({}, ToolContext())
+    assert (tight.is_error, tight.output) == (True, "timed out after 20ms")
+    assert (loose.is_error, loose.output) == (False, "finished")
+    print(f"ok: {tight.output} / {loose.output}")
+
+
+if __name__ == "__main__":
+    trio.run(main)

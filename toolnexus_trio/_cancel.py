@@ -1,0 +1,86 @@
+"""CancelToken: a cancellation request that drives real Trio cancel scopes.
+
+A token is not a polled flag: every scope bound to it (the turn's nursery, a call's
+own scope) is cancelled the moment :meth:`CancelToken.cancel` is called, so a tool
+that merely awaits ``trio.sleep`` still stops promptly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import trio
+
+
+class CancelToken:
+    """A per-turn (or per-run, or per-call) cancellation request.
+
+    ``cancel()`` is synchronous and idempotent; call it from Trio code (from another
+    thread, go through :func:`trio.from_thread.run_sync`).
+    """
+
+    __slots__ = ("_event", "_reason", "_scopes")
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self._event: trio.Event | None = None
+        self._scopes: set[trio.CancelScope] | None = set()
+
+    def cancel(self, reason: str | None = None) -> None:
+        """Request cancellation; every bound scope is cancelled now. Later calls do nothing."""
+        scopes = self._scopes
+        if scopes is None:
+            return
+        self._scopes = None
+        self._reason = reason
+        for scope in scopes:
+            scope.cancel(reason=reason)
+        if self._event is not None:
+            self._event.set()
+
+    @property
+    def is_cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._scopes is None
+
+    @property
+    def reason(self) -> str | None:
+        """The reason given to :meth:`cancel`, if any."""
+        return self._reason
+
+    async def wait_cancelled(self) -> None:
+        """Return once the token is cancelled (at once if it already is)."""
+        if self._scopes is None:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._event is None:
+            self._event = trio.Event()
+        await self._event.wait()
+
+    def attach(self, scope: trio.CancelScope) -> None:
+        """Bind *scope* for the rest of this token's life (use for a scope the token outlives)."""
+        if self._scopes is None:
+            scope.cancel(reason=self._reason)
+        else:
+            self._scopes.add(scope)
+
+    @contextmanager
+    def bound(self, scope: trio.CancelScope) -> Iterator[trio.CancelScope]:
+        """Bind *scope* to this token for the ``with`` body: cancelling the token cancels it."""
+        scopes = self._scopes
+        if scopes is None:
+            scope.cancel(reason=self._reason)
+            yield scope
+            return
+        scopes.add(scope)
+        try:
+            yield scope
+        finally:
+            # The token may have fired meanwhile (then the list is gone).
+            if self._scopes is not None:
+                self._scopes.discard(scope)
+
+    def __repr__(self) -> str:
+        state = f"cancelled, reason={self._reason!r}" if self.is_cancelled else "active"
+        return f"<CancelToken {state}>"

@@ -1,0 +1,878 @@
+"""The in-process client: the agent loop, with one Trio nursery per turn.
+
+Each model message's tool calls run as tasks in the turn's nursery; the turn's
+:class:`CancelToken` is bound to that nursery's cancel scope, so cancelling the token
+ends every in-flight call of the turn and nothing else. Results go back to the model
+in call order. The run itself sits in a cancel scope bound to the run's token and to
+``run_timeout_ms``, so a cancel or a deadline also covers model calls, tools and
+``wait_for``. No task outlives :meth:`Client.run`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from ._cancel import CancelToken
+from ._groups import collapse_groups
+from ._toolkit import Toolkit
+from ._tools import ToolContext, ToolResult, pending_of
+from ._wire import Answer, Request
+
+logger = logging.getLogger("toolnexus_trio")
+
+Message = dict[str, Any]
+"""An OpenAI-shaped chat message (``role``, ``content``, ``tool_calls``, ``tool_call_id``)."""
+
+RunStatus = Literal["done", "pending", "incomplete", "cancelled"]
+
+
+@attrs.frozen
+class InProcessToolCall:
+    """One tool call of a model message; a missing id becomes ``call_<i>``.
+
+    ``arguments`` may be a dict or a JSON string.
+    """
+
+    id: str = ""
+    name: str = ""
+    arguments: dict[str, Any] | str = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class InProcessResponse:
+    """One assistant message from ``generate``: text, tool calls, optional usage."""
+
+    content: str = ""
+    tool_calls: Sequence[InProcessToolCall] = ()
+    usage: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class GenerateRequest:
+    """What ``generate`` receives.
+
+    ``messages`` is the live transcript: read it during the call, do not mutate or keep
+    it (it is not copied per call, on purpose). ``tools`` is the OpenAI tool list, or
+    ``None`` when there are no tools. ``turn`` is 0-based.
+    """
+
+    model: str
+    messages: Sequence[Message]
+    tools: list[dict[str, Any]] | None
+    turn: int
+
+
+HookFn = Callable[[dict[str, Any]], Any]
+"""A hook: sync or async, takes one event dict, may return a dict (see :class:`Hooks`)."""
+
+
+@attrs.frozen
+class Hooks:
+    """Lifecycle hooks (SPEC §8); each is sync or async and gets one dict.
+
+    - ``before_llm({messages, tools, model, turn})`` may return ``{messages?, tools?,
+      model?}``: ``messages`` replaces the transcript for the rest of the run; ``tools``
+      and ``model`` apply to that turn.
+    - ``after_llm({response, model, turn})`` observes.
+    - ``before_tool({name, args, id, turn, cancel})`` may return ``{result}`` to
+      short-circuit the tool (``after_tool`` then does not run) or ``{args}`` to rewrite.
+    - ``after_tool({name, args, result, id, turn, cancel})`` may return ``{result}``.
+
+    ``cancel`` is the turn's :class:`CancelToken`. A raising tool hook becomes that
+    call's error result; a raising LLM hook fails the run with :class:`HookError`.
+    """
+
+    before_llm: HookFn | None = None
+    after_llm: HookFn | None = None
+    before_tool: HookFn | None = None
+    after_tool: HookFn | None = None
+
+
+Generate = Callable[[GenerateRequest], Any]
+WaitFor = Callable[[Request], Awaitable[Answer]]
+OnMetric = Callable[[dict[str, Any]], None]
+
+
+@attrs.frozen
+class InProcessOptions:
+    """Options of :func:`create_in_process_client`.
+
+    ``generate`` is ``async (GenerateRequest) -> InProcessResponse`` (a dict with
+    ``content`` / ``tool_calls`` / ``usage`` is accepted too); a plain function also
+    works and runs in a worker thread. ``wait_for`` resolves §10 suspensions.
+    ``tool_timeout_ms`` bounds each tool call, ``run_timeout_ms`` the whole run
+    (0 = unbounded). ``on_metric`` receives ``llm``, ``tool`` and ``run`` events.
+    """
+
+    model: str
+    generate: Generate
+    wait_for: WaitFor | None = None
+    system_prompt: str | None = None
+    max_turns: int = 10
+    hooks: Hooks | Mapping[str, HookFn] | None = None
+    tool_timeout_ms: int = 0
+    run_timeout_ms: int = 0
+    on_metric: OnMetric | None = None
+
+
+@attrs.frozen
+class ToolCallRecord:
+    """One executed tool call and its final result."""
+
+    id: str
+    name: str
+    args: Any
+    output: str
+    is_error: bool
+    metadata: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SuspendedCall:
+    """A call left suspended by a run that returned ``status="pending"``."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    request: Request
+    message_index: int
+    record_index: int
+
+
+@attrs.frozen
+class RunResult:
+    """The outcome of a run.
+
+    ``status`` is ``"done"``, ``"pending"`` (a tool suspended and there is no
+    ``wait_for``; ``pending`` is the first suspended request in call order),
+    ``"incomplete"`` (``limit`` says which limit: ``"maxTurns"``) or ``"cancelled"``
+    (the run's token was cancelled). ``messages`` is the whole transcript, balanced:
+    every tool call has its tool message.
+    """
+
+    text: str
+    status: RunStatus
+    messages: list[Message]
+    tool_calls: list[ToolCallRecord]
+    turns: int
+    usage: dict[str, int]
+    model: str
+    pending: Request | None = None
+    limit: str | None = None
+    suspended: tuple[SuspendedCall, ...] = ()
+    _toolkit: Toolkit | None = attrs.field(default=None, repr=False, eq=False, alias="toolkit")
+
+    @property
+    def tool_call_count(self) -> int:
+        """``len(tool_calls)``."""
+        return len(self.tool_calls)
+
+
+class RunTimeout(TimeoutError):
+    """``run_timeout_ms`` elapsed; :attr:`result` holds the balanced transcript so far."""
+
+    def __init__(self, message: str, result: RunResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class HookError(RuntimeError):
+    """An LLM hook (``before_llm`` / ``after_llm``) raised; the run stops."""
+
+
+class GenerateError(RuntimeError):
+    """``generate`` returned something that is not a model message."""
+
+
+# ---------------------------------------------------------------------------
+
+
+@attrs.define
+class _Call:
+    id: str
+    name: str
+    args: Any
+    arguments_json: str
+    error: str | None = None
+
+
+@attrs.define
+class _Run:
+    toolkit: Toolkit | None
+    messages: list[Message]
+    records: list[ToolCallRecord] = attrs.field(factory=list)
+    usage: dict[str, int] = attrs.field(
+        factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    )
+    turns: int = 0
+    text: str = ""
+    status: RunStatus = "done"
+    limit: str | None = None
+    suspended: list[SuspendedCall] = attrs.field(factory=list)
+    emit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+
+
+def _is_async_callable(fn: object) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004
+    )
+
+
+async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
+    out = fn(event)
+    if inspect.isawaitable(out):
+        out = await out
+    return out
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _usage(raw: Mapping[str, Any] | None) -> dict[str, int]:
+    if not raw:
+        return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    prompt = _int(raw.get("prompt_tokens", raw.get("promptTokens")))
+    completion = _int(raw.get("completion_tokens", raw.get("completionTokens")))
+    total = raw.get("total_tokens", raw.get("totalTokens"))
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": _int(total) if total is not None else prompt + completion,
+    }
+
+
+def _parse_response(raw: object) -> InProcessResponse:
+    if isinstance(raw, InProcessResponse):
+        response = raw
+    elif isinstance(raw, Mapping):
+        calls_raw = raw.get("tool_calls", raw.get("toolCalls")) or []
+        if not isinstance(calls_raw, list | tuple):
+            raise GenerateError(f"generate returned tool_calls of type {type(calls_raw).__name__}")
+        calls = []
+        for item in calls_raw:
+            if isinstance(item, InProcessToolCall):
+                calls.append(item)
+            elif isinstance(item, Mapping):
+                calls.append(
+                    InProcessToolCall(
+                        id=str(item.get("id") or ""),
+                        name=str(item.get("name") or ""),
+                        arguments=item.get("arguments", {}),
+                    )
+                )
+            else:
+                raise GenerateError(f"generate returned a tool call of type {type(item).__name__}")
+        response = InProcessResponse(
+            content=raw.get("content") or "", tool_calls=tuple(calls), usage=raw.get("usage")
+        )
+    else:
+        raise GenerateError(
+            f"generate returned {type(raw).__name__}; expected an InProcessResponse "
+            "or a dict with 'content' and/or 'tool_calls'"
+        )
+    if not isinstance(response.content, str):
+        raise GenerateError(f"generate returned content of type {type(response.content).__name__}")
+    return response
+
+
+def _to_calls(response: InProcessResponse) -> list[_Call]:
+    calls = []
+    for i, tc in enumerate(response.tool_calls):
+        call_id = tc.id or f"call_{i}"
+        arguments = tc.arguments
+        if isinstance(arguments, str):
+            try:
+                args = json.loads(arguments) if arguments.strip() else {}
+            except ValueError as exc:
+                calls.append(
+                    _Call(call_id, tc.name, arguments, arguments, f"Invalid JSON arguments: {exc}")
+                )
+                continue
+            text = arguments
+        else:
+            args = arguments
+            try:
+                text = json.dumps(arguments, separators=(",", ":"))
+            except (TypeError, ValueError) as exc:
+                calls.append(_Call(call_id, tc.name, {}, "{}", f"Arguments are not JSON: {exc}"))
+                continue
+        if not isinstance(args, dict):
+            calls.append(_Call(call_id, tc.name, args, text, "Arguments must be a JSON object"))
+            continue
+        calls.append(_Call(call_id, tc.name, args, text))
+    return calls
+
+
+class _Gate:
+    """Orders calls so that a ``concurrency_safe=False`` call never overlaps another."""
+
+    def __init__(self, exclusive: list[bool]) -> None:
+        self.done = [trio.Event() for _ in exclusive]
+        self.waits: list[list[int]] = []
+        last_exclusive = -1
+        since_exclusive: list[int] = []
+        for i, excl in enumerate(exclusive):
+            if excl:
+                self.waits.append(
+                    ([last_exclusive] if last_exclusive >= 0 else []) + since_exclusive
+                )
+                last_exclusive, since_exclusive = i, []
+            else:
+                self.waits.append([last_exclusive] if last_exclusive >= 0 else [])
+                since_exclusive.append(i)
+
+    async def wait_turn(self, index: int) -> None:
+        for other in self.waits[index]:
+            await self.done[other].wait()
+
+
+@attrs.frozen
+class _Outcome:
+    result: ToolResult
+    args: Any
+
+
+class Client:
+    """The agent loop around an in-process model. Create with :func:`create_in_process_client`."""
+
+    def __init__(self, options: InProcessOptions) -> None:
+        if not callable(options.generate):
+            raise TypeError("create_in_process_client requires a callable `generate`")
+        if options.max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        self.options = options
+        hooks = options.hooks
+        self._hooks = Hooks(**hooks) if isinstance(hooks, Mapping) else (hooks or Hooks())
+        self._generate_is_async = _is_async_callable(options.generate)
+
+    # -- public API ---------------------------------------------------------
+
+    async def run(
+        self,
+        prompt: str,
+        toolkit: Toolkit | None = None,
+        *,
+        history: Sequence[Message] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> RunResult:
+        """Run the loop until the model answers, a tool suspends, or a limit is hit.
+
+        Cancelling *cancel* ends the run with ``status="cancelled"``; ``run_timeout_ms``
+        raises :class:`RunTimeout`; cancelling an enclosing Trio scope raises
+        ``trio.Cancelled`` as usual. An exception from ``generate`` propagates.
+        """
+        run = self._new_run(prompt, toolkit, history)
+        return await self._drive(run, cancel, self._loop(run))
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        prompt: str,
+        toolkit: Toolkit | None = None,
+        *,
+        history: Sequence[Message] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[dict[str, Any]]]:
+        """Run the loop in the background, giving a channel of events (SPEC §8 shapes).
+
+        Events: ``text {delta}``, ``tool_call {id, name, args, cancel}``, ``pending
+        {request}``, ``tool_result {id, name, output, is_error}`` (call order, after the
+        turn), ``usage {usage}``, ``done {result}``. Leaving the block early cancels the
+        run; an exception from the run is raised out of the block.
+        """
+        # Size 0: the loop waits for the consumer, so events are never queued up.
+        send, receive = trio.open_memory_channel[dict[str, Any]](0)
+        run = self._new_run(prompt, toolkit, history)
+
+        async def emit(event: dict[str, Any]) -> None:
+            await send.send(event)
+
+        run.emit = emit
+
+        async def produce() -> None:
+            async with send:
+                result = await self._drive(run, cancel, self._loop(run))
+                await send.send({"type": "usage", "usage": dict(result.usage)})
+                await send.send({"type": "done", "result": result})
+
+        with collapse_groups():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(produce)
+                async with receive:
+                    yield receive
+                nursery.cancel_scope.cancel(reason="stream closed by its consumer")
+
+    async def resume(
+        self,
+        result: RunResult,
+        answers: Mapping[str, Answer] | Iterable[Answer],
+        *,
+        toolkit: Toolkit | None = None,
+        cancel: CancelToken | None = None,
+    ) -> RunResult:
+        """Continue a run that returned ``status="pending"``.
+
+        Each suspended call of the halted turn is re-run once with its answer in
+        ``ctx.answer`` (concurrently); ``ok=False`` gives ``"declined/expired: <prompt>"``
+        and a call with no answer ``"unresolved: <prompt>"``. Its placeholder tool message
+        is replaced, and the loop goes on (no new user message). An answer whose id
+        matches no suspended request raises :class:`ValueError`.
+        """
+        if result.status != "pending":
+            raise ValueError(f"resume needs a pending result, not status={result.status!r}")
+        by_id = dict(answers) if isinstance(answers, Mapping) else {a.id: a for a in answers}
+        known = {s.request.id for s in result.suspended}
+        for key, answer in by_id.items():
+            if key not in known or answer.id != key:
+                raise ValueError(f"answer {answer.id!r} matches no suspended request")
+        run = _Run(
+            toolkit=toolkit if toolkit is not None else result._toolkit,
+            messages=list(result.messages),
+            records=list(result.tool_calls),
+            usage=dict(result.usage),
+            turns=result.turns,
+        )
+
+        async def body() -> None:
+            await self._resume_turn(run, result.suspended, by_id)
+            if not run.suspended:
+                await self._loop(run)
+
+        return await self._drive(run, cancel, body())
+
+    # -- the loop -----------------------------------------------------------
+
+    def _new_run(
+        self, prompt: str, toolkit: Toolkit | None, history: Sequence[Message] | None
+    ) -> _Run:
+        messages: list[Message] = list(history) if history else []
+        if not messages and self.options.system_prompt:
+            messages.append({"role": "system", "content": self.options.system_prompt})
+        messages.append({"role": "user", "content": prompt})
+        return _Run(toolkit=toolkit, messages=messages)
+
+    async def _drive(
+        self, run: _Run, cancel: CancelToken | None, body: Awaitable[None]
+    ) -> RunResult:
+        started = trio.current_time()
+        cancel = cancel or CancelToken()
+        timeout_ms = self.options.run_timeout_ms
+        try:
+            with trio.CancelScope() as run_scope, cancel.bound(run_scope):
+                if timeout_ms > 0:
+                    run_scope.deadline = trio.current_time() + timeout_ms / 1000
+                await body
+        except Exception as exc:
+            self._metric_run(run, started, error=str(exc) or type(exc).__name__)
+            raise
+        if run_scope.cancelled_caught:
+            if cancel.is_cancelled:
+                run.status, run.text = "cancelled", ""
+            else:
+                result = self._result(run)
+                self._metric_run(run, started, error="timeout")
+                raise RunTimeout(f"run timeout after {timeout_ms}ms", result)
+        self._metric_run(run, started)
+        return self._result(run)
+
+    def _result(self, run: _Run) -> RunResult:
+        return RunResult(
+            text=run.text,
+            status=run.status,
+            messages=run.messages,
+            tool_calls=run.records,
+            turns=run.turns,
+            usage=run.usage,
+            model=self.options.model,
+            pending=run.suspended[0].request if run.suspended else None,
+            limit=run.limit,
+            suspended=tuple(run.suspended),
+            toolkit=run.toolkit,
+        )
+
+    async def _loop(self, run: _Run) -> None:
+        opts = self.options
+        while True:
+            if run.turns >= opts.max_turns:
+                run.status, run.limit = "incomplete", "maxTurns"
+                return
+            turn = run.turns
+            tools = run.toolkit.to_openai() if run.toolkit is not None else []
+            model = opts.model
+            if self._hooks.before_llm is not None:
+                change = await self._llm_hook(
+                    self._hooks.before_llm,
+                    {"messages": run.messages, "tools": tools, "model": model, "turn": turn},
+                )
+                if isinstance(change, Mapping):
+                    if change.get("messages") is not None:
+                        run.messages = list(change["messages"])
+                    if change.get("tools") is not None:
+                        tools = list(change["tools"])
+                    if change.get("model"):
+                        model = str(change["model"])
+            response = await self._call_model(
+                GenerateRequest(model=model, messages=run.messages, tools=tools or None, turn=turn)
+            )
+            run.turns += 1
+            usage = _usage(response.usage)
+            for key, value in usage.items():
+                run.usage[key] += value
+            if self._hooks.after_llm is not None:
+                await self._llm_hook(
+                    self._hooks.after_llm, {"response": response, "model": model, "turn": turn}
+                )
+            calls = _to_calls(response)
+            assistant: Message = {"role": "assistant"}
+            if response.content or not calls:
+                assistant["content"] = response.content
+            if calls:
+                assistant["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments_json},
+                    }
+                    for c in calls
+                ]
+            run.messages.append(assistant)
+            run.text = response.content
+            if response.content and run.emit is not None:
+                await run.emit({"type": "text", "delta": response.content})
+            if not calls:
+                run.status = "done"
+                return
+            await self._turn(run, calls, turn)
+            if run.suspended:
+                run.status, run.text = "pending", run.suspended[0].request.prompt
+                return
+
+    async def _call_model(self, request: GenerateRequest) -> InProcessResponse:
+        generate = self.options.generate
+        started = trio.current_time()
+        try:
+            if self._generate_is_async:
+                raw = await generate(request)
+            else:
+                raw = await trio.to_thread.run_sync(generate, request, abandon_on_cancel=True)
+                if inspect.isawaitable(raw):
+                    raw = await raw
+            response = _parse_response(raw)
+        except Exception:
+            self._metric(
+                {
+                    "event": "llm",
+                    "model": request.model,
+                    "status": "error",
+                    "ms": _ms(started),
+                    "prompt_tokens": 0,
+                    "completion_tokens": 0,
+                }
+            )
+            raise
+        usage = _usage(response.usage)
+        self._metric(
+            {
+                "event": "llm",
+                "model": request.model,
+                "status": "ok",
+                "ms": _ms(started),
+                "prompt_tokens": usage["prompt_tokens"],
+                "completion_tokens": usage["completion_tokens"],
+            }
+        )
+        return response
+
+    async def _llm_hook(self, fn: HookFn, event: dict[str, Any]) -> Any:
+        try:
+            return await _call_hook(fn, event)
+        except Exception as exc:
+            name = getattr(fn, "__name__", "hook")
+            raise HookError(f"LLM hook {name} failed: {exc}") from exc
+
+    # -- one turn -----------------------------------------------------------
+
+    async def _turn(self, run: _Run, calls: list[_Call], turn: int) -> None:
+        token = CancelToken()
+        if run.emit is not None:
+            for c in calls:
+                await run.emit(
+                    {
+                        "type": "tool_call",
+                        "id": c.id,
+                        "name": c.name,
+                        "args": c.args,
+                        "cancel": token,
+                    }
+                )
+        outcomes: list[_Outcome | None] = [None] * len(calls)
+        toolkit = run.toolkit
+        exclusive = [
+            toolkit is not None
+            and (found := toolkit.get(c.name)) is not None
+            and found.concurrency_safe is False
+            for c in calls
+        ]
+        gate = _Gate(exclusive) if any(exclusive) else None
+        try:
+            async with trio.open_nursery() as nursery:
+                # The turn's token *is* this nursery's cancel scope.
+                token.attach(nursery.cancel_scope)
+                for i, call in enumerate(calls):
+                    nursery.start_soon(self._call_task, run, call, i, turn, token, gate, outcomes)
+        finally:
+            # Runs on every exit, a run cancel or timeout included: each call gets its
+            # tool message so the transcript stays balanced.
+            self._record_turn(run, calls, outcomes)
+        if run.emit is not None:
+            for c, outcome in zip(calls, outcomes, strict=True):
+                assert outcome is not None
+                await run.emit(
+                    {
+                        "type": "tool_result",
+                        "id": c.id,
+                        "name": c.name,
+                        "output": outcome.result.output,
+                        "is_error": outcome.result.is_error,
+                    }
+                )
+
+    def _record_turn(self, run: _Run, calls: list[_Call], outcomes: list[_Outcome | None]) -> None:
+        for i, call in enumerate(calls):
+            outcome = outcomes[i]
+            if outcome is None:
+                outcome = outcomes[i] = _Outcome(ToolResult.error("cancelled"), call.args)
+                self._metric_tool(call.name, outcome.result, trio.current_time())
+            result = outcome.result
+            request = pending_of(result)
+            if request is not None:
+                run.suspended.append(
+                    SuspendedCall(
+                        call.id,
+                        call.name,
+                        dict(outcome.args),
+                        request,
+                        len(run.messages),
+                        len(run.records),
+                    )
+                )
+            run.records.append(
+                ToolCallRecord(
+                    call.id,
+                    call.name,
+                    outcome.args,
+                    result.output,
+                    result.is_error,
+                    result.metadata,
+                )
+            )
+            run.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
+
+    async def _call_task(
+        self,
+        run: _Run,
+        call: _Call,
+        index: int,
+        turn: int,
+        token: CancelToken,
+        gate: _Gate | None,
+        outcomes: list[_Outcome | None],
+    ) -> None:
+        try:
+            if gate is not None:
+                await gate.wait_turn(index)
+            outcomes[index] = await self._run_call(run, call, turn, token)
+        finally:
+            if gate is not None:
+                gate.done[index].set()
+
+    async def _run_call(self, run: _Run, call: _Call, turn: int, token: CancelToken) -> _Outcome:
+        hooks = self._hooks
+        args = call.args
+        if call.error is not None:
+            return _Outcome(ToolResult.error(f"{call.error} (tool '{call.name}')"), args)
+        short_circuit: ToolResult | None = None
+        if hooks.before_tool is not None:
+            event = {"name": call.name, "args": args, "id": call.id, "turn": turn, "cancel": token}
+            try:
+                change = await _call_hook(hooks.before_tool, event)
+            except Exception as exc:
+                return _Outcome(ToolResult.error(f"before_tool hook failed: {exc}"), args)
+            if isinstance(change, Mapping):
+                if isinstance(change.get("result"), ToolResult):
+                    short_circuit = change["result"]
+                elif isinstance(change.get("args"), dict):
+                    args = change["args"]
+        if short_circuit is not None and pending_of(short_circuit) is None:
+            return _Outcome(short_circuit, args)
+        ctx = ToolContext(cancel=token, call_id=call.id, timeout_ms=self.options.tool_timeout_ms)
+        result = short_circuit or await self._execute(run, call.name, args, ctx)
+        request = pending_of(result)
+        if request is not None:
+            if self.options.wait_for is None:
+                if run.emit is not None:
+                    await run.emit({"type": "pending", "request": request})
+                return _Outcome(result, args)
+            result = await self._resolve(run, call, args, request, token)
+        return _Outcome(await self._after_tool(call, args, result, turn, token), args)
+
+    async def _execute(
+        self, run: _Run, name: str, args: dict[str, Any], ctx: ToolContext
+    ) -> ToolResult:
+        started = trio.current_time()
+        toolkit = run.toolkit
+        found = toolkit.get(name) if toolkit is not None else None
+        if found is None:
+            result = ToolResult.error(f"Unknown tool: {name}")
+        else:
+            result = await found.call(args, ctx)
+        self._metric_tool(name, result, started, found.source.value if found else "unknown")
+        return result
+
+    async def _resolve(
+        self, run: _Run, call: _Call, args: dict[str, Any], request: Request, token: CancelToken
+    ) -> ToolResult:
+        assert self.options.wait_for is not None
+        if run.emit is not None:
+            await run.emit({"type": "pending", "request": request})
+        try:
+            answer = await self.options.wait_for(request)
+        except Exception as exc:
+            return ToolResult.error(f"wait_for failed: {exc}")
+        return await self._answered(run, call.id, call.name, args, request, answer, token)
+
+    async def _answered(
+        self,
+        run: _Run,
+        call_id: str,
+        name: str,
+        args: dict[str, Any],
+        request: Request,
+        answer: Answer | None,
+        token: CancelToken,
+    ) -> ToolResult:
+        if answer is None or not answer.ok:
+            return ToolResult.error(f"declined/expired: {request.prompt}")
+        ctx = ToolContext(
+            cancel=token, call_id=call_id, timeout_ms=self.options.tool_timeout_ms, answer=answer
+        )
+        retried = await self._execute(run, name, args, ctx)
+        if pending_of(retried) is not None:
+            return ToolResult.error(f"unresolved: {request.prompt}")
+        return retried
+
+    async def _after_tool(
+        self, call: _Call, args: Any, result: ToolResult, turn: int, token: CancelToken
+    ) -> ToolResult:
+        if self._hooks.after_tool is None:
+            return result
+        event = {
+            "name": call.name,
+            "args": args,
+            "result": result,
+            "id": call.id,
+            "turn": turn,
+            "cancel": token,
+        }
+        try:
+            change = await _call_hook(self._hooks.after_tool, event)
+        except Exception as exc:
+            return ToolResult.error(f"after_tool hook failed: {exc}")
+        replaced = change.get("result") if isinstance(change, Mapping) else None
+        return replaced if isinstance(replaced, ToolResult) else result
+
+    async def _resume_turn(
+        self, run: _Run, suspended: Sequence[SuspendedCall], answers: Mapping[str, Answer]
+    ) -> None:
+        token = CancelToken()
+        results: list[ToolResult | None] = [None] * len(suspended)
+
+        async def redo(i: int, s: SuspendedCall) -> None:
+            answer = answers.get(s.request.id)
+            if answer is None:
+                results[i] = ToolResult.error(f"unresolved: {s.request.prompt}")
+                return
+            result = await self._answered(run, s.id, s.name, s.args, s.request, answer, token)
+            call = _Call(s.id, s.name, s.args, "")
+            results[i] = await self._after_tool(call, s.args, result, run.turns - 1, token)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                token.attach(nursery.cancel_scope)
+                for i, s in enumerate(suspended):
+                    nursery.start_soon(redo, i, s)
+        finally:
+            for s, result in zip(suspended, results, strict=True):
+                final = result or ToolResult.error("cancelled")
+                run.messages[s.message_index] = {
+                    "role": "tool",
+                    "tool_call_id": s.id,
+                    "content": final.output,
+                }
+                run.records[s.record_index] = ToolCallRecord(
+                    s.id, s.name, s.args, final.output, final.is_error, final.metadata
+                )
+
+    # -- metrics ------------------------------------------------------------
+
+    def _metric(self, event: dict[str, Any]) -> None:
+        sink = self.options.on_metric
+        if sink is None:
+            return
+        try:
+            sink(event)
+        except Exception:
+            logger.exception("toolnexus_trio: on_metric raised; event dropped")
+
+    def _metric_tool(
+        self, name: str, result: ToolResult, started: float, source: str = "unknown"
+    ) -> None:
+        if self.options.on_metric is None:
+            return
+        suspended = pending_of(result) is not None
+        event: dict[str, Any] = {
+            "event": "tool",
+            "tool": name,
+            "source": source,
+            "is_error": result.is_error and not suspended,
+            "ms": _ms(started),
+        }
+        if suspended:
+            event["pending"] = True
+        self._metric(event)
+
+    def _metric_run(self, run: _Run, started: float, error: str | None = None) -> None:
+        if self.options.on_metric is None:
+            return
+        event: dict[str, Any] = {
+            "event": "run",
+            "model": self.options.model,
+            "turns": run.turns,
+            "tool_calls": len(run.records),
+            "total_tokens": run.usage["total_tokens"],
+            "ms": _ms(started),
+            "status": run.status,
+        }
+        if error is not None:
+            event["error"] = error
+        self._metric(event)
+
+
+def _ms(started: float) -> float:
+    elapsed = (trio.current_time() - started) * 1000
+    return 0.0 if math.isnan(elapsed) else elapsed
+
+
+def create_in_process_client(options: InProcessOptions) -> Client:
+    """A :class:`Client` around a host-supplied ``generate`` (no wire, no key, no retries)."""
+    return Client(options)

@@ -1,0 +1,289 @@
+"""Tools: the uniform :class:`Tool`, its result and context, and ways to define one."""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import json
+import typing
+from collections.abc import Awaitable, Callable
+from typing import Any, overload
+
+import attrs
+import cattrs
+import trio
+
+from ._cancel import CancelToken
+from ._converter import wire
+from ._schema import JSONSchema, Validator, compile_schema, empty_schema, schema_for_type
+from ._wire import Answer, Request
+
+
+@attrs.frozen
+class ToolResult:
+    """What a tool hands back to the model: text, an error flag and free-form metadata."""
+
+    output: str
+    is_error: bool = False
+    metadata: dict[str, Any] | None = None
+
+    @classmethod
+    def ok(cls, output: str, metadata: dict[str, Any] | None = None) -> ToolResult:
+        """A successful result."""
+        return cls(output, False, metadata)
+
+    @classmethod
+    def error(cls, output: str, metadata: dict[str, Any] | None = None) -> ToolResult:
+        """An error result; the model sees *output* and decides what to do."""
+        return cls(output, True, metadata)
+
+
+class ToolSource(enum.Enum):
+    """Where a tool comes from."""
+
+    CUSTOM = "custom"
+    NATIVE = "native"
+    BUILTIN = "builtin"
+    SKILL = "skill"
+    MCP = "mcp"
+    HTTP = "http"
+    TESSERON = "tesseron"
+
+
+@attrs.frozen
+class ToolHints:
+    """Behaviour hints a host may use (for approval prompts, retries, caching)."""
+
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = False
+
+
+@attrs.define
+class ToolContext:
+    """Per-call context handed to ``execute``.
+
+    ``cancel`` is the turn's token inside the client loop (a fresh token by default);
+    ``call_id`` is the model's id for this call (``None`` outside the loop);
+    ``timeout_ms`` is this call's budget (0 means unset; :meth:`Tool.call` enforces it);
+    ``answer`` is set only when the loop re-runs a call after a §10 suspension.
+    """
+
+    cancel: CancelToken = attrs.field(factory=CancelToken)
+    call_id: str | None = None
+    timeout_ms: int = 0
+    answer: Answer | None = None
+
+
+Execute = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+"""The signature of :attr:`Tool.execute`."""
+
+
+@attrs.frozen
+class Tool:
+    """The one uniform tool abstraction (SPEC §1).
+
+    ``input_schema`` is compiled once, here; a malformed schema or a remote ``$ref``
+    raises :class:`ValueError` when the tool is created. Run a tool with :meth:`call`.
+    ``concurrency_safe=False`` makes the client loop run it alone, never overlapping
+    another call of the same turn.
+    """
+
+    name: str
+    description: str
+    input_schema: JSONSchema
+    source: ToolSource
+    execute: Execute = attrs.field(repr=False)
+    hints: ToolHints | None = None
+    concurrency_safe: bool | None = None
+    _validator: Validator = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_validator", compile_schema(self.input_schema))
+
+    async def call(self, args: dict[str, Any] | None, ctx: ToolContext | None = None) -> ToolResult:
+        """Validate *args*, run ``execute`` under ``ctx.cancel``, and never raise.
+
+        - arguments failing ``input_schema`` give an error naming each path and rule,
+          and ``execute`` does not run;
+        - an exception from ``execute`` gives ``ToolResult.error(str(exc))``;
+        - a cancelled token gives ``ToolResult.error("cancelled")``;
+        - ``ctx.timeout_ms`` elapsing gives ``ToolResult.error("timed out after <N>ms")``.
+
+        Cancellation of an *enclosing* Trio scope propagates as ``trio.Cancelled``.
+        """
+        if ctx is None:
+            ctx = ToolContext()
+        if args is None:
+            args = {}
+        issues = self._validator.issues(args)
+        if issues:
+            detail = "; ".join(f"{i.message} (at {i.location}, rule: {i.rule})" for i in issues)
+            return ToolResult.error(f"Invalid arguments for tool '{self.name}': {detail}")
+        with trio.CancelScope() as scope, ctx.cancel.bound(scope):
+            if ctx.timeout_ms > 0:
+                scope.deadline = trio.current_time() + ctx.timeout_ms / 1000
+            try:
+                result: object = await self.execute(args, ctx)
+            except Exception as exc:
+                return ToolResult.error(str(exc) or type(exc).__name__)
+            if not isinstance(result, ToolResult):
+                return ToolResult.error(
+                    f"tool '{self.name}' returned {type(result).__name__}, not a ToolResult"
+                )
+            return result
+        # Only reached when our own scope caught a cancellation.
+        if ctx.cancel.is_cancelled:
+            return ToolResult.error("cancelled")
+        return ToolResult.error(f"timed out after {ctx.timeout_ms}ms")
+
+
+def pending(request: Request) -> ToolResult:
+    """A §10 suspension: an error result whose ``metadata["pending"]`` is *request*.
+
+    The output is the prompt, plus a newline and the url when there is one.
+    """
+    output = request.prompt if request.url is None else f"{request.prompt}\n{request.url}"
+    return ToolResult.error(output, {"pending": request})
+
+
+def pending_of(result: ToolResult) -> Request | None:
+    """The :class:`Request` a result is suspended on, or ``None``."""
+    if result.metadata is None:
+        return None
+    found = result.metadata.get("pending")
+    if isinstance(found, Request):
+        return found
+    if isinstance(found, dict) and {"kind", "prompt"} <= found.keys():
+        try:
+            return Request.from_json(found)
+        except (cattrs.BaseValidationError, TypeError, ValueError):
+            return None
+    return None
+
+
+def _to_result(value: object) -> ToolResult:
+    if isinstance(value, ToolResult):
+        return value
+    if isinstance(value, str):
+        return ToolResult.ok(value)
+    return ToolResult.ok(json.dumps(wire.unstructure(value), separators=(",", ":")))
+
+
+NativeFn = Callable[[dict[str, Any], ToolContext], Awaitable["str | ToolResult"]]
+
+
+def define_tool(name: str, description: str, input_schema: JSONSchema | None, fn: NativeFn) -> Tool:
+    """Make a native tool from ``async fn(args, ctx) -> str | ToolResult``.
+
+    A returned ``str`` becomes ``ToolResult.ok``; other values are sent as JSON; a
+    raised ``Exception`` becomes ``ToolResult.error(str(exc))`` (via :meth:`Tool.call`).
+    ``input_schema=None`` means :func:`empty_schema`.
+    """
+    if not inspect.iscoroutinefunction(fn) and not inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - async callable objects count too
+    ):
+        raise TypeError(f"define_tool({name!r}): fn must be an async function")
+
+    async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return _to_result(await fn(args, ctx))
+
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=empty_schema() if input_schema is None else input_schema,
+        source=ToolSource.NATIVE,
+        execute=execute,
+    )
+
+
+_SKIPPED_PARAMS = frozenset({"self", "cls"})
+
+
+def _signature_tool(
+    fn: Callable[..., Awaitable[Any]], name: str | None, description: str | None
+) -> Tool:
+    if not inspect.iscoroutinefunction(fn):
+        raise TypeError(f"@tool needs an async function, got {fn!r}")
+    hints = typing.get_type_hints(fn)
+    signature = inspect.signature(fn)
+    properties: dict[str, JSONSchema] = {}
+    required: list[str] = []
+    context_params: list[str] = []
+    structured: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.name in _SKIPPED_PARAMS:
+            continue
+        annotation = hints.get(param.name, Any)
+        if annotation is ToolContext:
+            context_params.append(param.name)
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"@tool {fn.__name__}: *args/**kwargs are not supported")
+        properties[param.name] = schema_for_type(annotation)
+        if param.default is inspect.Parameter.empty:
+            required.append(param.name)
+        if _needs_structuring(annotation):
+            structured[param.name] = annotation
+    schema: JSONSchema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    doc = inspect.getdoc(fn) or ""
+    first_line = doc.strip().splitlines()[0] if doc.strip() else ""
+
+    async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        kwargs = dict(args)
+        for key, annotation in structured.items():
+            if key in kwargs:
+                kwargs[key] = wire.structure(kwargs[key], annotation)
+        for key in context_params:
+            kwargs[key] = ctx
+        return _to_result(await fn(**kwargs))
+
+    return Tool(
+        name=name or fn.__name__,
+        description=description if description is not None else first_line,
+        input_schema=schema,
+        source=ToolSource.NATIVE,
+        execute=execute,
+    )
+
+
+def _needs_structuring(annotation: Any) -> bool:
+    if isinstance(annotation, type) and (
+        attrs.has(annotation) or issubclass(annotation, enum.Enum)
+    ):
+        return True
+    return any(_needs_structuring(arg) for arg in typing.get_args(annotation))
+
+
+@overload
+def tool(fn: Callable[..., Awaitable[Any]], /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Awaitable[Any]]], Tool]: ...
+def tool(
+    fn: Callable[..., Awaitable[Any]] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Tool | Callable[[Callable[..., Awaitable[Any]]], Tool]:
+    """Make a native :class:`Tool` from an async function's signature.
+
+    The name is the function's, the description its docstring's first line, and the
+    input schema comes from the annotations (``str, int, float, bool, list, dict,
+    Optional, Literal`` and attrs classes, which cattrs structures). A parameter
+    annotated :class:`ToolContext` is injected, not exposed. Use as ``@tool`` or
+    ``@tool(name=..., description=...)``.
+    """
+    if fn is not None:
+        return _signature_tool(fn, name, description)
+
+    def decorate(inner: Callable[..., Awaitable[Any]]) -> Tool:
+        return _signature_tool(inner, name, description)
+
+    return decorate
