@@ -349,6 +349,7 @@ async def test_run_timeout_bounds_a_hung_tool(autojump_clock: trio.abc.Clock) ->
             await client(gen, run_timeout_ms=2000).run("go", tk)
         census.assert_no_new_tasks()
     assert tool_messages(info.value.result.messages) == [("call_0", "cancelled")]
+    assert (info.value.result.status, info.value.result.limit) == ("incomplete", "runTimeout")
     assert trio.current_time() == pytest.approx(2)
 
 
@@ -729,11 +730,13 @@ async def test_stream_leaving_early_cancels_the_run(autojump_clock: trio.abc.Clo
         await trio.sleep_forever()
         return "never"
 
-    gen = scripted(InProcessResponse(tool_calls=[call("hang")]))
+    # Two calls: when the consumer leaves, the loop is blocked sending the second event.
+    gen = scripted(InProcessResponse(tool_calls=[call("hang"), call("hang")]))
     tk = await toolkit_of(define_tool("hang", "", None, hang))
     with TaskCensus() as census:
         async with client(gen).stream("go", tk) as channel:
             first = await channel.receive()
+            await trio.testing.wait_all_tasks_blocked()
         census.assert_no_new_tasks()
     assert first["type"] == "tool_call"
 

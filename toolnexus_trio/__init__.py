@@ -5,6 +5,8 @@ Every turn of the agent loop is a Trio nursery whose cancel scope is the turn's
 The Tesseron host SDK lives in :mod:`toolnexus_trio.tesseron`.
 """
 
+import attrs as _attrs
+
 from ._builtins import BuiltinsConfig as BuiltinsConfig
 from ._cancel import CancelToken as CancelToken
 from ._client import Client as Client
@@ -72,12 +74,12 @@ __all__ = [
     "tool",
 ]
 
-# Tracebacks and docs show the public module, as trio does.
+# Tracebacks and docs show the public module, as trio does. Annotations are resolved
+# first, while the defining module is still known (cattrs reads them later).
 for _name in __all__:
     _obj = globals()[_name]
+    if isinstance(_obj, type) and _attrs.has(_obj):
+        _attrs.resolve_types(_obj)
     if getattr(_obj, "__module__", "").startswith("toolnexus_trio._"):
-        try:
-            _obj.__module__ = __name__
-        except (AttributeError, TypeError):
-            pass
+        _obj.__module__ = __name__
 del _name, _obj

@@ -400,7 +400,9 @@ class Client:
         run.emit = emit
 
         async def produce() -> None:
-            async with send:
+            # A synchronous close: an awaiting one could take a Cancelled that would
+            # replace the run's own exception.
+            with send:
                 result = await self._drive(run, cancel, self._loop(run))
                 await send.send({"type": "usage", "usage": dict(result.usage)})
                 await send.send({"type": "done", "result": result})
@@ -408,9 +410,13 @@ class Client:
         with collapse_groups():
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(produce)
-                async with receive:
+                try:
                     yield receive
-                nursery.cancel_scope.cancel(reason="stream closed by its consumer")
+                finally:
+                    # Cancel first, then close: the loop must see Cancelled, not a
+                    # BrokenResourceError from an event it was still sending.
+                    nursery.cancel_scope.cancel(reason="stream closed by its consumer")
+                    receive.close()
 
     async def resume(
         self,
@@ -479,6 +485,7 @@ class Client:
             if cancel.is_cancelled:
                 run.status, run.text = "cancelled", ""
             else:
+                run.status, run.limit = "incomplete", "runTimeout"
                 result = self._result(run)
                 self._metric_run(run, started, error="timeout")
                 raise RunTimeout(f"run timeout after {timeout_ms}ms", result)
@@ -486,6 +493,7 @@ class Client:
         return self._result(run)
 
     def _result(self, run: _Run) -> RunResult:
+        halted = run.status == "pending"
         return RunResult(
             text=run.text,
             status=run.status,
@@ -494,9 +502,9 @@ class Client:
             turns=run.turns,
             usage=run.usage,
             model=self.options.model,
-            pending=run.suspended[0].request if run.suspended else None,
+            pending=run.suspended[0].request if halted else None,
             limit=run.limit,
-            suspended=tuple(run.suspended),
+            suspended=tuple(run.suspended) if halted else (),
             toolkit=run.toolkit,
         )
 
