@@ -216,7 +216,7 @@ def _signature_tool(
         if param.name in _SKIPPED_PARAMS:
             continue
         annotation = hints.get(param.name, Any)
-        if annotation is ToolContext:
+        if annotation is ToolContext or ToolContext in typing.get_args(annotation):
             context_params.append(param.name)
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
