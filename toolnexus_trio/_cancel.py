@@ -65,6 +65,11 @@ class CancelToken:
         else:
             self._scopes.add(scope)
 
+    def detach(self, scope: trio.CancelScope) -> None:
+        """Undo :meth:`attach` (a no-op once the token has fired)."""
+        if self._scopes is not None:
+            self._scopes.discard(scope)
+
     @contextmanager
     def bound(self, scope: trio.CancelScope) -> Iterator[trio.CancelScope]:
         """Bind *scope* to this token for the ``with`` body: cancelling the token cancels it."""

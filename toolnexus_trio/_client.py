@@ -737,13 +737,13 @@ class Client:
     async def _execute(
         self, run: _Run, name: str, args: dict[str, Any], ctx: ToolContext
     ) -> ToolResult:
-        started = trio.current_time()
+        started = trio.current_time() if self.options.on_metric is not None else 0.0
         toolkit = run.toolkit
         found = toolkit.get(name) if toolkit is not None else None
         if found is None:
             result = ToolResult.error(f"Unknown tool: {name}")
         else:
-            result = await found.call(args, ctx)
+            result = await found._call(args, ctx, own_scope=False)
         self._metric_tool(name, result, started, found.source.value if found else "unknown")
         return result
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import inspect
 import json
+import math
 import typing
 from collections.abc import Awaitable, Callable
 from typing import Any, overload
@@ -113,30 +114,45 @@ class Tool:
 
         Cancellation of an *enclosing* Trio scope propagates as ``trio.Cancelled``.
         """
-        if ctx is None:
-            ctx = ToolContext()
+        return await self._call(args, ToolContext() if ctx is None else ctx, own_scope=True)
+
+    async def _call(
+        self, args: dict[str, Any] | None, ctx: ToolContext, *, own_scope: bool
+    ) -> ToolResult:
+        # The client loop passes own_scope=False: its turn nursery's scope is already
+        # bound to ctx.cancel, so a per-call scope is only needed for a timeout.
         if args is None:
             args = {}
         issues = self._validator.issues(args)
         if issues:
             detail = "; ".join(f"{i.message} (at {i.location}, rule: {i.rule})" for i in issues)
             return ToolResult.error(f"Invalid arguments for tool '{self.name}': {detail}")
-        with trio.CancelScope() as scope, ctx.cancel.bound(scope):
-            if ctx.timeout_ms > 0:
-                scope.deadline = trio.current_time() + ctx.timeout_ms / 1000
+        timeout_ms = ctx.timeout_ms
+        if not own_scope and timeout_ms <= 0:
+            return await self._invoke(args, ctx)
+        deadline = trio.current_time() + timeout_ms / 1000 if timeout_ms > 0 else math.inf
+        token = ctx.cancel
+        with trio.CancelScope(deadline=deadline) as scope:
+            token.attach(scope)
             try:
-                result: object = await self.execute(args, ctx)
-            except Exception as exc:
-                return ToolResult.error(str(exc) or type(exc).__name__)
-            if not isinstance(result, ToolResult):
-                return ToolResult.error(
-                    f"tool '{self.name}' returned {type(result).__name__}, not a ToolResult"
-                )
-            return result
+                return await self._invoke(args, ctx)
+            finally:
+                token.detach(scope)
         # Only reached when our own scope caught a cancellation.
-        if ctx.cancel.is_cancelled:
+        if token.is_cancelled:
             return ToolResult.error("cancelled")
-        return ToolResult.error(f"timed out after {ctx.timeout_ms}ms")
+        return ToolResult.error(f"timed out after {timeout_ms}ms")
+
+    async def _invoke(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            result: object = await self.execute(args, ctx)
+        except Exception as exc:
+            return ToolResult.error(str(exc) or type(exc).__name__)
+        if not isinstance(result, ToolResult):
+            return ToolResult.error(
+                f"tool '{self.name}' returned {type(result).__name__}, not a ToolResult"
+            )
+        return result
 
 
 def pending(request: Request) -> ToolResult:
