@@ -1,0 +1,356 @@
+"""``TesseronApp``: the application's identity, its actions and its resources.
+
+Registration happens here, once: schemas are derived and compiled at registration
+(never per invoke), and the published manifest entries are built once and cached
+until the next change. Changes while listening are pushed to live connections,
+which send the full-manifest ``*/list_changed`` once their welcome is applied.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import attrs
+
+from .._schema import SchemaError, Validator, compile_schema, schema_for_type
+from ._context import ActionContext
+from ._errors import ActionError, TesseronErrorCode
+from ._wire import ActionManifest, AppInfo, ResourceManifest, payloads
+
+if TYPE_CHECKING:
+    from ._host import TesseronHost
+
+__all__ = ["DEFAULT_MANIFEST_DIR", "ResourceHandle", "TesseronApp"]
+
+_APP_ID = re.compile(r"^[a-z][a-z0-9_]*$")
+RESERVED_APP_IDS: Final = frozenset({"tesseron", "mcp", "system"})
+
+RAW_INPUT_SCHEMA: Final[dict[str, Any]] = {"type": "object", "additionalProperties": True}
+"""Published for an action without a typed input or explicit schema (MCP wants an object)."""
+
+
+class _DefaultManifestDir:
+    """Sentinel type: publish the manifest in ``~/.tesseron/instances``."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT_MANIFEST_DIR"
+
+    def directory(self) -> Path:
+        return Path.home() / ".tesseron" / "instances"
+
+
+DEFAULT_MANIFEST_DIR: Final = _DefaultManifestDir()
+"""Default for ``listen(manifest_dir=...)``: ``~/.tesseron/instances``, resolved at listen time."""
+
+Handler = Callable[[Any, ActionContext], Awaitable[Any]]
+F = TypeVar("F", bound=Handler)
+
+
+@attrs.frozen(eq=False)
+class _Action:
+    """A registered action: handler, compiled validator and published manifest entry."""
+
+    name: str
+    handler: Handler
+    validator: Validator | None
+    input_type: type[Any] | None
+    timeout_s: float
+    manifest: ActionManifest
+
+    def prepare_input(self, raw: Any) -> Any:
+        """Validate and structure *raw*; ``INPUT_VALIDATION`` (-32004) with issues on failure."""
+        if self.validator is not None:
+            issues = self.validator.issues(raw)
+            if issues:
+                raise ActionError(
+                    TesseronErrorCode.INPUT_VALIDATION,
+                    "Invalid input",
+                    [issue.to_json() for issue in issues],
+                )
+        if self.input_type is None:
+            return raw
+        try:
+            return payloads.structure(raw, self.input_type)
+        except Exception as exc:
+            raise ActionError(
+                TesseronErrorCode.INPUT_VALIDATION,
+                "Invalid input",
+                [{"message": str(exc), "path": [], "rule": "type"}],
+            ) from exc
+
+
+SubscribeHook = Callable[[Callable[[Any], None]], Callable[[], None] | None]
+ReadHook = Callable[[], Any]
+
+
+class ResourceHandle:
+    """A registered resource; :meth:`publish` pushes a value to every subscriber."""
+
+    def __init__(
+        self,
+        app: TesseronApp,
+        name: str,
+        read: ReadHook,
+        description: str,
+        subscribable: bool,
+        subscribe: SubscribeHook | None,
+    ) -> None:
+        self._app = app
+        self.name = name
+        """The resource name."""
+        self.description = description
+        """The published description."""
+        self.subscribable = subscribable
+        """Whether ``resources/subscribe`` is accepted."""
+        self._read = read
+        self._subscribe = subscribe
+        self.manifest = ResourceManifest(name, description, subscribable)
+        """The published manifest entry."""
+
+    async def read(self) -> Any:
+        """Call the resource's read function (sync or async) and return its value."""
+        value = self._read()
+        if inspect.isawaitable(value):
+            value = await value
+        return payloads.unstructure(value)
+
+    async def publish(self, value: Any) -> None:
+        """Send ``resources/updated`` with *value* to every live subscription of this resource.
+
+        Subscriptions on dropped connections are skipped; this never raises for them.
+        """
+        data = payloads.unstructure(value)
+        for host in list(self._app._hosts):
+            await host._publish(self, data)
+
+
+class TesseronApp:
+    """A Tesseron application: identity, actions and resources.
+
+    The *id* must match ``^[a-z][a-z0-9_]*$`` and must not be ``tesseron``, ``mcp`` or
+    ``system``; a bad id raises :class:`ValueError` here, before anything binds.
+    """
+
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        origin: str = "http://127.0.0.1",
+        description: str | None = None,
+        version: str | None = None,
+    ) -> None:
+        if not isinstance(id, str) or not _APP_ID.match(id):
+            raise ValueError(f"invalid Tesseron app id {id!r}: must match ^[a-z][a-z0-9_]*$")
+        if id in RESERVED_APP_IDS:
+            raise ValueError(f"Tesseron app id {id!r} is reserved")
+        self.info = AppInfo(
+            id=id, name=name, origin=origin, description=description, version=version
+        )
+        """The ``app`` object sent in hello."""
+        self._actions: dict[str, _Action] = {}
+        self._resources: dict[str, ResourceHandle] = {}
+        self._hosts: set[TesseronHost] = set()
+        self._action_manifest: list[ActionManifest] | None = None
+        self._resource_manifest: list[ResourceManifest] | None = None
+        self.actions_version = 0
+        """Bumped on every action change (used to detect changes during a handshake)."""
+        self.resources_version = 0
+        """Bumped on every resource change."""
+
+    @property
+    def id(self) -> str:
+        """The app id."""
+        return self.info.id
+
+    @property
+    def name(self) -> str:
+        """The app's display name."""
+        return self.info.name
+
+    @property
+    def origin(self) -> str:
+        """The declared origin."""
+        return self.info.origin
+
+    # -- actions --------------------------------------------------------------
+
+    def action(
+        self,
+        name: str,
+        description: str = "",
+        input_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        timeout_ms: int = 60000,
+        annotations: Mapping[str, Any] | None = None,
+    ) -> Callable[[F], F]:
+        """Register ``async def handler(input, ctx: ActionContext)`` as action *name*.
+
+        When ``input`` is annotated with an attrs class, the published ``inputSchema`` is
+        derived from it and the input is structured into it (attribute names are the
+        JSON keys). Otherwise the input is raw JSON, validated against *input_schema*
+        when given. Schemas are compiled here, once. The return value is unstructured
+        with cattrs. A duplicate *name* raises :class:`ValueError`.
+        """
+
+        def register(fn: F) -> F:
+            self._add_action(
+                name, fn, description, input_schema, output_schema, timeout_ms, annotations
+            )
+            return fn
+
+        return register
+
+    def _add_action(
+        self,
+        name: str,
+        fn: Handler,
+        description: str,
+        input_schema: Mapping[str, Any] | None,
+        output_schema: Mapping[str, Any] | None,
+        timeout_ms: int,
+        annotations: Mapping[str, Any] | None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("an action needs a non-empty name")
+        if name in self._actions:
+            raise ValueError(f"duplicate action name {name!r}")
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"action {name!r}: the handler must be an async function")
+        params = list(inspect.signature(fn).parameters.values())
+        if len(params) != 2:
+            raise TypeError(f"action {name!r}: the handler must take (input, ctx)")
+        if timeout_ms <= 0:
+            raise ValueError(f"action {name!r}: timeout_ms must be positive")
+        input_type = _attrs_input_type(fn, params[0].name)
+        schema: dict[str, Any] | None
+        if input_schema is not None:
+            schema = dict(input_schema)
+        elif input_type is not None:
+            schema = schema_for_type(input_type)
+        else:
+            schema = None
+        try:
+            validator = compile_schema(schema) if schema is not None else None
+            if output_schema is not None:
+                compile_schema(output_schema)
+        except SchemaError as exc:
+            raise ValueError(f"action {name!r}: {exc}") from exc
+        manifest = ActionManifest(
+            name=name,
+            description=description,
+            input_schema=schema if schema is not None else dict(RAW_INPUT_SCHEMA),
+            timeout_ms=timeout_ms,
+            output_schema=dict(output_schema) if output_schema is not None else None,
+            annotations=dict(annotations) if annotations is not None else None,
+        )
+        self._actions[name] = _Action(
+            name=name,
+            handler=fn,
+            validator=validator,
+            input_type=input_type,
+            timeout_s=timeout_ms / 1000,
+            manifest=manifest,
+        )
+        self._actions_changed()
+
+    def remove_action(self, name: str) -> None:
+        """Unregister action *name* (:class:`KeyError` if unknown). Running invocations finish."""
+        del self._actions[name]
+        self._actions_changed()
+
+    def _actions_changed(self) -> None:
+        self._action_manifest = None
+        self.actions_version += 1
+        for host in list(self._hosts):
+            host._manifest_changed(actions=True)
+
+    def action_manifest(self) -> list[ActionManifest]:
+        """The published action list (built once per change, in registration order)."""
+        if self._action_manifest is None:
+            self._action_manifest = [a.manifest for a in self._actions.values()]
+        return self._action_manifest
+
+    # -- resources ------------------------------------------------------------
+
+    def resource(
+        self,
+        name: str,
+        read: ReadHook,
+        description: str = "",
+        subscribable: bool = False,
+        subscribe: SubscribeHook | None = None,
+    ) -> ResourceHandle:
+        """Register resource *name* and return its handle.
+
+        *read* (sync or async, no arguments) answers ``resources/read``. A subscribable
+        resource accepts ``resources/subscribe``; the optional *subscribe* hook is called
+        as ``subscribe(emit)`` right after the subscription is acknowledged and may
+        return a cleanup function, called exactly once on unsubscribe, removal or drop.
+        ``emit(value)`` and :meth:`ResourceHandle.publish` both send ``resources/updated``.
+        The hook runs on the connection's read path: keep it quick and non-blocking.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError("a resource needs a non-empty name")
+        if name in self._resources:
+            raise ValueError(f"duplicate resource name {name!r}")
+        if not callable(read):
+            raise TypeError(f"resource {name!r}: read must be callable")
+        if subscribe is not None and not subscribable:
+            raise ValueError(f"resource {name!r}: a subscribe hook needs subscribable=True")
+        handle = ResourceHandle(self, name, read, description, subscribable, subscribe)
+        self._resources[name] = handle
+        self._resources_changed(None)
+        return handle
+
+    def remove_resource(self, name: str) -> None:
+        """Unregister resource *name* (:class:`KeyError` if unknown); its subscriptions stop."""
+        handle = self._resources.pop(name)
+        self._resources_changed(handle)
+
+    def _resources_changed(self, removed: ResourceHandle | None) -> None:
+        self._resource_manifest = None
+        self.resources_version += 1
+        for host in list(self._hosts):
+            host._manifest_changed(resources=True, removed=removed)
+
+    def resource_manifest(self) -> list[ResourceManifest]:
+        """The published resource list (built once per change, in registration order)."""
+        if self._resource_manifest is None:
+            self._resource_manifest = [r.manifest for r in self._resources.values()]
+        return self._resource_manifest
+
+    # -- serving --------------------------------------------------------------
+
+    def listen(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        manifest_dir: Path | str | _DefaultManifestDir | None = DEFAULT_MANIFEST_DIR,
+    ) -> AbstractAsyncContextManager[TesseronHost]:
+        """Serve this app: ``async with app.listen() as host:``.
+
+        Binds a loopback WebSocket (a non-loopback *host* raises :class:`ValueError`
+        before binding), publishes the instance manifest in *manifest_dir* (``None``
+        disables it) and accepts one gateway connection at a time. See
+        :class:`TesseronHost`.
+        """
+        from ._host import listen
+
+        return listen(self, host=host, port=port, manifest_dir=manifest_dir)
+
+
+def _attrs_input_type(fn: Callable[..., Any], param: str) -> type[Any] | None:
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        return None  # unresolvable annotations: treat the input as raw JSON
+    tp = hints.get(param)
+    if isinstance(tp, type) and attrs.has(tp):
+        return tp
+    return None

@@ -1,0 +1,680 @@
+"""One gateway connection: read loop, dispatcher, handshake, invocations, requests.
+
+Tasks in the connection's nursery:
+
+- the **read loop** (the task running :meth:`_Connection.run`): parses frames and
+  dispatches them synchronously. It never awaits user code: handlers and resource
+  reads are spawned into the nursery, and answers go out with ``send_nowait`` to the
+  transport's single writer task.
+- one **timer** for every invocation deadline (a heap plus one cancel scope whose
+  deadline is the earliest one), instead of a watchdog task per invocation.
+- one **request servicer**: contexts send frozen request objects over a size-0
+  channel; it assigns our own outbound id, sends the frame and records the one-shot
+  reply channel; the read loop routes the response back.
+- one task per invocation (the handler, in its own cancel scope) and per
+  ``resources/read``.
+
+This is the one exception-to-wire boundary: :class:`ActionError` keeps its code,
+message and data; any other exception becomes ``-32603 "Internal error"`` and is
+logged, never sent.
+
+Cancel and timeout: the ``-32001`` / ``-32002`` answer is sent *first*, then the
+handler's scope is cancelled. A handler that shields itself or ignores cancellation
+keeps running in this nursery after its answer went out; its result is dropped.
+
+Drop, in order: pending sample/confirm/elicit requests fail with ``-32010``; the
+connection is marked closed (progress and log become no-ops, new requests fail at
+once); invocations are flagged and cancelled; subscriptions stop; the host's
+connection slot is released so the next dial is accepted at once; then the nursery
+is cancelled. Trio cannot interrupt a task that shields itself or never reaches a
+checkpoint: such a handler keeps this connection's task (not the slot) alive until
+it returns, and :meth:`TesseronApp.listen` waits for it on exit.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+from .._converter import wire
+from ._app import ResourceHandle, _Action
+from ._context import ActionContext, _Invocation, _OutboundRequest, _Reply
+from ._errors import ActionError, TesseronErrorCode, transport_closed
+from ._wire import (
+    ALL_CAPABILITIES,
+    PROTOCOL_VERSION,
+    Agent,
+    Capabilities,
+    Claimed,
+    HelloParams,
+    Invalid,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    ResumeParams,
+    Welcome,
+    error_frame,
+    invoke_result_frame,
+    major_version,
+    notification_frame,
+    parse_frame,
+    payloads,
+    request_frame,
+    result_frame,
+    unstructure,
+)
+from ._ws import WebSocket, WebSocketClosed
+
+if TYPE_CHECKING:
+    from ._host import TesseronHost
+
+_log = logging.getLogger("toolnexus_trio.tesseron")
+
+MAX_BACKLOG: Final = 1024
+"""Gateway messages held while the welcome is pending (a gateway sends none; a bound)."""
+
+NOTIFY_BURST: Final = 256
+"""Notifications sent between forced yields (see :meth:`_Connection.notify`)."""
+
+_PENDING_AGENT: Final = Agent(id="pending", name="Awaiting agent")
+_OUR_MAJOR: Final = major_version(PROTOCOL_VERSION)
+
+
+class _Subscription:
+    """One ``resources/subscribe``; :meth:`stop` runs the cleanup exactly once."""
+
+    __slots__ = ("active", "cleanup", "conn", "handle", "id")
+
+    def __init__(self, conn: _Connection, id: str, handle: ResourceHandle) -> None:
+        self.conn = conn
+        self.id = id
+        self.handle = handle
+        self.active = True
+        self.cleanup: Callable[[], object] | None = None
+
+    def frame(self, data: Any) -> str:
+        return notification_frame("resources/updated", {"subscriptionId": self.id, "value": data})
+
+    def emit(self, value: Any) -> None:
+        """The ``emit`` given to a subscribe hook: send one update now, if still subscribed."""
+        if self.active:
+            self.conn._send(self.frame(payloads.unstructure(value)))
+
+    def stop(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        cleanup, self.cleanup = self.cleanup, None
+        if cleanup is not None:
+            try:
+                cleanup()
+            except Exception:
+                _log.exception("cleanup of subscription %r failed", self.id)
+
+
+class _Connection:
+    """The session with one gateway over one WebSocket (see the module docs)."""
+
+    def __init__(self, host: TesseronHost, ws: WebSocket) -> None:
+        self._host = host
+        self._app = host.app
+        self._ws = ws
+        self._closed = False
+        self._welcomed = False
+        self._stop_reading: tuple[int, str] | None = None
+        self._capabilities = ALL_CAPABILITIES
+        self._agent = _PENDING_AGENT
+        self._next_id = 1  # our own outbound ids; the gateway's ids are a separate space
+        self._pending: dict[int, trio.MemorySendChannel[_Reply]] = {}
+        self._handshake_id: int | None = None
+        self._handshake_method = ""
+        self._hello_versions = (0, 0)
+        self._backlog: list[Request | Notification] = []
+        self._invocations: dict[str, _Invocation] = {}
+        self._deadlines: list[tuple[float, int, _Invocation]] = []
+        self._seq = 0
+        self._timer_scope: trio.CancelScope | None = None
+        self._subs: dict[str, _Subscription] = {}
+        self._nursery: trio.Nursery | None = None
+        self._burst = 0
+        self._req_send, self._req_recv = trio.open_memory_channel[_OutboundRequest](0)
+        self._requests: dict[str, Callable[[Request], None]] = {
+            "actions/invoke": self._on_invoke,
+            "resources/read": self._on_read,
+            "resources/subscribe": self._on_subscribe,
+            "resources/unsubscribe": self._on_unsubscribe,
+        }
+        self._notifications: dict[str, Callable[[Any], None]] = {
+            "actions/cancel": self._on_cancel,
+            "tesseron/claimed": self._on_claimed,
+        }
+
+    # -- what ActionContext uses (the _Session protocol) --------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Whether the transport dropped (or the connection is shutting down)."""
+        return self._closed
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Negotiated capabilities (welcome, then ``tesseron/claimed``)."""
+        return self._capabilities
+
+    @property
+    def agent(self) -> Agent:
+        """The agent from the welcome or ``tesseron/claimed``."""
+        return self._agent
+
+    @property
+    def requests(self) -> trio.MemorySendChannel[_OutboundRequest]:
+        """Where contexts send sample/elicit requests (size 0: the servicer takes each)."""
+        return self._req_send
+
+    async def notify(self, frame: str) -> None:
+        """Send a notification with backpressure; silently dropped after a drop.
+
+        The transport's ``send`` yields only above its high-water mark, so a burst
+        of notifications batches into few writes; every :data:`NOTIFY_BURST`
+        notifications this yields anyway, so a progress storm cannot starve the
+        read loop (and a cancel is still answered promptly).
+        """
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        self._burst += 1
+        if self._burst >= NOTIFY_BURST:
+            self._burst = 0
+            await trio.lowlevel.checkpoint()
+            if self._closed_now():
+                return
+        try:
+            await self._ws.send(frame)
+        except WebSocketClosed:
+            self._close()
+
+    def _closed_now(self) -> bool:
+        # A call, not an attribute read, so mypy does not carry narrowing across awaits.
+        return self._closed
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve this connection until the transport closes (or the handshake fails)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._timer_loop)
+                nursery.start_soon(self._service_requests)
+                self._send_handshake()
+                try:
+                    await self._read_loop()
+                finally:
+                    self._close()
+        finally:
+            self._close()
+
+    async def _read_loop(self) -> None:
+        ws = self._ws
+        on_frame = self._on_frame
+        while (stop := self._stop_reading) is None:
+            try:
+                batch = await ws.receive_batch()
+            except WebSocketClosed as exc:
+                self._close(exc.code, exc.reason)
+                return
+            for text in batch:
+                on_frame(text)
+                if self._stop_reading is not None:
+                    break
+        code, reason = stop
+        self._close(code, reason)
+        await ws.aclose(code, reason)
+
+    def _close(self, code: int | None = None, reason: str = "") -> None:
+        """Tear down synchronously, in the documented order; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        # 1. Fail every pending host request with TRANSPORT_CLOSED.
+        pending, self._pending = self._pending, {}
+        for reply in pending.values():
+            _deliver(reply, _Reply(error=transport_closed()))
+        # Contexts blocked handing over a request get BrokenResourceError -> -32010.
+        self._req_recv.close()
+        # 2. (progress/log check self._closed.) 3. Flag and cancel every invocation.
+        invocations = list(self._invocations.values())
+        self._invocations.clear()
+        self._deadlines.clear()
+        for inv in invocations:
+            inv.answered = True
+            inv.cancel()
+        # 4. Stop subscriptions.
+        subs = list(self._subs.values())
+        self._subs.clear()
+        for sub in subs:
+            sub.stop()
+        # 5. Free the host's slot so the next dial is accepted at once.
+        self._host._connection_closed(self, code, reason)
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    def _send(self, frame: str) -> None:
+        """Queue *frame* for the writer; a failed send closes the connection."""
+        if self._closed:
+            return
+        try:
+            self._ws.send_nowait(frame)
+        except WebSocketClosed as exc:
+            self._close(exc.code, exc.reason)
+
+    # -- handshake ----------------------------------------------------------------
+
+    def _send_handshake(self) -> None:
+        app = self._app
+        self._hello_versions = (app.actions_version, app.resources_version)
+        creds = self._host._credentials
+        params: HelloParams | ResumeParams
+        if creds is None:
+            method = "tesseron/hello"
+            params = HelloParams(
+                protocol_version=PROTOCOL_VERSION,
+                app=app.info,
+                actions=app.action_manifest(),
+                resources=app.resource_manifest(),
+                capabilities=ALL_CAPABILITIES,
+            )
+        else:
+            method = "tesseron/resume"
+            params = ResumeParams(
+                protocol_version=PROTOCOL_VERSION,
+                app=app.info,
+                actions=app.action_manifest(),
+                resources=app.resource_manifest(),
+                capabilities=ALL_CAPABILITIES,
+                session_id=creds[0],
+                resume_token=creds[1],
+            )
+        id = self._new_id()
+        self._handshake_id = id
+        self._handshake_method = method
+        self._send(request_frame(id, method, unstructure(params)))
+
+    def _new_id(self) -> int:
+        id = self._next_id
+        self._next_id += 1
+        return id
+
+    def _on_handshake_response(self, msg: Response) -> None:
+        self._handshake_id = None
+        error = msg.error
+        if error is not None:
+            if (
+                self._handshake_method == "tesseron/resume"
+                and error.code == TesseronErrorCode.RESUME_FAILED
+            ):
+                # The session is gone: forget it and start fresh on this connection.
+                self._host._credentials = None
+                self._send_handshake()
+                return
+            self._fail_handshake(error)
+            return
+        try:
+            welcome = wire.structure(msg.result, Welcome)
+        except Exception:
+            self._fail_handshake(
+                ActionError(TesseronErrorCode.INVALID_PARAMS, "Malformed welcome", msg.result)
+            )
+            return
+        if major_version(welcome.protocol_version) != _OUR_MAJOR:
+            self._fail_handshake(
+                ActionError(
+                    TesseronErrorCode.PROTOCOL_MISMATCH,
+                    f"Host speaks protocol {PROTOCOL_VERSION}; "
+                    f"gateway sent {welcome.protocol_version}",
+                )
+            )
+            return
+        self._welcomed = True
+        self._capabilities = welcome.capabilities
+        self._agent = welcome.agent
+        host = self._host
+        if welcome.resume_token is not None:
+            host._credentials = (welcome.session_id, welcome.resume_token)
+        elif self._handshake_method == "tesseron/hello":
+            host._credentials = None
+        host._on_welcome(welcome)
+        # Registrations that changed while the handshake was in flight.
+        app = self._app
+        if app.actions_version != self._hello_versions[0]:
+            self._send_list_changed(actions=True)
+        if app.resources_version != self._hello_versions[1]:
+            self._send_list_changed(resources=True)
+        backlog, self._backlog = self._backlog, []
+        for held in backlog:
+            self._dispatch(held)
+
+    def _fail_handshake(self, error: ActionError) -> None:
+        self._host._on_handshake_failed(error)
+        self._stop_reading = (1000, "handshake failed")
+
+    def _on_claimed(self, params: Any) -> None:
+        if not isinstance(params, dict):
+            return
+        try:
+            agent = wire.structure(params["agent"], Agent) if "agent" in params else self._agent
+            raw_caps = params.get("agentCapabilities")
+            caps = self._capabilities
+            if isinstance(raw_caps, dict):
+                caps = wire.structure({**unstructure(caps), **raw_caps}, Capabilities)
+            claimed_at = params.get("claimedAt")
+            event = Claimed(
+                agent=agent,
+                claimed_at=claimed_at if isinstance(claimed_at, int) else None,
+                agent_capabilities=caps if isinstance(raw_caps, dict) else None,
+            )
+        except Exception:
+            _log.warning("ignoring malformed tesseron/claimed: %r", params)
+            return
+        self._agent = agent
+        self._capabilities = caps
+        self._host._on_claimed(event, agent, caps)
+
+    # -- inbound ------------------------------------------------------------------
+
+    def _on_frame(self, text: str) -> None:
+        msg = parse_frame(text)
+        if type(msg) is Response:
+            self._on_response(msg)
+        elif type(msg) is Invalid:
+            if msg.reply:
+                self._send(error_frame(msg.id, msg.error))
+        elif self._welcomed:
+            self._dispatch(msg)  # type: ignore[arg-type]
+        elif len(self._backlog) < MAX_BACKLOG:
+            # Applied before any invoke: held messages run right after the welcome.
+            self._backlog.append(msg)  # type: ignore[arg-type]
+        elif type(msg) is Request:
+            self._send(
+                error_frame(
+                    msg.id,
+                    ActionError(TesseronErrorCode.INVALID_REQUEST, "Handshake not complete"),
+                )
+            )
+
+    def _dispatch(self, msg: Request | Notification) -> None:
+        if type(msg) is Request:
+            handler = self._requests.get(msg.method)
+            if handler is None:
+                self._send(
+                    error_frame(
+                        msg.id,
+                        ActionError(
+                            TesseronErrorCode.METHOD_NOT_FOUND, f"Method not found: {msg.method}"
+                        ),
+                    )
+                )
+                return
+            try:
+                handler(msg)
+            except ActionError as exc:
+                self._send(error_frame(msg.id, exc))
+            except Exception as exc:
+                self._send(error_frame(msg.id, ActionError.internal(exc)))
+        else:
+            on_notification = self._notifications.get(msg.method)
+            if on_notification is not None:  # unknown notifications are ignored
+                try:
+                    on_notification(msg.params)
+                except Exception:
+                    _log.exception("handling %s failed", msg.method)
+
+    def _on_response(self, msg: Response) -> None:
+        id = msg.id
+        if not isinstance(id, int) or isinstance(id, bool):
+            return  # never one of ours
+        if id == self._handshake_id:
+            self._on_handshake_response(msg)
+            return
+        reply = self._pending.pop(id, None)
+        if reply is None:
+            _log.debug("dropping a response to unknown request id %r", id)
+            return
+        _deliver(reply, _Reply(result=msg.result, error=msg.error))
+
+    # -- invocations --------------------------------------------------------------
+
+    def _on_invoke(self, req: Request) -> None:
+        params = req.params
+        if not isinstance(params, dict):
+            raise _invalid_params("actions/invoke needs params {name, invocationId, input}")
+        name = params.get("name")
+        invocation_id = params.get("invocationId")
+        if not isinstance(name, str) or not isinstance(invocation_id, str):
+            raise _invalid_params("actions/invoke needs string name and invocationId")
+        action = self._app._actions.get(name)
+        if action is None:
+            raise ActionError(TesseronErrorCode.ACTION_NOT_FOUND, f"Action not found: {name}")
+        if invocation_id in self._invocations:
+            raise ActionError(
+                TesseronErrorCode.INVALID_REQUEST, f"Invocation already running: {invocation_id}"
+            )
+        value = action.prepare_input(params.get("input"))
+        client = params.get("client")
+        route = origin = None
+        if isinstance(client, dict):
+            route = client.get("route")
+            origin = client.get("origin")
+        inv = _Invocation(
+            req.id,
+            invocation_id,
+            name,
+            origin if isinstance(origin, str) else self._app.origin,
+            route if isinstance(route, str) else None,
+            trio.current_time() + action.timeout_s,
+        )
+        self._invocations[invocation_id] = inv
+        self._push_deadline(inv)
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_invocation, action, inv, value)
+
+    async def _run_invocation(self, action: _Action, inv: _Invocation, value: Any) -> None:
+        frame: str | None = None
+        try:
+            with inv.scope:
+                output = await action.handler(value, ActionContext(inv, self))
+                if inv.answered:
+                    return  # cancelled or timed out: the answer went out already
+                frame = invoke_result_frame(
+                    inv.request_id, inv.invocation_id, payloads.unstructure(output)
+                )
+        except ActionError as exc:
+            frame = error_frame(inv.request_id, exc)
+        except Exception as exc:
+            frame = error_frame(inv.request_id, ActionError.internal(exc))
+        self._finish(inv, frame)
+
+    def _finish(self, inv: _Invocation, frame: str | None) -> None:
+        if inv.answered:
+            return  # exactly one response per id: a late result is dropped
+        inv.answered = True
+        del self._invocations[inv.invocation_id]
+        if frame is not None:
+            self._send(frame)
+        # Lazy deletion keeps finishing O(1); compact when dead entries dominate.
+        if len(self._deadlines) > 2 * len(self._invocations) + 64:
+            self._deadlines = [e for e in self._deadlines if not e[2].answered]
+            heapq.heapify(self._deadlines)
+
+    def _interrupt(self, inv: _Invocation, error: ActionError) -> None:
+        """Answer *inv* with *error* first, then cancel its handler."""
+        if inv.answered:
+            return
+        inv.answered = True
+        del self._invocations[inv.invocation_id]
+        self._send(error_frame(inv.request_id, error))
+        inv.cancel()
+
+    def _on_cancel(self, params: Any) -> None:
+        if not isinstance(params, dict):
+            return
+        inv = self._invocations.get(params.get("invocationId"))  # type: ignore[arg-type]
+        if inv is not None:
+            self._interrupt(inv, ActionError(TesseronErrorCode.CANCELLED, "Invocation cancelled"))
+
+    def _push_deadline(self, inv: _Invocation) -> None:
+        self._seq += 1
+        heapq.heappush(self._deadlines, (inv.deadline, self._seq, inv))
+        scope = self._timer_scope
+        if scope is not None and inv.deadline < scope.deadline:
+            scope.deadline = inv.deadline
+
+    async def _timer_loop(self) -> None:
+        """The one timer for every invocation deadline."""
+        while True:
+            heap = self._deadlines
+            with trio.CancelScope(deadline=heap[0][0] if heap else math.inf) as scope:
+                self._timer_scope = scope
+                await trio.sleep_forever()
+            self._timer_scope = None
+            now = trio.current_time()
+            heap = self._deadlines
+            while heap and heap[0][0] <= now:
+                inv = heapq.heappop(heap)[2]
+                if not inv.answered:
+                    self._interrupt(
+                        inv,
+                        ActionError(
+                            TesseronErrorCode.TIMEOUT, f"Action {inv.action_name} timed out"
+                        ),
+                    )
+
+    # -- host-originated requests -------------------------------------------------
+
+    async def _service_requests(self) -> None:
+        try:
+            async for request in self._req_recv:
+                if self._closed:
+                    _deliver(request.reply, _Reply(error=transport_closed()))
+                    continue
+                id = self._new_id()
+                self._pending[id] = request.reply
+                self._send(request_frame(id, request.method, request.params))
+        except trio.ClosedResourceError:
+            return  # closed by _close(): pending requests were failed there
+
+    # -- resources ----------------------------------------------------------------
+
+    def _on_read(self, req: Request) -> None:
+        params = req.params
+        name = params.get("name") if isinstance(params, dict) else None
+        if not isinstance(name, str):
+            raise _invalid_params("resources/read needs params {name}")
+        handle = self._app._resources.get(name)
+        if handle is None:
+            raise ActionError(TesseronErrorCode.ACTION_NOT_FOUND, f"Resource not readable: {name}")
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_read, req.id, handle)
+
+    async def _run_read(self, id: RequestId, handle: ResourceHandle) -> None:
+        try:
+            frame = result_frame(id, {"value": await handle.read()})
+        except ActionError as exc:
+            frame = error_frame(id, exc)
+        except Exception as exc:
+            frame = error_frame(id, ActionError.internal(exc))
+        self._send(frame)
+
+    def _on_subscribe(self, req: Request) -> None:
+        params = req.params
+        if not isinstance(params, dict):
+            raise _invalid_params("resources/subscribe needs params {name, subscriptionId}")
+        name = params.get("name")
+        sub_id = params.get("subscriptionId")
+        if not isinstance(name, str) or not isinstance(sub_id, str):
+            raise _invalid_params("resources/subscribe needs string name and subscriptionId")
+        handle = self._app._resources.get(name)
+        if handle is None or not handle.subscribable:
+            raise ActionError(
+                TesseronErrorCode.ACTION_NOT_FOUND, f"Resource not subscribable: {name}"
+            )
+        old = self._subs.pop(sub_id, None)
+        if old is not None:
+            old.stop()
+        # Ack first, so no update can overtake it.
+        self._send(result_frame(req.id, None))
+        sub = _Subscription(self, sub_id, handle)
+        self._subs[sub_id] = sub
+        hook = handle._subscribe
+        if hook is not None:
+            try:
+                cleanup = hook(sub.emit)
+            except Exception:
+                _log.exception("subscribe hook of resource %r failed", name)
+                return
+            if sub.active:
+                sub.cleanup = cleanup
+            elif cleanup is not None:
+                cleanup()  # unsubscribed from inside the hook
+
+    def _on_unsubscribe(self, req: Request) -> None:
+        params = req.params
+        sub_id = params.get("subscriptionId") if isinstance(params, dict) else None
+        sub = self._subs.pop(sub_id, None) if isinstance(sub_id, str) else None
+        if sub is not None:
+            sub.stop()
+        # Acknowledged even for an unknown id (the protocol says so).
+        self._send(result_frame(req.id, None))
+
+    async def publish(self, handle: ResourceHandle, data: Any) -> None:
+        """Send ``resources/updated`` to each live subscription of *handle*."""
+        for sub in [s for s in self._subs.values() if s.handle is handle]:
+            if sub.active and not self._closed:
+                await self.notify(sub.frame(data))
+
+    def manifest_changed(
+        self, *, actions: bool, resources: bool, removed: ResourceHandle | None
+    ) -> None:
+        """Registrations changed: stop a removed resource's subscriptions, send list_changed."""
+        if removed is not None:
+            for sub_id, sub in list(self._subs.items()):
+                if sub.handle is removed:
+                    del self._subs[sub_id]
+                    sub.stop()
+        if self._welcomed and not self._closed:
+            self._send_list_changed(actions=actions, resources=resources)
+
+    def _send_list_changed(self, *, actions: bool = False, resources: bool = False) -> None:
+        if actions:
+            self._send(
+                notification_frame(
+                    "actions/list_changed", {"actions": unstructure(self._app.action_manifest())}
+                )
+            )
+        if resources:
+            self._send(
+                notification_frame(
+                    "resources/list_changed",
+                    {"resources": unstructure(self._app.resource_manifest())},
+                )
+            )
+
+
+def _deliver(reply: trio.MemorySendChannel[_Reply], value: _Reply) -> None:
+    """Fill a one-shot reply channel; a requester that left (cancelled) is fine."""
+    try:
+        reply.send_nowait(value)
+    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        reply.close()
+
+
+def _invalid_params(message: str) -> ActionError:
+    return ActionError(TesseronErrorCode.INVALID_PARAMS, message)

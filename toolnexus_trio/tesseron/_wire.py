@@ -1,0 +1,418 @@
+"""Tesseron wire types and JSON-RPC 2.0 envelopes (pure data: no trio import).
+
+Payloads are frozen attrs classes with snake_case fields; the package's one
+converter (:data:`toolnexus_trio._converter.wire`) writes them with camelCase keys and
+leaves out ``None`` fields. Fields without a default are always written, which is
+how ``subscribable: false`` and ``output: null`` reach the wire.
+
+Envelopes are built here as JSON text, ``json.dumps`` once per frame.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+import attrs
+from cattrs.preconf.json import make_converter
+
+from .._converter import wire
+from ._errors import ActionError, TesseronErrorCode
+
+PROTOCOL_VERSION: Final = "1.2.0"
+"""The protocol version this host speaks."""
+
+RequestId = str | int | None
+"""A JSON-RPC id: string, number or null."""
+
+
+# ---------------------------------------------------------------------------
+# Shared payloads
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Agent:
+    """The agent on the other side of the gateway."""
+
+    id: str
+    """Stable identifier (``"pending"`` until a claim)."""
+    name: str
+    """Display name."""
+
+
+@attrs.frozen
+class Capabilities:
+    """Negotiated capabilities: what the handler may use."""
+
+    streaming: bool
+    """``actions/progress`` is forwarded."""
+    subscriptions: bool
+    """The agent may subscribe to resources."""
+    sampling: bool
+    """:meth:`ActionContext.sample` may be used."""
+    elicitation: bool
+    """:meth:`ActionContext.confirm` and :meth:`ActionContext.elicit` may be used."""
+
+
+ALL_CAPABILITIES: Final = Capabilities(
+    streaming=True, subscriptions=True, sampling=True, elicitation=True
+)
+NO_CAPABILITIES: Final = Capabilities(
+    streaming=False, subscriptions=False, sampling=False, elicitation=False
+)
+
+
+@attrs.frozen
+class AppInfo:
+    """``app`` in ``tesseron/hello``."""
+
+    id: str
+    name: str
+    origin: str
+    description: str | None = None
+    version: str | None = None
+
+
+@attrs.frozen
+class ActionManifest:
+    """One action as published in hello, resume and ``actions/list_changed``."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    timeout_ms: int
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ResourceManifest:
+    """One resource as published in hello, resume and ``resources/list_changed``."""
+
+    name: str
+    description: str
+    subscribable: bool
+
+
+@attrs.frozen
+class HelloParams:
+    """Params of ``tesseron/hello``."""
+
+    protocol_version: str
+    app: AppInfo
+    actions: list[ActionManifest]
+    resources: list[ResourceManifest]
+    capabilities: Capabilities
+
+
+@attrs.frozen
+class ResumeParams:
+    """Params of ``tesseron/resume``: hello's params plus the stored credentials."""
+
+    protocol_version: str
+    app: AppInfo
+    actions: list[ActionManifest]
+    resources: list[ResourceManifest]
+    capabilities: Capabilities
+    session_id: str
+    resume_token: str
+
+
+@attrs.frozen
+class Welcome:
+    """The result of ``tesseron/hello`` / ``tesseron/resume`` (also a host event).
+
+    ``claim_code`` is what the user types into the agent; it is cleared when the
+    session is claimed. ``resume_token`` rotates on every successful resume.
+    """
+
+    session_id: str
+    """Opaque session id minted by the gateway."""
+    protocol_version: str
+    """The gateway's protocol version."""
+    capabilities: Capabilities
+    """Negotiated capabilities (updated by ``tesseron/claimed``)."""
+    agent: Agent
+    """The agent (``pending`` until claimed)."""
+    claim_code: str | None = None
+    """The claim code to show the user, or ``None`` once claimed or after a resume."""
+    resume_token: str | None = None
+    """Credential for the next ``tesseron/resume``."""
+
+
+@attrs.frozen
+class Claimed:
+    """``tesseron/claimed`` (also a host event): an agent claimed the session."""
+
+    agent: Agent
+    """The agent that claimed the session."""
+    claimed_at: int | None = None
+    """Milliseconds since the epoch."""
+    agent_capabilities: Capabilities | None = None
+    """The agent's capabilities, when the gateway learned them after the welcome."""
+
+
+@attrs.frozen
+class ClientInfo:
+    """``client`` in ``actions/invoke`` (the reference gateway never sends it)."""
+
+    origin: str | None = None
+    route: str | None = None
+
+
+@attrs.frozen
+class InvokeParams:
+    """Params of ``actions/invoke``."""
+
+    name: str
+    invocation_id: str
+    input: Any = None
+    client: ClientInfo | None = None
+
+
+@attrs.frozen
+class ProgressParams:
+    """Params of ``actions/progress``."""
+
+    invocation_id: str
+    message: str | None = None
+    percent: int | None = None
+    data: Any = None
+
+
+@attrs.frozen
+class LogParams:
+    """Params of the bare ``log`` notification."""
+
+    level: str
+    message: str
+    invocation_id: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SamplingParams:
+    """Params of ``sampling/request``."""
+
+    invocation_id: str
+    prompt: str
+    schema: dict[str, Any] | None = None
+    max_tokens: int | None = None
+
+
+@attrs.frozen
+class ElicitationParams:
+    """Params of ``elicitation/request``."""
+
+    invocation_id: str
+    question: str
+    schema: dict[str, Any]
+
+
+@attrs.frozen
+class ElicitationResult:
+    """Result of ``elicitation/request``."""
+
+    action: str
+    value: Any = None
+
+
+@attrs.frozen
+class SubscribeParams:
+    """Params of ``resources/subscribe``."""
+
+    name: str
+    subscription_id: str
+
+
+# ---------------------------------------------------------------------------
+# Envelopes (JSON text out)
+# ---------------------------------------------------------------------------
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text."""
+    return _dumps(value)
+
+
+def unstructure(value: Any) -> Any:
+    """A wire object as JSON data (camelCase keys, ``None`` fields omitted)."""
+    return wire.unstructure(value)
+
+
+def request_frame(id: int, method: str, params: Any) -> str:
+    """A request envelope; *params* is already JSON data."""
+    return _dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+
+
+def notification_frame(method: str, params: Any) -> str:
+    """A notification envelope; *params* is already JSON data."""
+    return _dumps({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+def result_frame(id: RequestId, result: Any) -> str:
+    """A success response (``result: null`` for an empty answer)."""
+    return _dumps({"jsonrpc": "2.0", "id": id, "result": result})
+
+
+def error_frame(id: RequestId, error: ActionError) -> str:
+    """An error response carrying *error*'s code, message and data."""
+    return _dumps({"jsonrpc": "2.0", "id": id, "error": error.to_wire()})
+
+
+# ---------------------------------------------------------------------------
+# Inbound classification
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Request:
+    """An inbound request (it carries an ``id``, possibly null)."""
+
+    id: RequestId
+    method: str
+    params: Any
+
+
+@attrs.frozen
+class Notification:
+    """An inbound notification (no ``id``)."""
+
+    method: str
+    params: Any
+
+
+@attrs.frozen
+class Response:
+    """An inbound response to one of our own requests."""
+
+    id: RequestId
+    result: Any = None
+    error: ActionError | None = None
+
+
+@attrs.frozen
+class Invalid:
+    """A frame that cannot be handled; ``reply`` is the error to send, if any."""
+
+    id: RequestId
+    error: ActionError
+    reply: bool
+
+
+Inbound = Request | Notification | Response | Invalid
+
+
+def _is_id(value: Any) -> bool:
+    return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
+
+
+def parse_frame(text: str) -> Inbound:
+    """Classify one text frame (see the JSON-RPC rules in the module docs).
+
+    - Not JSON: ``-32700`` with id null.
+    - Not an object (batches are not part of the protocol), or no ``"jsonrpc": "2.0"``:
+      ``-32600``, echoing the id when there is a usable one.
+    - Unknown shapes are answered only when they carry an id.
+    """
+    try:
+        msg = json.loads(text)
+    except ValueError:
+        return Invalid(None, ActionError(TesseronErrorCode.PARSE_ERROR, "Parse error"), True)
+    if not isinstance(msg, dict):
+        return Invalid(
+            None, ActionError(TesseronErrorCode.INVALID_REQUEST, "Invalid Request"), True
+        )
+    has_id = "id" in msg
+    raw_id = msg.get("id")
+    id_ok = has_id and _is_id(raw_id)
+    method = msg.get("method")
+    if msg.get("jsonrpc") != "2.0":
+        return Invalid(
+            raw_id if id_ok else None,
+            ActionError(TesseronErrorCode.INVALID_REQUEST, "Invalid Request: jsonrpc must be 2.0"),
+            reply=has_id and method is not None,
+        )
+    if isinstance(method, str):
+        if not has_id:
+            return Notification(method, msg.get("params"))
+        if not id_ok:
+            return Invalid(
+                None,
+                ActionError(TesseronErrorCode.INVALID_REQUEST, "Invalid Request: bad id"),
+                True,
+            )
+        return Request(raw_id, method, msg.get("params"))
+    if method is None and has_id and ("result" in msg or "error" in msg):
+        error = msg.get("error")
+        if error is not None:
+            return Response(raw_id, error=_error_from_wire(error))
+        return Response(raw_id, result=msg.get("result"))
+    return Invalid(
+        raw_id if id_ok else None,
+        ActionError(TesseronErrorCode.INVALID_REQUEST, "Invalid Request"),
+        reply=has_id,
+    )
+
+
+def _error_from_wire(error: Any) -> ActionError:
+    if isinstance(error, Mapping):
+        code = error.get("code")
+        message = error.get("message")
+        return ActionError(
+            code if isinstance(code, int) else TesseronErrorCode.INTERNAL_ERROR,
+            message if isinstance(message, str) else "Unknown error",
+            error.get("data"),
+        )
+    return ActionError(TesseronErrorCode.INTERNAL_ERROR, "Malformed error response")
+
+
+LogLevel = Literal["debug", "info", "warn", "error"]
+"""The levels of the ``log`` notification."""
+
+
+def major_version(version: str) -> int | None:
+    """The major part of ``"1.2.0"``, or ``None`` when it does not parse."""
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+# ---------------------------------------------------------------------------
+# Hot-path frames, built without the converter (a test pins them to the wire types)
+# ---------------------------------------------------------------------------
+
+
+def invoke_result_frame(id: RequestId, invocation_id: str, output: Any) -> str:
+    """The success answer to ``actions/invoke``: ``{invocationId, output}``."""
+    return _dumps(
+        {"jsonrpc": "2.0", "id": id, "result": {"invocationId": invocation_id, "output": output}}
+    )
+
+
+def progress_frame(invocation_id: str, percent: int | None, message: str | None, data: Any) -> str:
+    """An ``actions/progress`` notification, equal to :class:`ProgressParams` unstructured."""
+    params: dict[str, Any] = {"invocationId": invocation_id}
+    if message is not None:
+        params["message"] = message
+    if percent is not None:
+        params["percent"] = percent
+    if data is not None:
+        params["data"] = data
+    return _dumps({"jsonrpc": "2.0", "method": "actions/progress", "params": params})
+
+
+# ---------------------------------------------------------------------------
+# User payloads
+# ---------------------------------------------------------------------------
+
+payloads = make_converter()
+"""Converter for *user* payloads (action inputs and outputs, sample/elicit answers).
+
+Unlike :data:`wire` it keeps attribute names as they are, because the JSON Schemas
+published for attrs classes (:func:`toolnexus_trio._schema.schema_for_attrs`) use the
+attribute names too: what the schema promises is what cattrs reads and writes.
+"""

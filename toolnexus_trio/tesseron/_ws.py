@@ -1,0 +1,582 @@
+"""WebSocket transport on Trio, driving the ``websockets`` Sans-I/O protocol objects.
+
+Why not trio-websocket: it pays a reader task, a channel hop and a lock per message,
+which measured 3-4x slower than feeding a Sans-I/O protocol straight from a
+:class:`trio.SocketStream` (see ``notes/websocket-transport.md``). Here:
+
+* the task calling :meth:`WebSocket.receive_batch` does one ``receive_some(65536)``,
+  feeds it to the protocol and returns every complete message in that chunk;
+* everything to send (frames, pongs, close frames) goes to one queue, and a single
+  writer task joins what has accumulated into one ``send_all``.
+
+The writer is the only code that calls ``send_all`` while it runs. Before it starts
+(the opening handshake) and after it has exited (the final close frame), the code
+that owns the connection writes directly, which cannot interleave with it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import NoReturn, final
+
+import trio
+from websockets.client import ClientProtocol
+from websockets.exceptions import InvalidURI
+from websockets.frames import Frame, Opcode
+from websockets.http11 import Request
+from websockets.protocol import State
+from websockets.server import ServerProtocol
+from websockets.typing import Subprotocol
+from websockets.uri import parse_uri
+
+from .._groups import collapse_groups
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "SUBPROTOCOL",
+    "WebSocket",
+    "WebSocketClosed",
+    "connect_websocket",
+    "serve_websocket",
+]
+
+SUBPROTOCOL = "tesseron-gateway"
+"""The subprotocol the Tesseron gateway offers and a host must select."""
+
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+"""Largest incoming message accepted; a larger one closes the connection with 1009."""
+
+RECEIVE_CHUNK = 65536
+"""Bytes asked of the stream per read; a whole pipelined burst is usually one chunk."""
+
+SEND_HIGH_WATER = 1024 * 1024
+"""Queued outgoing bytes above which :meth:`WebSocket.send` waits."""
+
+HANDSHAKE_TIMEOUT = 10.0
+"""Seconds allowed for the HTTP upgrade, either side."""
+
+CLOSE_TIMEOUT = 2.0
+"""Seconds :meth:`WebSocket.aclose` spends flushing and waiting for the peer's close."""
+
+ABNORMAL_CLOSURE = 1006
+
+_log = logging.getLogger("toolnexus_trio.tesseron.ws")
+# The protocol objects log every open/close at INFO; keep them under our namespace.
+_proto_log = logging.getLogger("toolnexus_trio.tesseron.ws.protocol")
+
+
+class WebSocketClosed(Exception):
+    """The connection is closed (by either side, or the stream broke).
+
+    ``code`` is the close code received from the peer, else the one we sent, else
+    1006 when the stream ended without a close frame; ``None`` only when no
+    WebSocket connection was ever established (a refused handshake).
+    """
+
+    def __init__(self, code: int | None, reason: str = "") -> None:
+        super().__init__(f"WebSocket closed (code={code}, reason={reason!r})")
+        self.code = code
+        self.reason = reason
+
+
+@final
+class WebSocket:
+    """One open WebSocket connection, server or client side.
+
+    Created by :func:`serve_websocket` and :func:`connect_websocket`; not constructed
+    directly. One task reads (:meth:`receive_batch`); any task may send.
+    """
+
+    def __init__(
+        self,
+        stream: trio.SocketStream,
+        protocol: ServerProtocol | ClientProtocol,
+    ) -> None:
+        self._stream = stream
+        self._proto = protocol
+        self.subprotocol: str | None = protocol.subprotocol
+        """The negotiated subprotocol."""
+        self.origin: str | None = protocol.origin if isinstance(protocol, ServerProtocol) else None
+        """The upgrade request's ``Origin`` header (server side), else ``None``."""
+        # Outgoing bytes not yet handed to send_all.
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._eof_pending = False
+        self._eof_sent = False
+        # Messages parsed but not yet returned by receive_batch.
+        self._ready: list[str] = []
+        self._fragments: list[bytes] = []
+        self._fragment_opcode: Opcode | None = None
+        self._lost_reason: str | None = None  # set when the stream broke
+        self._reading = False
+        self._aclose_started = False
+        self._stopping = False  # tells the writer to exit once drained
+        self._writer_running = False
+        self._write_failed = False
+        self._writer_lot = trio.lowlevel.ParkingLot()  # writer waits for work
+        self._drain_lot = trio.lowlevel.ParkingLot()  # aclose waits for the writer
+        self._space_lot = trio.lowlevel.ParkingLot()  # send() waits below high water
+        self._read_lot = trio.lowlevel.ParkingLot()  # aclose waits for the reader
+
+    # -- state -----------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Whether a close frame was sent or received, or the stream broke."""
+        return (
+            self._proto.state is not State.OPEN
+            or self._lost_reason is not None
+            or self._aclose_started
+            or self._write_failed
+        )
+
+    def _closed_error(self) -> WebSocketClosed:
+        proto = self._proto
+        if proto.close_rcvd is not None:
+            return WebSocketClosed(proto.close_rcvd.code, proto.close_rcvd.reason)
+        if proto.close_sent is not None:
+            return WebSocketClosed(proto.close_sent.code, proto.close_sent.reason)
+        if self._lost_reason is not None:
+            return WebSocketClosed(ABNORMAL_CLOSURE, self._lost_reason)
+        if proto.parser_exc is not None:
+            return WebSocketClosed(ABNORMAL_CLOSURE, str(proto.parser_exc))
+        return WebSocketClosed(ABNORMAL_CLOSURE, "connection closed")
+
+    def _peer_done(self) -> bool:
+        # The peer answered our close (or closed first), or the stream is gone.
+        return (
+            self._proto.close_rcvd is not None
+            or self._proto.state is State.CLOSED
+            or self._lost_reason is not None
+        )
+
+    # -- outgoing --------------------------------------------------------------
+
+    def _pull_output(self) -> None:
+        """Move what the protocol wants sent into the writer's queue."""
+        chunks = self._proto.data_to_send()
+        if not chunks:
+            return
+        for chunk in chunks:
+            if chunk:
+                self._out.append(chunk)
+                self._out_bytes += len(chunk)
+            else:  # websockets.protocol.SEND_EOF: half-close after what precedes it
+                self._eof_pending = True
+        self._writer_lot.unpark_all()
+
+    def send_nowait(self, text: str) -> None:
+        """Queue one text frame for the writer task; never blocks.
+
+        Used by read loops that must not await. Raises :class:`WebSocketClosed`
+        after close.
+        """
+        if self.closed:
+            raise self._closed_error()
+        self._proto.send_text(text.encode())
+        self._pull_output()
+
+    async def send(self, text: str) -> None:
+        """Queue one text frame, waiting while more than 1 MiB is queued.
+
+        The wait is the backpressure for handler-originated traffic such as progress
+        storms. Below the mark this is a cancellation point but not a schedule
+        point, so a burst of sends batches into few writes. Raises
+        :class:`WebSocketClosed` after close.
+        """
+        if self._out_bytes > SEND_HIGH_WATER and not self.closed:
+            while self._out_bytes > SEND_HIGH_WATER and not self.closed:
+                await self._space_lot.park()
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        self.send_nowait(text)
+
+    async def _run_writer(self) -> None:
+        """Send queued bytes until told to stop; the only caller of ``send_all``."""
+        self._writer_running = True
+        in_send = False
+        try:
+            while True:
+                if self._out:
+                    data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+                    self._out.clear()
+                    self._out_bytes = 0
+                    self._space_lot.unpark_all()
+                    in_send = True
+                    await self._stream.send_all(data)
+                    in_send = False
+                    self._drain_lot.unpark_all()
+                elif self._eof_pending and not self._eof_sent:
+                    self._eof_sent = True
+                    await self._stream.send_eof()
+                    self._drain_lot.unpark_all()
+                elif self._stopping or self._eof_sent:
+                    return
+                else:
+                    await self._writer_lot.park()
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            self._write_failed = True
+            if self._lost_reason is None:
+                self._lost_reason = f"send failed: {exc!r}"
+        finally:
+            # A send_all interrupted half-way leaves a partial frame on the wire.
+            if in_send:
+                self._write_failed = True
+            self._writer_running = False
+            self._drain_lot.unpark_all()
+            self._space_lot.unpark_all()
+
+    async def _flush_direct(self) -> None:
+        """Write the queue from the calling task; only when no writer is running."""
+        if self._write_failed or self._writer_running:
+            return
+        try:
+            if self._out:
+                data = b"".join(self._out)
+                self._out.clear()
+                self._out_bytes = 0
+                await self._stream.send_all(data)
+            if self._eof_pending and not self._eof_sent:
+                self._eof_sent = True
+                await self._stream.send_eof()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._write_failed = True
+
+    # -- incoming --------------------------------------------------------------
+
+    def _handle_events(self, events: Sequence[object]) -> None:
+        for event in events:
+            if not isinstance(event, Frame):
+                continue
+            opcode = event.opcode
+            if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
+                if event.fin:
+                    self._deliver(opcode, event.data)
+                else:
+                    self._fragment_opcode = opcode
+                    self._fragments = [bytes(event.data)]
+            elif opcode is Opcode.CONT:
+                self._fragments.append(bytes(event.data))
+                if event.fin and self._fragment_opcode is not None:
+                    self._deliver(self._fragment_opcode, b"".join(self._fragments))
+                    self._fragments = []
+                    self._fragment_opcode = None
+            # PING is answered by the protocol itself (the pong is in data_to_send);
+            # PONG and CLOSE need nothing here: close state is read off the protocol.
+
+    def _deliver(self, opcode: Opcode, data: bytes | bytearray | memoryview) -> None:
+        if opcode is Opcode.TEXT:
+            try:
+                self._ready.append(str(data, "utf-8"))
+            except UnicodeDecodeError:
+                # RFC 6455 8.1: invalid UTF-8 in a text message fails the connection.
+                if self._proto.state is State.OPEN:
+                    self._proto.fail(1007, "invalid UTF-8 in text frame")
+                    self._pull_output()
+        else:
+            # The binding coerces binary frames to text for relay compatibility.
+            self._ready.append(str(data, "utf-8", errors="replace"))
+
+    async def _read_chunk(self) -> bool:
+        """Read and process one chunk; return False once the stream has ended."""
+        self._reading = True
+        try:
+            data = await self._stream.receive_some(RECEIVE_CHUNK)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            if self._lost_reason is None:
+                self._lost_reason = f"connection lost: {exc!r}"
+            return False
+        finally:
+            self._reading = False
+            self._read_lot.unpark_all()
+        if data:
+            self._proto.receive_data(data)
+        else:
+            self._proto.receive_eof()
+        self._pull_output()
+        self._handle_events(self._proto.events_received())
+        self._read_lot.unpark_all()
+        return bool(data)
+
+    async def receive_batch(self) -> list[str]:
+        """Every complete message available now (at least one), in arrival order.
+
+        Text frames as ``str``; binary frames decoded as UTF-8 (``errors='replace'``).
+        Raises :class:`WebSocketClosed` when the peer closed or the stream broke.
+        Only one task may call it.
+        """
+        while not self._ready:
+            if self._proto.state is not State.OPEN or self._lost_reason is not None:
+                raise self._closed_error()
+            if self._aclose_started:
+                raise self._closed_error()
+            await self._read_chunk()
+        batch = self._ready
+        self._ready = []
+        return batch
+
+    # -- closing ---------------------------------------------------------------
+
+    async def aclose(self, code: int = 1000, reason: str = "") -> None:
+        """Close the connection; idempotent.
+
+        Sends a close frame (unless one was already exchanged) and waits a bounded,
+        shielded time for it to go out and for the peer's answer, then closes the
+        stream.
+        """
+        if self._aclose_started:
+            return
+        self._aclose_started = True
+        self._space_lot.unpark_all()
+        try:
+            with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                if (
+                    self._proto.state is State.OPEN
+                    and self._lost_reason is None
+                    and not self._write_failed
+                ):
+                    self._proto.send_close(code, reason)
+                    self._pull_output()
+                await self._drain()
+                if not self._write_failed:
+                    await self._await_peer_close()
+        finally:
+            self._stopping = True
+            self._writer_lot.unpark_all()
+            with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                await self._stream.aclose()
+
+    async def _drain(self) -> None:
+        while self._writer_running and (self._out or (self._eof_pending and not self._eof_sent)):
+            await self._drain_lot.park()
+        if not self._writer_running:
+            await self._flush_direct()
+
+    async def _await_peer_close(self) -> None:
+        while not self._peer_done():
+            if self._reading:
+                # The receive_batch task will see the close; let it tell us.
+                await self._read_lot.park()
+            elif not await self._read_chunk():
+                break
+            else:
+                # Whatever the peer still sent before its close is dropped.
+                self._ready.clear()
+            if not self._writer_running:
+                await self._flush_direct()
+
+
+# -- server --------------------------------------------------------------------
+
+
+async def _server_handshake(
+    stream: trio.SocketStream, required_subprotocol: str, max_message_bytes: int
+) -> WebSocket | None:
+    """Run the HTTP upgrade; return the open connection, or None after refusing it."""
+    proto = ServerProtocol(
+        subprotocols=[Subprotocol(required_subprotocol)],
+        max_size=max_message_bytes,
+        logger=_proto_log,
+    )
+    request: Request | None = None
+    leftover: list[object] = []
+    while request is None:
+        data = await stream.receive_some(RECEIVE_CHUNK)
+        if not data:
+            return None
+        proto.receive_data(data)
+        for event in proto.events_received():
+            if isinstance(event, Request):
+                request = event
+            else:
+                # Frames pipelined right behind the upgrade request.
+                leftover.append(event)
+        pending = proto.data_to_send()
+        if request is None and pending:
+            # The protocol answered a malformed request itself (e.g. 431).
+            await _send_handshake_bytes(stream, pending)
+            return None
+        if request is None and proto.state is not State.CONNECTING:
+            return None
+        if proto.close_expected():
+            return None
+    response = proto.accept(request)
+    proto.send_response(response)
+    await _send_handshake_bytes(stream, proto.data_to_send())
+    if response.status_code != 101:
+        _log.info("refused WebSocket upgrade: %s", proto.handshake_exc)
+        return None
+    ws = WebSocket(stream, proto)
+    ws._handle_events(leftover)
+    ws._handle_events(proto.events_received())
+    ws._pull_output()
+    return ws
+
+
+async def _send_handshake_bytes(stream: trio.SocketStream, chunks: list[bytes]) -> None:
+    data = b"".join(chunks)
+    if data:
+        await stream.send_all(data)
+    if b"" in chunks:
+        await stream.send_eof()
+
+
+async def _serve_connection(
+    stream: trio.SocketStream,
+    handler: Callable[[WebSocket], Awaitable[None]],
+    required_subprotocol: str,
+    max_message_bytes: int,
+) -> None:
+    async with stream:
+        try:
+            ws: WebSocket | None = None
+            with trio.move_on_after(HANDSHAKE_TIMEOUT):
+                ws = await _server_handshake(stream, required_subprotocol, max_message_bytes)
+            if ws is None:
+                return
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+        except Exception:
+            # A broken upgrade must never take the server down.
+            _log.exception("WebSocket upgrade failed")
+            return
+        await _run_connection(ws, handler)
+
+
+async def _run_connection(ws: WebSocket, handler: Callable[[WebSocket], Awaitable[None]]) -> None:
+    code, reason = 1000, ""
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ws._run_writer)
+            try:
+                await handler(ws)
+            except WebSocketClosed:
+                pass  # the peer went away; nothing to report
+            except Exception:
+                _log.exception("WebSocket handler failed")
+                code, reason = 1011, "internal error"
+            except BaseException:
+                code, reason = 1001, "going away"
+                raise
+            finally:
+                # Also stops the writer, which lets the nursery exit.
+                await ws.aclose(code, reason)
+    except Exception:
+        # Connection-level failures stay with the connection, never the server.
+        _log.exception("WebSocket connection failed")
+
+
+async def serve_websocket(
+    handler: Callable[[WebSocket], Awaitable[None]],
+    *,
+    host: str,
+    port: int,
+    required_subprotocol: str = SUBPROTOCOL,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> NoReturn:
+    """Serve WebSocket connections on ``host:port`` until cancelled.
+
+    ``port`` 0 lets the OS pick; ``task_status.started(bound_port)`` reports it.
+    For each TCP connection: complete the HTTP upgrade (bounded by a handshake
+    timeout); if the client did not offer ``required_subprotocol``, answer HTTP 400
+    and close; else select it and run ``handler(ws)`` with the connection's writer
+    task alongside. When the handler returns or raises, the connection is closed
+    (1000; 1011 on error, logged). A broken or garbage upgrade never crashes the
+    server. Each connection runs in its own task in the server's nursery.
+    """
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    if port == 0 and len(listeners) > 1:
+        # Each address family would get a different OS-picked port; keep one.
+        for extra in listeners[1:]:
+            await extra.aclose()
+        listeners = listeners[:1]
+    bound_port: int = listeners[0].socket.getsockname()[1]
+
+    async def on_connection(stream: trio.SocketStream) -> None:
+        await _serve_connection(stream, handler, required_subprotocol, max_message_bytes)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trio.serve_listeners, on_connection, listeners)
+        task_status.started(bound_port)
+        await trio.sleep_forever()
+    raise AssertionError("unreachable: serve_websocket only ends by raising")
+
+
+# -- client --------------------------------------------------------------------
+
+
+async def _client_handshake(
+    url: str, subprotocols: Sequence[str], max_message_bytes: int
+) -> WebSocket:
+    try:
+        uri = parse_uri(url)
+    except InvalidURI as exc:
+        raise ValueError(f"not a WebSocket URL: {url!r}") from exc
+    if uri.secure:
+        raise ValueError("wss:// is not supported")
+    proto = ClientProtocol(
+        uri,
+        subprotocols=[Subprotocol(s) for s in subprotocols] or None,
+        max_size=max_message_bytes,
+        logger=_proto_log,
+    )
+    stream = await trio.open_tcp_stream(uri.host, uri.port)
+    try:
+        proto.send_request(proto.connect())
+        await stream.send_all(b"".join(proto.data_to_send()))
+        opened = False
+        leftover: list[object] = []
+        while not opened:
+            data = await stream.receive_some(RECEIVE_CHUNK)
+            if data:
+                proto.receive_data(data)
+            else:
+                proto.receive_eof()
+            leftover.extend(proto.events_received())
+            if proto.handshake_exc is not None:
+                raise WebSocketClosed(None, f"handshake refused: {proto.handshake_exc}")
+            if proto.state is not State.CONNECTING:
+                # Frames behind the 101 may already have moved us on to CLOSING.
+                opened = True
+            elif not data:
+                raise WebSocketClosed(None, "connection closed during handshake")
+        ws = WebSocket(stream, proto)
+        ws._handle_events(leftover)
+        ws._pull_output()
+        return ws
+    except BaseException:
+        with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+            await stream.aclose()
+        raise
+
+
+@asynccontextmanager
+async def connect_websocket(
+    url: str,
+    *,
+    subprotocols: Sequence[str] = (SUBPROTOCOL,),
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+) -> AsyncIterator[WebSocket]:
+    """Dial ``ws://host:port/path`` and yield the open connection.
+
+    For tests, the conformance runner and a future gateway. Raises
+    :class:`WebSocketClosed` (refused handshake) or :class:`OSError` (refused
+    connection). The connection is closed (1000) when the block exits.
+    """
+    try:
+        with trio.fail_after(HANDSHAKE_TIMEOUT):
+            ws = await _client_handshake(url, subprotocols, max_message_bytes)
+    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        raise WebSocketClosed(None, f"connection lost during handshake: {exc!r}") from exc
+    except trio.TooSlowError as exc:
+        raise WebSocketClosed(None, "handshake timed out") from exc
+    with collapse_groups():
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ws._run_writer)
+            try:
+                yield ws
+            finally:
+                await ws.aclose()
