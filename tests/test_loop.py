@@ -6,11 +6,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
+from helpers import TaskCensus
 
-from tests.conftest import TaskCensus
 from toolnexus_trio import (
     Answer,
     BuiltinsConfig,
@@ -35,6 +36,7 @@ from toolnexus_trio import (
     define_tool,
     empty_schema,
     pending,
+    tool,
 )
 
 Fn = Callable[[dict[str, Any], ToolContext], Any]
@@ -239,9 +241,11 @@ async def test_host_cancels_the_turn_through_the_hook_token(autojump_clock: trio
         return "never"
 
     turn_tokens: list[CancelToken] = []
+    tool_started = trio.Event()
 
     def before_tool(event: dict[str, Any]) -> None:
         turn_tokens.append(event["cancel"])
+        tool_started.set()
 
     gen = scripted(InProcessResponse(tool_calls=[call("sleeper")]))
     c = client(gen, hooks=Hooks(before_tool=before_tool))
@@ -249,7 +253,8 @@ async def test_host_cancels_the_turn_through_the_hook_token(autojump_clock: trio
     async with trio.open_nursery() as nursery:
 
         async def host() -> None:
-            await trio.sleep(1)
+            await tool_started.wait()
+            await trio.sleep(1)  # the user presses stop one (virtual) second in
             turn_tokens[0].cancel("user pressed stop")
 
         nursery.start_soon(host)
@@ -653,16 +658,31 @@ async def test_bad_tool_calls_are_clear_errors_and_lose_nothing() -> None:
     assert result.status == "done"
 
 
-async def test_generate_raising_propagates_with_a_run_metric() -> None:
+async def test_generate_raising_is_a_clear_error_that_keeps_the_transcript() -> None:
     events: list[dict[str, Any]] = []
+    calls = 0
 
-    async def broken(req: GenerateRequest) -> InProcessResponse:
+    async def flaky(req: GenerateRequest) -> InProcessResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return InProcessResponse(tool_calls=[call("t", {}, "c1")])
         raise ConnectionRefusedError("model server down")
 
-    with pytest.raises(ConnectionRefusedError, match="model server down"):
-        await client(broken, on_metric=events.append).run("go", None)
-    assert [e["event"] for e in events] == ["llm", "run"]
-    assert events[0]["status"] == "error" and "model server down" in events[1]["error"]
+    async def t(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "side effect done"
+
+    tk = await toolkit_of(define_tool("t", "", None, t))
+    with pytest.raises(
+        GenerateError, match="generate raised ConnectionRefusedError: model server down"
+    ) as info:
+        await client(flaky, on_metric=events.append).run("go", tk)
+    assert isinstance(info.value.__cause__, ConnectionRefusedError)
+    partial = info.value.result
+    assert partial is not None and partial.turns == 1
+    assert tool_messages(partial.messages) == [("c1", "side effect done")]
+    assert [e["event"] for e in events] == ["llm", "tool", "llm", "run"]
+    assert events[2]["status"] == "error" and "model server down" in events[3]["error"]
 
 
 @pytest.mark.parametrize(
@@ -733,7 +753,7 @@ async def test_stream_leaving_early_cancels_the_run(autojump_clock: trio.abc.Clo
     # Two calls: when the consumer leaves, the loop is blocked sending the second event.
     gen = scripted(InProcessResponse(tool_calls=[call("hang"), call("hang")]))
     tk = await toolkit_of(define_tool("hang", "", None, hang))
-    with TaskCensus() as census:
+    with trio.fail_after(60), TaskCensus() as census:
         async with client(gen).stream("go", tk) as channel:
             first = await channel.receive()
             await trio.testing.wait_all_tasks_blocked()
@@ -750,8 +770,9 @@ async def test_stream_raises_the_runs_error_directly() -> None:
             async for _ in channel:
                 pass
 
-    with pytest.raises(ConnectionRefusedError):
+    with pytest.raises(GenerateError) as info:
         await consume()
+    assert isinstance(info.value.__cause__, ConnectionRefusedError)
 
 
 async def test_stream_emits_pending() -> None:
@@ -762,3 +783,249 @@ async def test_stream_emits_pending() -> None:
     assert [e["type"] for e in events] == ["tool_call", "pending", "tool_result", "usage", "done"]
     assert events[1]["request"].id == "req-a"
     assert events[-1]["result"].status == "pending"
+
+
+# Regressions found in review ------------------------------------------------------------
+
+
+async def _failing_cleanup_tool(args: dict[str, Any], ctx: ToolContext) -> str:
+    """A tool whose own nursery has a child that fails while being cancelled."""
+
+    async def child() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            raise RuntimeError("cleanup failed")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(child)
+        await trio.sleep_forever()
+    return "never"
+
+
+async def test_a_group_from_a_tool_being_cancelled_is_still_a_result(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    t = define_tool("messy", "", None, _failing_cleanup_tool)
+    ctx = ToolContext()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_cancel_later, ctx.cancel, 1)
+        direct = await t.call({}, ctx)
+    assert direct == ToolResult.error("cleanup failed")
+
+    async def quick(args: dict[str, Any], c: ToolContext) -> str:
+        await trio.sleep(0.5)
+        c.cancel.cancel()
+        return "quick"
+
+    gen = scripted(InProcessResponse(tool_calls=[call("messy"), call("quick")]))
+    tk = await toolkit_of(t, define_tool("quick", "", None, quick))
+    with TaskCensus() as census:
+        result = await client(gen).run("go", tk)
+        census.assert_no_new_tasks()
+    assert result.status == "done"
+    assert tool_messages(result.messages) == [("call_0", "cleanup failed"), ("call_1", "quick")]
+
+
+async def test_stream_cancel_while_events_wait_keeps_the_transcript_balanced() -> None:
+    async def t(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "never ran"
+
+    cancel = CancelToken()
+    gen = scripted(
+        InProcessResponse(content="calling", tool_calls=[call("t", {}, "c1"), call("t", {}, "c2")])
+    )
+    seen: list[dict[str, Any]] = []
+    with trio.fail_after(10):
+        async with client(gen).stream(
+            "go", await toolkit_of(define_tool("t", "", None, t)), cancel=cancel
+        ) as channel:
+            async for event in channel:
+                seen.append(event)
+                if event["type"] == "tool_call":
+                    cancel.cancel("stop")  # the host presses stop on the first tool_call
+    done = seen[-1]
+    assert done["type"] == "done"
+    result = done["result"]
+    assert result.status == "cancelled"
+    assert tool_messages(result.messages) == [("c1", "cancelled"), ("c2", "cancelled")]
+
+
+async def test_an_already_cancelled_token_is_honoured() -> None:
+    tk = await create_toolkit()
+    ctx = ToolContext()
+    ctx.cancel.cancel()
+    todo = await tk.execute("todowrite", {"todos": []}, ctx)  # never checkpoints by itself
+    assert todo == ToolResult.error("cancelled")
+
+    called: list[int] = []
+
+    def generate(req: GenerateRequest) -> InProcessResponse:
+        called.append(req.turn)
+        return InProcessResponse(content="answered anyway")
+
+    async def async_generate(req: GenerateRequest) -> InProcessResponse:
+        called.append(req.turn)
+        return InProcessResponse(content="answered anyway")
+
+    for gen in (generate, async_generate):
+        token = CancelToken()
+        token.cancel()
+        result = await client(gen).run("go", None, cancel=token)
+        assert (result.status, result.text) == ("cancelled", "")
+    assert called == []
+
+
+async def test_resume_respects_concurrency_unsafe_tools(autojump_clock: trio.abc.Clock) -> None:
+    active: list[str] = []
+    overlaps: list[list[str]] = []
+
+    async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if ctx.answer is None:
+            return pending(Request(id=f"req-{ctx.call_id}", kind="approval", prompt="ok?"))
+        active.append(ctx.call_id or "")
+        if len(active) > 1:
+            overlaps.append(list(active))
+        await trio.sleep(1)
+        active.remove(ctx.call_id or "")
+        return ToolResult.ok("done")
+
+    unsafe = Tool("unsafe", "", empty_schema(), ToolSource.CUSTOM, execute, concurrency_safe=False)
+    gen = scripted(InProcessResponse(tool_calls=[call("unsafe", {}, "a"), call("unsafe", {}, "b")]))
+    c = client(gen)
+    halted = await c.run("go", await toolkit_of(unsafe))
+    assert halted.status == "pending"
+    resumed = await c.resume(halted, [Answer("req-a", True), Answer("req-b", True)])
+    assert overlaps == []
+    assert tool_messages(resumed.messages) == [("a", "done"), ("b", "done")]
+    assert trio.current_time() == pytest.approx(2)
+
+
+async def test_each_suspended_call_is_rerun_exactly_once() -> None:
+    runs: list[Answer | None] = []
+
+    async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        runs.append(ctx.answer)
+        if ctx.answer is None:
+            return pending(Request(id="r", kind="input", prompt="value?"))
+        return ToolResult.ok(f"got {ctx.answer.data}")
+
+    async def wait_for(req: Request) -> Answer:
+        return Answer(req.id, True, {"v": 1})
+
+    gen = scripted(InProcessResponse(tool_calls=[call("ask")]))
+    tk = await toolkit_of(Tool("ask", "", empty_schema(), ToolSource.CUSTOM, execute))
+    result = await client(gen, wait_for=wait_for).run("go", tk)
+    assert runs == [None, Answer("r", True, {"v": 1})]
+    assert tool_messages(result.messages) == [("call_0", "got {'v': 1}")]
+
+
+@attrs.frozen
+class Person:
+    first_name: str
+    last_name: str = ""
+
+
+async def test_tool_arguments_keep_attrs_field_names() -> None:
+    @tool
+    async def greet(person: Person) -> str:
+        """Greet someone."""
+        return f"hello {person.first_name} {person.last_name}".strip()
+
+    assert greet.input_schema["properties"]["person"]["required"] == ["first_name"]
+    assert await greet.call({"person": {"first_name": "Ada", "last_name": "L"}}) == ToolResult.ok(
+        "hello Ada L"
+    )
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        InProcessResponse(tool_calls=[{"name": "t"}, 3]),  # type: ignore[list-item]
+        InProcessResponse(tool_calls=None),  # type: ignore[arg-type]
+        InProcessResponse(usage="lots"),  # type: ignore[arg-type]
+        InProcessResponse(tool_calls=[InProcessToolCall(name=None)]),  # type: ignore[arg-type]
+        {"usage": 3},
+    ],
+)
+async def test_malformed_attrs_responses_are_generate_errors(garbage: Any) -> None:
+    async def bad(req: GenerateRequest) -> Any:
+        return garbage
+
+    with pytest.raises(GenerateError, match="generate returned"):
+        await client(bad).run("go", None)
+
+
+async def test_a_tool_call_dict_inside_an_attrs_response_is_accepted() -> None:
+    async def t(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "ran"
+
+    gen = scripted(InProcessResponse(tool_calls=[{"id": "d1", "name": "t", "arguments": {}}]))  # type: ignore[list-item]
+    result = await client(gen).run("go", await toolkit_of(define_tool("t", "", None, t)))
+    assert tool_messages(result.messages) == [("d1", "ran")]
+
+
+async def test_one_tool_metric_per_call_whatever_the_outcome(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    events: list[dict[str, Any]] = []
+
+    async def slow(args: dict[str, Any], ctx: ToolContext) -> str:
+        if ctx.call_id == "quit":
+            await trio.sleep(3)
+            ctx.cancel.cancel()
+        await trio.sleep(10)
+        return "never"
+
+    def before_tool(event: dict[str, Any]) -> Any:
+        if event["id"] == "deny":
+            return {"result": ToolResult.error("denied")}
+        if event["id"] == "boom":
+            raise RuntimeError("hook broke")
+        return None
+
+    gen = scripted(
+        InProcessResponse(
+            tool_calls=[call("slow", "{bad", "json"), call("slow", {}, "deny"), call("slow", {}, "boom"),
+                        call("slow", {}, "quit"), call("slow", {}, "victim")]
+        )
+    )  # fmt: skip
+    await client(gen, on_metric=events.append, hooks=Hooks(before_tool=before_tool)).run(
+        "go", await toolkit_of(define_tool("slow", "", None, slow))
+    )
+    tools = [e for e in events if e["event"] == "tool"]
+    assert len(tools) == 5
+    assert all(e["is_error"] for e in tools)
+    executed = [e for e in tools if e["ms"] > 0]
+    assert len(executed) == 2  # quit and victim ran for 3 (virtual) seconds
+    assert all(e["source"] == "native" and e["ms"] == pytest.approx(3000) for e in executed)
+
+
+async def test_sync_generate_gets_its_own_copy_of_the_transcript() -> None:
+    seen: list[GenerateRequest] = []
+
+    def generate(req: GenerateRequest) -> InProcessResponse:
+        seen.append(req)
+        return InProcessResponse(content="fin")
+
+    result = await client(generate).run("go", None)
+    assert seen[0].messages is not result.messages
+    assert list(seen[0].messages) == [{"role": "user", "content": "go"}]
+
+
+@pytest.mark.parametrize(
+    "bad", [{"result": {"output": "denied", "isError": True}}, {"result": "no"}, {"args": "x"}]
+)
+async def test_a_malformed_before_tool_answer_fails_closed(bad: dict[str, Any]) -> None:
+    ran: list[bool] = []
+
+    async def dangerous(args: dict[str, Any], ctx: ToolContext) -> str:
+        ran.append(True)
+        return "deleted everything"
+
+    gen = scripted(InProcessResponse(tool_calls=[call("dangerous")]))
+    result = await client(gen, hooks=Hooks(before_tool=lambda e: bad)).run(
+        "go", await toolkit_of(define_tool("dangerous", "", None, dangerous))
+    )
+    assert ran == []
+    assert "before_tool hook returned" in tool_messages(result.messages)[0][1]

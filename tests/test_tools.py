@@ -48,7 +48,7 @@ def test_public_names_are_pinned() -> None:
     expected = {
         "Answer", "BuiltinsConfig", "CancelToken", "Client", "GenerateError", "GenerateRequest",
         "HookError", "Hooks", "InProcessOptions", "InProcessResponse", "InProcessToolCall",
-        "Request", "RunResult", "RunTimeout", "SchemaError", "SuspendedCall", "Tool",
+        "Request", "RunError", "RunResult", "RunTimeout", "SchemaError", "SuspendedCall", "Tool",
         "ToolCallRecord", "ToolContext", "ToolHints", "ToolResult", "ToolSource", "Toolkit",
         "ToolkitOptions", "create_in_process_client", "create_toolkit", "define_tool",
         "empty_schema", "pending", "pending_of", "tool",

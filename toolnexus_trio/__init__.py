@@ -17,6 +17,7 @@ from ._client import Hooks as Hooks
 from ._client import InProcessOptions as InProcessOptions
 from ._client import InProcessResponse as InProcessResponse
 from ._client import InProcessToolCall as InProcessToolCall
+from ._client import RunError as RunError
 from ._client import RunResult as RunResult
 from ._client import RunTimeout as RunTimeout
 from ._client import SuspendedCall as SuspendedCall
@@ -53,6 +54,7 @@ __all__ = [
     "InProcessResponse",
     "InProcessToolCall",
     "Request",
+    "RunError",
     "RunResult",
     "RunTimeout",
     "SchemaError",

@@ -24,7 +24,7 @@ import trio
 from ._cancel import CancelToken
 from ._groups import collapse_groups
 from ._toolkit import Toolkit
-from ._tools import ToolContext, ToolResult, pending_of
+from ._tools import ToolContext, ToolResult, describe_exception, pending_of
 from ._wire import Answer, Request
 
 logger = logging.getLogger("toolnexus_trio")
@@ -178,19 +178,31 @@ class RunResult:
 
 
 class RunTimeout(TimeoutError):
-    """``run_timeout_ms`` elapsed; :attr:`result` holds the balanced transcript so far."""
+    """``run_timeout_ms`` elapsed; :attr:`result` holds the balanced transcript so far.
+
+    That result has ``status="incomplete"`` and ``limit="runTimeout"``.
+    """
 
     def __init__(self, message: str, result: RunResult) -> None:
         super().__init__(message)
         self.result = result
 
 
-class HookError(RuntimeError):
+class RunError(RuntimeError):
+    """A run stopped on an error; :attr:`result` keeps the balanced transcript so far.
+
+    The original exception, if any, is ``__cause__``.
+    """
+
+    result: RunResult | None = None
+
+
+class HookError(RunError):
     """An LLM hook (``before_llm`` / ``after_llm``) raised; the run stops."""
 
 
-class GenerateError(RuntimeError):
-    """``generate`` returned something that is not a model message."""
+class GenerateError(RunError):
+    """``generate`` raised, or returned something that is not a model message."""
 
 
 # ---------------------------------------------------------------------------
@@ -251,38 +263,46 @@ def _usage(raw: Mapping[str, Any] | None) -> dict[str, int]:
     }
 
 
+def _parse_call(item: object) -> InProcessToolCall:
+    if isinstance(item, InProcessToolCall):
+        call = item
+    elif isinstance(item, Mapping):
+        call = InProcessToolCall(
+            id=item.get("id") or "",
+            name=item.get("name") or "",
+            arguments=item.get("arguments", {}),
+        )
+    else:
+        raise GenerateError(f"generate returned a tool call of type {type(item).__name__}")
+    if not isinstance(call.id, str) or not isinstance(call.name, str):
+        raise GenerateError(f"generate returned a tool call with a non-string id or name: {call!r}")
+    return call
+
+
 def _parse_response(raw: object) -> InProcessResponse:
     if isinstance(raw, InProcessResponse):
-        response = raw
+        content, calls_raw, usage = raw.content, raw.tool_calls, raw.usage
     elif isinstance(raw, Mapping):
-        calls_raw = raw.get("tool_calls", raw.get("toolCalls")) or []
-        if not isinstance(calls_raw, list | tuple):
-            raise GenerateError(f"generate returned tool_calls of type {type(calls_raw).__name__}")
-        calls = []
-        for item in calls_raw:
-            if isinstance(item, InProcessToolCall):
-                calls.append(item)
-            elif isinstance(item, Mapping):
-                calls.append(
-                    InProcessToolCall(
-                        id=str(item.get("id") or ""),
-                        name=str(item.get("name") or ""),
-                        arguments=item.get("arguments", {}),
-                    )
-                )
-            else:
-                raise GenerateError(f"generate returned a tool call of type {type(item).__name__}")
-        response = InProcessResponse(
-            content=raw.get("content") or "", tool_calls=tuple(calls), usage=raw.get("usage")
-        )
+        content = raw.get("content") or ""
+        calls_raw = raw.get("tool_calls", raw.get("toolCalls")) or ()
+        usage = raw.get("usage")
     else:
         raise GenerateError(
             f"generate returned {type(raw).__name__}; expected an InProcessResponse "
             "or a dict with 'content' and/or 'tool_calls'"
         )
-    if not isinstance(response.content, str):
-        raise GenerateError(f"generate returned content of type {type(response.content).__name__}")
-    return response
+    if not isinstance(content, str):
+        raise GenerateError(f"generate returned content of type {type(content).__name__}")
+    if not isinstance(calls_raw, list | tuple):
+        raise GenerateError(f"generate returned tool_calls of type {type(calls_raw).__name__}")
+    if usage is not None and not isinstance(usage, Mapping):
+        raise GenerateError(f"generate returned usage of type {type(usage).__name__}")
+    calls = tuple(_parse_call(item) for item in calls_raw)
+    if isinstance(raw, InProcessResponse) and all(
+        a is b for a, b in zip(calls, calls_raw, strict=True)
+    ):
+        return raw
+    return InProcessResponse(content=content, tool_calls=calls, usage=usage)
 
 
 def _to_calls(response: InProcessResponse) -> list[_Call]:
@@ -336,10 +356,30 @@ class _Gate:
             await self.done[other].wait()
 
 
+def _gate_for(toolkit: Toolkit | None, names: Sequence[str]) -> _Gate | None:
+    """A gate when any call goes to a ``concurrency_safe=False`` tool, else ``None``."""
+    if toolkit is None:
+        return None
+    exclusive = []
+    for name in names:
+        found = toolkit.get(name)
+        exclusive.append(found is not None and found.concurrency_safe is False)
+    return _Gate(exclusive) if any(exclusive) else None
+
+
 @attrs.frozen
 class _Outcome:
     result: ToolResult
     args: Any
+
+
+@attrs.define
+class _Meter:
+    """Per-call metric state: one ``tool`` event per execution, or one for the call."""
+
+    started: float
+    source: str = "unknown"
+    metered: bool = False
 
 
 class Client:
@@ -369,7 +409,9 @@ class Client:
 
         Cancelling *cancel* ends the run with ``status="cancelled"``; ``run_timeout_ms``
         raises :class:`RunTimeout`; cancelling an enclosing Trio scope raises
-        ``trio.Cancelled`` as usual. An exception from ``generate`` propagates.
+        ``trio.Cancelled`` as usual. A failing ``generate`` raises :class:`GenerateError`
+        (the original exception is its ``__cause__``) and a failing LLM hook
+        :class:`HookError`; both carry the balanced transcript so far in ``result``.
         """
         run = self._new_run(prompt, toolkit, history)
         return await self._drive(run, cancel, self._loop(run))
@@ -477,10 +519,18 @@ class Client:
             with trio.CancelScope() as run_scope, cancel.bound(run_scope):
                 if timeout_ms > 0:
                     run_scope.deadline = trio.current_time() + timeout_ms / 1000
+                await trio.lowlevel.checkpoint_if_cancelled()
                 await body
+        except RunError as exc:
+            exc.result = self._result(run)
+            self._metric_run(run, started, error=str(exc))
+            raise
         except Exception as exc:
             self._metric_run(run, started, error=str(exc) or type(exc).__name__)
             raise
+        finally:
+            if inspect.iscoroutine(body):
+                body.close()  # never awaited when the scope was cancelled up front
         if run_scope.cancelled_caught:
             if cancel.is_cancelled:
                 run.status, run.text = "cancelled", ""
@@ -555,12 +605,12 @@ class Client:
                 ]
             run.messages.append(assistant)
             run.text = response.content
-            if response.content and run.emit is not None:
-                await run.emit({"type": "text", "delta": response.content})
             if not calls:
+                if response.content and run.emit is not None:
+                    await run.emit({"type": "text", "delta": response.content})
                 run.status = "done"
                 return
-            await self._turn(run, calls, turn)
+            await self._turn(run, calls, turn, response.content)
             if run.suspended:
                 run.status, run.text = "pending", run.suspended[0].request.prompt
                 return
@@ -572,33 +622,27 @@ class Client:
             if self._generate_is_async:
                 raw = await generate(request)
             else:
-                raw = await trio.to_thread.run_sync(generate, request, abandon_on_cancel=True)
+                # A worker thread is abandoned when the run is cancelled, so it gets its
+                # own copy of the transcript rather than the live list.
+                snapshot = attrs.evolve(request, messages=list(request.messages))
+                raw = await trio.to_thread.run_sync(generate, snapshot, abandon_on_cancel=True)
                 if inspect.isawaitable(raw):
                     raw = await raw
             response = _parse_response(raw)
-        except Exception:
+        except Exception as exc:
             self._metric(
-                {
-                    "event": "llm",
-                    "model": request.model,
-                    "status": "error",
-                    "ms": _ms(started),
-                    "prompt_tokens": 0,
-                    "completion_tokens": 0,
-                }
-            )
-            raise
+                {"event": "llm", "model": request.model, "status": "error", "ms": _ms(started),
+                 "prompt_tokens": 0, "completion_tokens": 0}
+            )  # fmt: skip
+            if isinstance(exc, GenerateError):
+                raise
+            raise GenerateError(f"generate raised {type(exc).__name__}: {exc}") from exc
         usage = _usage(response.usage)
         self._metric(
-            {
-                "event": "llm",
-                "model": request.model,
-                "status": "ok",
-                "ms": _ms(started),
-                "prompt_tokens": usage["prompt_tokens"],
-                "completion_tokens": usage["completion_tokens"],
-            }
-        )
+            {"event": "llm", "model": request.model, "status": "ok", "ms": _ms(started),
+             "prompt_tokens": usage["prompt_tokens"],
+             "completion_tokens": usage["completion_tokens"]}
+        )  # fmt: skip
         return response
 
     async def _llm_hook(self, fn: HookFn, event: dict[str, Any]) -> Any:
@@ -610,29 +654,21 @@ class Client:
 
     # -- one turn -----------------------------------------------------------
 
-    async def _turn(self, run: _Run, calls: list[_Call], turn: int) -> None:
+    async def _turn(self, run: _Run, calls: list[_Call], turn: int, text: str) -> None:
         token = CancelToken()
-        if run.emit is not None:
-            for c in calls:
-                await run.emit(
-                    {
-                        "type": "tool_call",
-                        "id": c.id,
-                        "name": c.name,
-                        "args": c.args,
-                        "cancel": token,
-                    }
-                )
         outcomes: list[_Outcome | None] = [None] * len(calls)
-        toolkit = run.toolkit
-        exclusive = [
-            toolkit is not None
-            and (found := toolkit.get(c.name)) is not None
-            and found.concurrency_safe is False
-            for c in calls
-        ]
-        gate = _Gate(exclusive) if any(exclusive) else None
+        gate = _gate_for(run.toolkit, [c.name for c in calls])
         try:
+            # Inside the try: a cancel while these events wait for the consumer still
+            # leaves every call with its tool message.
+            if run.emit is not None:
+                if text:
+                    await run.emit({"type": "text", "delta": text})
+                for c in calls:
+                    await run.emit(
+                        {"type": "tool_call", "id": c.id, "name": c.name, "args": c.args,
+                         "cancel": token}
+                    )  # fmt: skip
             async with trio.open_nursery() as nursery:
                 # The turn's token *is* this nursery's cancel scope.
                 token.attach(nursery.cancel_scope)
@@ -646,44 +682,26 @@ class Client:
             for c, outcome in zip(calls, outcomes, strict=True):
                 assert outcome is not None
                 await run.emit(
-                    {
-                        "type": "tool_result",
-                        "id": c.id,
-                        "name": c.name,
-                        "output": outcome.result.output,
-                        "is_error": outcome.result.is_error,
-                    }
-                )
+                    {"type": "tool_result", "id": c.id, "name": c.name,
+                     "output": outcome.result.output, "is_error": outcome.result.is_error}
+                )  # fmt: skip
 
     def _record_turn(self, run: _Run, calls: list[_Call], outcomes: list[_Outcome | None]) -> None:
         for i, call in enumerate(calls):
             outcome = outcomes[i]
             if outcome is None:
                 outcome = outcomes[i] = _Outcome(ToolResult.error("cancelled"), call.args)
-                self._metric_tool(call.name, outcome.result, trio.current_time())
             result = outcome.result
             request = pending_of(result)
             if request is not None:
                 run.suspended.append(
-                    SuspendedCall(
-                        call.id,
-                        call.name,
-                        dict(outcome.args),
-                        request,
-                        len(run.messages),
-                        len(run.records),
-                    )
-                )
+                    SuspendedCall(call.id, call.name, dict(outcome.args), request,
+                                  len(run.messages), len(run.records))
+                )  # fmt: skip
             run.records.append(
-                ToolCallRecord(
-                    call.id,
-                    call.name,
-                    outcome.args,
-                    result.output,
-                    result.is_error,
-                    result.metadata,
-                )
-            )
+                ToolCallRecord(call.id, call.name, outcome.args, result.output, result.is_error,
+                               result.metadata)
+            )  # fmt: skip
             run.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
 
     async def _call_task(
@@ -696,15 +714,26 @@ class Client:
         gate: _Gate | None,
         outcomes: list[_Outcome | None],
     ) -> None:
+        meter = _Meter(trio.current_time() if self.options.on_metric is not None else 0.0)
         try:
             if gate is not None:
                 await gate.wait_turn(index)
-            outcomes[index] = await self._run_call(run, call, turn, token)
+            outcomes[index] = await self._run_call(run, call, turn, token, meter)
+        except* Exception as group:
+            # Only a tool whose own nursery failed while being cancelled gets here (any
+            # other exception is already a result); the Cancelled part propagates.
+            outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
         finally:
             if gate is not None:
                 gate.done[index].set()
+            if not meter.metered:
+                outcome = outcomes[index]
+                final = outcome.result if outcome is not None else ToolResult.error("cancelled")
+                self._metric_tool(call.name, final, meter)
 
-    async def _run_call(self, run: _Run, call: _Call, turn: int, token: CancelToken) -> _Outcome:
+    async def _run_call(
+        self, run: _Run, call: _Call, turn: int, token: CancelToken, meter: _Meter
+    ) -> _Outcome:
         hooks = self._hooks
         args = call.args
         if call.error is not None:
@@ -717,25 +746,34 @@ class Client:
             except Exception as exc:
                 return _Outcome(ToolResult.error(f"before_tool hook failed: {exc}"), args)
             if isinstance(change, Mapping):
-                if isinstance(change.get("result"), ToolResult):
+                if "result" in change:
+                    if not isinstance(change["result"], ToolResult):
+                        # Fail closed: a guard that meant to deny must not let the tool run.
+                        kind = type(change["result"]).__name__
+                        message = f"before_tool hook returned a {kind} result, not a ToolResult"
+                        return _Outcome(ToolResult.error(message), args)
                     short_circuit = change["result"]
-                elif isinstance(change.get("args"), dict):
+                elif "args" in change:
+                    if not isinstance(change["args"], dict):
+                        kind = type(change["args"]).__name__
+                        message = f"before_tool hook returned {kind} args, not a dict"
+                        return _Outcome(ToolResult.error(message), args)
                     args = change["args"]
         if short_circuit is not None and pending_of(short_circuit) is None:
             return _Outcome(short_circuit, args)
         ctx = ToolContext(cancel=token, call_id=call.id, timeout_ms=self.options.tool_timeout_ms)
-        result = short_circuit or await self._execute(run, call.name, args, ctx)
+        result = short_circuit or await self._execute(run, call.name, args, ctx, meter)
         request = pending_of(result)
         if request is not None:
             if self.options.wait_for is None:
                 if run.emit is not None:
                     await run.emit({"type": "pending", "request": request})
                 return _Outcome(result, args)
-            result = await self._resolve(run, call, args, request, token)
+            result = await self._resolve(run, call, args, request, token, meter)
         return _Outcome(await self._after_tool(call, args, result, turn, token), args)
 
     async def _execute(
-        self, run: _Run, name: str, args: dict[str, Any], ctx: ToolContext
+        self, run: _Run, name: str, args: dict[str, Any], ctx: ToolContext, meter: _Meter
     ) -> ToolResult:
         started = trio.current_time() if self.options.on_metric is not None else 0.0
         toolkit = run.toolkit
@@ -743,12 +781,20 @@ class Client:
         if found is None:
             result = ToolResult.error(f"Unknown tool: {name}")
         else:
+            meter.source = found.source.value
             result = await found._call(args, ctx, own_scope=False)
-        self._metric_tool(name, result, started, found.source.value if found else "unknown")
+        meter.metered = True
+        self._metric_tool(name, result, attrs.evolve(meter, started=started))
         return result
 
     async def _resolve(
-        self, run: _Run, call: _Call, args: dict[str, Any], request: Request, token: CancelToken
+        self,
+        run: _Run,
+        call: _Call,
+        args: dict[str, Any],
+        request: Request,
+        token: CancelToken,
+        meter: _Meter,
     ) -> ToolResult:
         assert self.options.wait_for is not None
         if run.emit is not None:
@@ -757,7 +803,7 @@ class Client:
             answer = await self.options.wait_for(request)
         except Exception as exc:
             return ToolResult.error(f"wait_for failed: {exc}")
-        return await self._answered(run, call.id, call.name, args, request, answer, token)
+        return await self._answered(run, call.id, call.name, args, request, answer, token, meter)
 
     async def _answered(
         self,
@@ -768,13 +814,14 @@ class Client:
         request: Request,
         answer: Answer | None,
         token: CancelToken,
+        meter: _Meter,
     ) -> ToolResult:
         if answer is None or not answer.ok:
             return ToolResult.error(f"declined/expired: {request.prompt}")
         ctx = ToolContext(
             cancel=token, call_id=call_id, timeout_ms=self.options.tool_timeout_ms, answer=answer
         )
-        retried = await self._execute(run, name, args, ctx)
+        retried = await self._execute(run, name, args, ctx, meter)
         if pending_of(retried) is not None:
             return ToolResult.error(f"unresolved: {request.prompt}")
         return retried
@@ -804,15 +851,27 @@ class Client:
     ) -> None:
         token = CancelToken()
         results: list[ToolResult | None] = [None] * len(suspended)
+        gate = _gate_for(run.toolkit, [s.name for s in suspended])
 
         async def redo(i: int, s: SuspendedCall) -> None:
-            answer = answers.get(s.request.id)
-            if answer is None:
-                results[i] = ToolResult.error(f"unresolved: {s.request.prompt}")
-                return
-            result = await self._answered(run, s.id, s.name, s.args, s.request, answer, token)
-            call = _Call(s.id, s.name, s.args, "")
-            results[i] = await self._after_tool(call, s.args, result, run.turns - 1, token)
+            meter = _Meter(trio.current_time() if self.options.on_metric is not None else 0.0)
+            try:
+                if gate is not None:
+                    await gate.wait_turn(i)
+                answer = answers.get(s.request.id)
+                if answer is None:
+                    results[i] = ToolResult.error(f"unresolved: {s.request.prompt}")
+                    return
+                result = await self._answered(
+                    run, s.id, s.name, s.args, s.request, answer, token, meter
+                )
+                call = _Call(s.id, s.name, s.args, "")
+                results[i] = await self._after_tool(call, s.args, result, run.turns - 1, token)
+            except* Exception as group:
+                results[i] = ToolResult.error(describe_exception(group))
+            finally:
+                if gate is not None:
+                    gate.done[i].set()
 
         try:
             async with trio.open_nursery() as nursery:
@@ -823,10 +882,8 @@ class Client:
             for s, result in zip(suspended, results, strict=True):
                 final = result or ToolResult.error("cancelled")
                 run.messages[s.message_index] = {
-                    "role": "tool",
-                    "tool_call_id": s.id,
-                    "content": final.output,
-                }
+                    "role": "tool", "tool_call_id": s.id, "content": final.output,
+                }  # fmt: skip
                 run.records[s.record_index] = ToolCallRecord(
                     s.id, s.name, s.args, final.output, final.is_error, final.metadata
                 )
@@ -842,19 +899,14 @@ class Client:
         except Exception:
             logger.exception("toolnexus_trio: on_metric raised; event dropped")
 
-    def _metric_tool(
-        self, name: str, result: ToolResult, started: float, source: str = "unknown"
-    ) -> None:
+    def _metric_tool(self, name: str, result: ToolResult, meter: _Meter) -> None:
         if self.options.on_metric is None:
             return
         suspended = pending_of(result) is not None
         event: dict[str, Any] = {
-            "event": "tool",
-            "tool": name,
-            "source": source,
-            "is_error": result.is_error and not suspended,
-            "ms": _ms(started),
-        }
+            "event": "tool", "tool": name, "source": meter.source,
+            "is_error": result.is_error and not suspended, "ms": _ms(meter.started),
+        }  # fmt: skip
         if suspended:
             event["pending"] = True
         self._metric(event)

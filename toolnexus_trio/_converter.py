@@ -2,7 +2,8 @@
 
 Wire classes are frozen attrs classes with snake_case fields; on the wire their keys
 are camelCase and ``None`` fields are left out. Every wire type in the package goes
-through :data:`wire` so the rule lives in exactly one place.
+through :data:`wire` so the rule lives in exactly one place; user data goes through
+:data:`payloads`, which keeps names as they are.
 """
 
 from __future__ import annotations
@@ -42,4 +43,13 @@ def make_wire_converter(*, strict: bool = False) -> JsonConverter:
 
 
 wire: JsonConverter = make_wire_converter()
-"""The shared converter (lenient on inbound traffic)."""
+"""The shared converter for protocol types (lenient on inbound traffic)."""
+
+payloads: JsonConverter = make_converter()
+"""The converter for *user* data: tool arguments and results, action inputs and outputs,
+sample and elicit answers.
+
+Unlike :data:`wire` it keeps attribute names as they are, because the JSON Schemas
+derived from attrs classes (:func:`toolnexus_trio._schema.schema_for_attrs`) use the
+attribute names too: what the schema promises is what cattrs reads and writes.
+"""

@@ -15,7 +15,7 @@ import cattrs
 import trio
 
 from ._cancel import CancelToken
-from ._converter import wire
+from ._converter import payloads
 from ._schema import JSONSchema, Validator, compile_schema, empty_schema, schema_for_type
 from ._wire import Answer, Request
 
@@ -128,31 +128,40 @@ class Tool:
             detail = "; ".join(f"{i.message} (at {i.location}, rule: {i.rule})" for i in issues)
             return ToolResult.error(f"Invalid arguments for tool '{self.name}': {detail}")
         timeout_ms = ctx.timeout_ms
-        if not own_scope and timeout_ms <= 0:
-            return await self._invoke(args, ctx)
-        deadline = trio.current_time() + timeout_ms / 1000 if timeout_ms > 0 else math.inf
         token = ctx.cancel
-        with trio.CancelScope(deadline=deadline) as scope:
-            token.attach(scope)
-            try:
-                return await self._invoke(args, ctx)
-            finally:
-                token.detach(scope)
-        # Only reached when our own scope caught a cancellation.
-        if token.is_cancelled:
-            return ToolResult.error("cancelled")
-        return ToolResult.error(f"timed out after {timeout_ms}ms")
-
-    async def _invoke(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        # The catch sits outside the cancel scope: a tool whose own nursery fails while
+        # being cancelled raises a group that the scope strips of its Cancelled.
         try:
-            result: object = await self.execute(args, ctx)
+            if not own_scope and timeout_ms <= 0:
+                await trio.lowlevel.checkpoint_if_cancelled()
+                result: object = await self.execute(args, ctx)
+            else:
+                deadline = trio.current_time() + timeout_ms / 1000 if timeout_ms > 0 else math.inf
+                with trio.CancelScope(deadline=deadline) as scope:
+                    token.attach(scope)
+                    try:
+                        await trio.lowlevel.checkpoint_if_cancelled()
+                        result = await self.execute(args, ctx)
+                    finally:
+                        token.detach(scope)
+                if scope.cancelled_caught:
+                    if token.is_cancelled:
+                        return ToolResult.error("cancelled")
+                    return ToolResult.error(f"timed out after {timeout_ms}ms")
         except Exception as exc:
-            return ToolResult.error(str(exc) or type(exc).__name__)
+            return ToolResult.error(describe_exception(exc))
         if not isinstance(result, ToolResult):
             return ToolResult.error(
                 f"tool '{self.name}' returned {type(result).__name__}, not a ToolResult"
             )
         return result
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The message a model sees for a failure: ``str(exc)``, or each leaf of a group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe_exception(e) for e in exc.exceptions)
+    return str(exc) or type(exc).__name__
 
 
 def pending(request: Request) -> ToolResult:
@@ -184,7 +193,7 @@ def _to_result(value: object) -> ToolResult:
         return value
     if isinstance(value, str):
         return ToolResult.ok(value)
-    return ToolResult.ok(json.dumps(wire.unstructure(value), separators=(",", ":")))
+    return ToolResult.ok(json.dumps(payloads.unstructure(value), separators=(",", ":")))
 
 
 NativeFn = Callable[[dict[str, Any], ToolContext], Awaitable["str | ToolResult"]]
@@ -253,7 +262,7 @@ def _signature_tool(
         kwargs = dict(args)
         for key, annotation in structured.items():
             if key in kwargs:
-                kwargs[key] = wire.structure(kwargs[key], annotation)
+                kwargs[key] = payloads.structure(kwargs[key], annotation)
         for key in context_params:
             kwargs[key] = ctx
         return _to_result(await fn(**kwargs))

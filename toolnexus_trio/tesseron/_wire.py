@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 import attrs
-from cattrs.preconf.json import make_converter
 
+from .._converter import payloads as payloads
 from .._converter import wire
 from ._errors import ActionError, TesseronErrorCode
 
@@ -403,16 +403,3 @@ def progress_frame(invocation_id: str, percent: int | None, message: str | None,
     if data is not None:
         params["data"] = data
     return _dumps({"jsonrpc": "2.0", "method": "actions/progress", "params": params})
-
-
-# ---------------------------------------------------------------------------
-# User payloads
-# ---------------------------------------------------------------------------
-
-payloads = make_converter()
-"""Converter for *user* payloads (action inputs and outputs, sample/elicit answers).
-
-Unlike :data:`wire` it keeps attribute names as they are, because the JSON Schemas
-published for attrs classes (:func:`toolnexus_trio._schema.schema_for_attrs`) use the
-attribute names too: what the schema promises is what cattrs reads and writes.
-"""
