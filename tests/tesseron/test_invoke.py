@@ -174,7 +174,7 @@ async def test_cancel_is_answered_before_a_stubborn_handler_finishes(style: str)
 
 
 async def test_timeout_is_answered_first_and_the_handler_sees_the_flag(
-    autojump_clock: trio.abc.Clock,
+    socket_autojump_clock: trio.abc.Clock,
 ) -> None:
     app = make_app()
     release = trio.Event()
@@ -200,7 +200,7 @@ async def test_timeout_is_answered_first_and_the_handler_sees_the_flag(
     assert flags == [True]
 
 
-async def test_one_timer_serves_many_deadlines(autojump_clock: trio.abc.Clock) -> None:
+async def test_one_timer_serves_many_deadlines(socket_autojump_clock: trio.abc.Clock) -> None:
     app = make_app()
 
     @app.action("slow", timeout_ms=3000)

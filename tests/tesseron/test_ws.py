@@ -444,7 +444,7 @@ async def test_connect_refused_raises_oserror() -> None:
 
 
 async def test_silent_connection_is_dropped_after_handshake_timeout(
-    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+    nursery: trio.Nursery, socket_autojump_clock: trio.testing.MockClock
 ) -> None:
     # Virtual time: the server's handshake deadline passes as soon as all tasks block.
     start = trio.current_time()
