@@ -1029,3 +1029,88 @@ async def test_a_malformed_before_tool_answer_fails_closed(bad: dict[str, Any]) 
     )
     assert ran == []
     assert "before_tool hook returned" in tool_messages(result.messages)[0][1]
+
+
+# The seam a dynamic tool source (the Tesseron gateway) uses ---------------------------------
+
+
+class FakeSource:
+    def __init__(self) -> None:
+        self.version = 0
+        self._tools: list[Tool] = []
+        self.closed = False
+
+    def set(self, *tools: Tool) -> None:
+        self._tools = list(tools)
+        self.version += 1
+
+    def tools(self) -> list[Tool]:
+        return self._tools
+
+    async def read_resource(self, app_id: str, name: str) -> Any:
+        if app_id != "todo":
+            raise LookupError(app_id)
+        return {"items": [], "name": name}
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_dynamic_sources_update_the_toolkit_and_close_with_it() -> None:
+    source = FakeSource()
+    mine = define_tool("mine", "", None, _echo_ctx)
+    tk = await create_toolkit(
+        ToolkitOptions(
+            extra_tools=[mine], builtins=False, tesseron=source, disable_tools=["todo__hidden"]
+        )
+    )
+    assert [t.name for t in tk.tools()] == ["mine"]
+    source.set(
+        define_tool("todo__add", "", None, _echo_ctx),
+        define_tool("todo__hidden", "", None, _echo_ctx),
+    )
+    assert [t.name for t in tk.tools()] == ["mine", "todo__add"]
+    assert [t["function"]["name"] for t in tk.to_openai()] == ["mine", "todo__add"]
+    assert (await tk.execute("todo__add", {})).output == "ran"
+    source.set()
+    assert tk.get("todo__add") is None
+    assert await tk.read_resource("todo", "list") == {"items": [], "name": "list"}
+    with pytest.raises(LookupError):
+        await tk.read_resource("other", "list")
+    async with tk:
+        pass
+    assert source.closed
+
+
+async def _echo_ctx(args: dict[str, Any], ctx: ToolContext) -> str:
+    return "ran"
+
+
+async def test_tools_see_the_running_loops_services() -> None:
+    from toolnexus_trio._runctx import current_run
+
+    asked: list[GenerateRequest] = []
+    events: list[dict[str, Any]] = []
+
+    async def generate(req: GenerateRequest) -> InProcessResponse:
+        if req.tools is None:  # the sampling call: one user message, no tools
+            asked.append(req)
+            return InProcessResponse(content="sampled!")
+        if req.turn == 0:
+            return InProcessResponse(tool_calls=[call("probe")])
+        return InProcessResponse(content="fin")
+
+    async def probe(args: dict[str, Any], ctx: ToolContext) -> str:
+        services = current_run.get()
+        assert services is not None and services.sample is not None and services.metric is not None
+        services.metric({"event": "probe"})
+        return await services.sample("suggest a name", 20)
+
+    assert current_run.get() is None
+    c = client(generate, on_metric=events.append)
+    result = await c.run("go", await toolkit_of(define_tool("probe", "", None, probe)))
+    assert tool_messages(result.messages) == [("call_0", "sampled!")]
+    assert asked[0].messages == [{"role": "user", "content": "suggest a name"}]
+    assert asked[0].max_tokens == 20
+    assert {"event": "probe"} in events
+    assert current_run.get() is None

@@ -23,6 +23,7 @@ import trio
 
 from ._cancel import CancelToken
 from ._groups import collapse_groups
+from ._runctx import RunServices, current_run
 from ._toolkit import Toolkit
 from ._tools import ToolContext, ToolResult, describe_exception, pending_of
 from ._wire import Answer, Request
@@ -62,13 +63,15 @@ class GenerateRequest:
 
     ``messages`` is the live transcript: read it during the call, do not mutate or keep
     it (it is not copied per call, on purpose). ``tools`` is the OpenAI tool list, or
-    ``None`` when there are no tools. ``turn`` is 0-based.
+    ``None`` when there are no tools. ``turn`` is 0-based. ``max_tokens`` caps the
+    answer when the caller asked for a cap (a Tesseron host's sampling request does).
     """
 
     model: str
     messages: Sequence[Message]
     tools: list[dict[str, Any]] | None
     turn: int
+    max_tokens: int | None = None
 
 
 HookFn = Callable[[dict[str, Any]], Any]
@@ -515,6 +518,7 @@ class Client:
         started = trio.current_time()
         cancel = cancel or CancelToken()
         timeout_ms = self.options.run_timeout_ms
+        services = current_run.set(self._services(run))
         try:
             with trio.CancelScope() as run_scope, cancel.bound(run_scope):
                 if timeout_ms > 0:
@@ -529,6 +533,7 @@ class Client:
             self._metric_run(run, started, error=str(exc) or type(exc).__name__)
             raise
         finally:
+            current_run.reset(services)
             if inspect.iscoroutine(body):
                 body.close()  # never awaited when the scope was cancelled up front
         if run_scope.cancelled_caught:
@@ -541,6 +546,26 @@ class Client:
                 raise RunTimeout(f"run timeout after {timeout_ms}ms", result)
         self._metric_run(run, started)
         return self._result(run)
+
+    def _services(self, run: _Run) -> RunServices:
+        async def sample(prompt: str, max_tokens: int | None) -> str:
+            # One user message, no tools: what a Tesseron host's sampling/request asks.
+            request = GenerateRequest(
+                model=self.options.model,
+                messages=[{"role": "user", "content": prompt}],
+                tools=None,
+                turn=0,
+                max_tokens=max_tokens,
+            )
+            response = await self._call_model(request)
+            return response.content
+
+        return RunServices(
+            emit=run.emit,
+            metric=self._metric if self.options.on_metric is not None else None,
+            sample=sample,
+            wait_for=self.options.wait_for,
+        )
 
     def _result(self, run: _Run) -> RunResult:
         halted = run.status == "pending"

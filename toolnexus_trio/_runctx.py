@@ -1,0 +1,36 @@
+"""What a running agent loop offers the tools it runs: events, metrics, its model, wait_for.
+
+The client sets :data:`current_run` for the duration of a run; tool tasks inherit it
+(Trio copies the context into tasks spawned from the run's task). A tool source such
+as the Tesseron gateway reads it to forward progress and logs as stream events, to
+answer a host's sampling request with the loop's own model, and to turn an
+elicitation into a §10 ``wait_for``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any
+
+import attrs
+
+from ._wire import Answer, Request
+
+
+@attrs.frozen
+class RunServices:
+    """The running loop's services (each ``None`` when the loop has none)."""
+
+    emit: Callable[[dict[str, Any]], Awaitable[None]] | None
+    """Send one stream event (``None`` outside ``Client.stream``)."""
+    metric: Callable[[dict[str, Any]], None] | None
+    """Report one ``on_metric`` event."""
+    sample: Callable[[str, int | None], Awaitable[str]] | None
+    """Ask the loop's model: one user message, an optional token cap; returns the text."""
+    wait_for: Callable[[Request], Awaitable[Answer]] | None
+    """The loop's §10 ``wait_for``."""
+
+
+current_run: ContextVar[RunServices | None] = ContextVar("toolnexus_trio_run", default=None)
+"""The services of the run whose task is asking (``None`` outside a run)."""
