@@ -809,7 +809,8 @@ class Client:
             meter.source = found.source.value
             result = await found._call(args, ctx, own_scope=False)
         meter.metered = True
-        self._metric_tool(name, result, attrs.evolve(meter, started=started))
+        if self.options.on_metric is not None:
+            self._metric_tool(name, result, attrs.evolve(meter, started=started))
         return result
 
     async def _resolve(

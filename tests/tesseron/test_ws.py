@@ -362,7 +362,7 @@ async def test_origin_is_exposed(nursery: trio.Nursery) -> None:
         got.set()
 
     with trio.fail_after(GUARD):
-        port = await start_server(nursery, handler)
+        port = await start_server(nursery, handler, allowed_origins=["http://127.0.0.1:5173"])
         async with raw_peer(port, {"Origin": "http://127.0.0.1:5173"}):
             await got.wait()
         async with connect_websocket(url(port)) as ws:
@@ -370,6 +370,30 @@ async def test_origin_is_exposed(nursery: trio.Nursery) -> None:
             with pytest.raises(WebSocketClosed):
                 await ws.receive_batch()
     assert origins == ["http://127.0.0.1:5173", None]
+
+
+async def test_browser_origins_are_refused_unless_allowed(nursery: trio.Nursery) -> None:
+    ran: list[str | None] = []
+
+    async def handler(ws: WebSocket) -> None:
+        ran.append(ws.origin)
+
+    with trio.fail_after(GUARD):
+        port = await start_server(nursery, handler)
+        with pytest.raises(AssertionError, match=r"server closed during handshake|403"):
+            async with raw_peer(port, {"Origin": "https://evil.example"}):
+                pass
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            await stream.send_all(
+                b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: tesseron-gateway\r\n"
+                b"Origin: https://evil.example\r\n\r\n"
+            )
+            reply = await stream.receive_some(65536)
+        assert reply.startswith(b"HTTP/1.1 403")
+    assert ran == []
 
 
 async def test_send_applies_backpressure_when_peer_does_not_read(nursery: trio.Nursery) -> None:

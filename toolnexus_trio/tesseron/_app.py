@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -332,17 +332,26 @@ class TesseronApp:
         host: str = "127.0.0.1",
         port: int = 0,
         manifest_dir: Path | str | _DefaultManifestDir | None = DEFAULT_MANIFEST_DIR,
+        allowed_origins: Sequence[str] = (),
     ) -> AbstractAsyncContextManager[TesseronHost]:
         """Serve this app: ``async with app.listen() as host:``.
 
         Binds a loopback WebSocket (a non-loopback *host* raises :class:`ValueError`
         before binding), publishes the instance manifest in *manifest_dir* (``None``
-        disables it) and accepts one gateway connection at a time. See
+        disables it) and accepts one gateway connection at a time. Gateways send no
+        ``Origin`` header; an upgrade from a browser page (which always sends one) is
+        refused with HTTP 403 unless its origin is in *allowed_origins*. See
         :class:`TesseronHost`.
         """
         from ._host import listen
 
-        return listen(self, host=host, port=port, manifest_dir=manifest_dir)
+        return listen(
+            self,
+            host=host,
+            port=port,
+            manifest_dir=manifest_dir,
+            allowed_origins=allowed_origins,
+        )
 
 
 def _attrs_input_type(fn: Callable[..., Any], param: str) -> type[Any] | None:

@@ -82,6 +82,9 @@ MAX_BACKLOG: Final = 1024
 NOTIFY_BURST: Final = 256
 """Notifications sent between forced yields (see :meth:`_Connection.notify`)."""
 
+WELCOME_TIMEOUT: Final = 30.0
+"""Seconds a dialer has to answer ``tesseron/hello``; a silent one loses the slot."""
+
 _PENDING_AGENT: Final = Agent(id="pending", name="Awaiting agent")
 _OUR_MAJOR: Final = major_version(PROTOCOL_VERSION)
 
@@ -127,6 +130,7 @@ class _Connection:
         self._ws = ws
         self._closed = False
         self._welcomed = False
+        self._welcome_event = trio.Event()
         self._stop_reading: tuple[int, str] | None = None
         self._capabilities = ALL_CAPABILITIES
         self._agent = _PENDING_AGENT
@@ -212,6 +216,7 @@ class _Connection:
                 self._nursery = nursery
                 nursery.start_soon(self._timer_loop)
                 nursery.start_soon(self._service_requests)
+                nursery.start_soon(self._welcome_deadline)
                 self._send_handshake()
                 try:
                     await self._read_loop()
@@ -219,6 +224,15 @@ class _Connection:
                     self._close()
         finally:
             self._close()
+
+    async def _welcome_deadline(self) -> None:
+        # The host has one gateway slot: a peer that takes the hello and never answers
+        # must not hold it forever.
+        with trio.move_on_after(WELCOME_TIMEOUT):
+            await self._welcome_event.wait()
+        if not self._welcomed:
+            _log.warning("no welcome within %ss; closing the connection", WELCOME_TIMEOUT)
+            self._close(1008, "no welcome in time")
 
     async def _read_loop(self) -> None:
         ws = self._ws
@@ -230,8 +244,12 @@ class _Connection:
                 self._close(exc.code, exc.reason)
                 return
             for text in batch:
-                on_frame(text)
-                if self._stop_reading is not None:
+                try:
+                    on_frame(text)
+                except Exception:
+                    # One bad frame must never take down the connection and its work.
+                    _log.exception("dropping a frame that could not be handled")
+                if self._stop_reading is not None or self._closed:
                     break
         code, reason = stop
         self._close(code, reason)
@@ -342,6 +360,7 @@ class _Connection:
             )
             return
         self._welcomed = True
+        self._welcome_event.set()
         self._capabilities = welcome.capabilities
         self._agent = welcome.agent
         host = self._host
@@ -494,10 +513,8 @@ class _Connection:
                 frame = invoke_result_frame(
                     inv.request_id, inv.invocation_id, payloads.unstructure(output)
                 )
-        except ActionError as exc:
-            frame = error_frame(inv.request_id, exc)
         except Exception as exc:
-            frame = error_frame(inv.request_id, ActionError.internal(exc))
+            frame = error_frame(inv.request_id, _as_action_error(exc))
         self._finish(inv, frame)
 
     def _finish(self, inv: _Invocation, frame: str | None) -> None:
@@ -563,11 +580,16 @@ class _Connection:
                 if self._closed:
                     _deliver(request.reply, _Reply(error=transport_closed()))
                     continue
-                id = self._new_id()
+                id = request.id = self._new_id()
                 self._pending[id] = request.reply
                 self._send(request_frame(id, request.method, request.params))
         except trio.ClosedResourceError:
             return  # closed by _close(): pending requests were failed there
+
+    def abandon(self, request: _OutboundRequest) -> None:
+        """Forget a request whose requester left; a late answer is then dropped."""
+        if request.id is not None:
+            self._pending.pop(request.id, None)
 
     # -- resources ----------------------------------------------------------------
 
@@ -585,10 +607,8 @@ class _Connection:
     async def _run_read(self, id: RequestId, handle: ResourceHandle) -> None:
         try:
             frame = result_frame(id, {"value": await handle.read()})
-        except ActionError as exc:
-            frame = error_frame(id, exc)
         except Exception as exc:
-            frame = error_frame(id, ActionError.internal(exc))
+            frame = error_frame(id, _as_action_error(exc))
         self._send(frame)
 
     def _on_subscribe(self, req: Request) -> None:
@@ -636,7 +656,11 @@ class _Connection:
         """Send ``resources/updated`` to each live subscription of *handle*."""
         for sub in [s for s in self._subs.values() if s.handle is handle]:
             if sub.active and not self._closed:
-                await self.notify(sub.frame(data))
+                # Wait for room first, then check again and send at once: an
+                # unsubscribe acknowledged meanwhile must not be followed by an update.
+                await self._ws.wait_writable()
+                if sub.active and not self._closed:
+                    self._send(sub.frame(data))
 
     def manifest_changed(
         self, *, actions: bool, resources: bool, removed: ResourceHandle | None
@@ -674,6 +698,29 @@ def _deliver(reply: trio.MemorySendChannel[_Reply], value: _Reply) -> None:
         pass
     finally:
         reply.close()
+
+
+def _as_action_error(exc: Exception) -> ActionError:
+    """The one exception-to-wire mapping for handlers and resource reads.
+
+    An :class:`ActionError` keeps its code and data, also when it is the single
+    failure inside a group from the handler's own nursery; anything else is an
+    internal error whose cause stays in the log.
+    """
+    if isinstance(exc, ActionError):
+        return exc
+    if isinstance(exc, ExceptionGroup):
+        leaves = _leaves(exc)
+        if len(leaves) == 1 and isinstance(leaves[0], ActionError):
+            return leaves[0]
+    return ActionError.internal(exc)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
 
 
 def _invalid_params(message: str) -> ActionError:

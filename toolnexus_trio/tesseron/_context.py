@@ -144,13 +144,15 @@ class _Reply:
     error: ActionError | None = None
 
 
-@attrs.frozen(eq=False)
+@attrs.define(eq=False)
 class _OutboundRequest:
     """A host-to-gateway request travelling to the connection's servicing task."""
 
     method: str
     params: Any
     reply: trio.MemorySendChannel[_Reply]
+    id: int | None = None
+    """The outbound JSON-RPC id, once the servicing task has sent the request."""
 
 
 class _Session(Protocol):
@@ -165,6 +167,7 @@ class _Session(Protocol):
     @property
     def requests(self) -> trio.MemorySendChannel[_OutboundRequest]: ...
     async def notify(self, frame: str) -> None: ...
+    def abandon(self, request: _OutboundRequest) -> None: ...
 
 
 class _ProgressCeiling:
@@ -386,13 +389,24 @@ class ActionContext:
             raise transport_closed()
         # One-shot reply: size 1 so the routing side's send_nowait never blocks.
         reply_send, reply_recv = trio.open_memory_channel[_Reply](1)
+        request = _OutboundRequest(method, params, reply_send)
         with reply_recv:
             try:
-                await session.requests.send(_OutboundRequest(method, params, reply_send))
+                await session.requests.send(request)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 raise transport_closed() from None
             try:
-                reply = await reply_recv.receive()
+                # A drop right after the handoff has already filled the reply with
+                # TRANSPORT_CLOSED: take it before a cancellation can hide it.
+                reply = reply_recv.receive_nowait()
+            except trio.WouldBlock:
+                try:
+                    reply = await reply_recv.receive()
+                except trio.EndOfChannel:
+                    raise transport_closed() from None
+                finally:
+                    # Abandoned (cancelled): forget the entry, the gateway may never answer.
+                    session.abandon(request)
             except trio.EndOfChannel:
                 raise transport_closed() from None
         if reply.error is not None:
@@ -481,6 +495,11 @@ class ActionContext:
         When *request* has no schema, it is derived from *cls*. A mismatch raises
         ``HANDLER_ERROR`` (-32005); decline and cancel give ``None``.
         """
+        self._check_open()
+        if not self._session.capabilities.elicitation:
+            raise ActionError(
+                TesseronErrorCode.ELICITATION_NOT_AVAILABLE, "Elicitation is not available"
+            )
         if request.schema is None:
             request = attrs.evolve(request, schema=schema_for_type(cls))
         assert request.schema is not None

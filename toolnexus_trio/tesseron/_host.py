@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -202,6 +202,7 @@ async def listen(
     host: str = "127.0.0.1",
     port: int = 0,
     manifest_dir: Path | str | _DefaultManifestDir | None,
+    allowed_origins: Sequence[str] = (),
 ) -> AsyncIterator[TesseronHost]:
     """Serve *app* until the block exits (see :meth:`TesseronApp.listen`)."""
     bind_host = _check_loopback(host)  # before anything binds
@@ -210,7 +211,13 @@ async def listen(
     with collapse_groups():
         async with trio.open_nursery() as nursery:
             bound: int = await nursery.start(
-                partial(serve_websocket, th._handle, host=bind_host, port=port)
+                partial(
+                    serve_websocket,
+                    th._handle,
+                    host=bind_host,
+                    port=port,
+                    allowed_origins=allowed_origins,
+                )
             )
             th.port = bound
             th.url = _url(bind_host, bound)

@@ -321,7 +321,7 @@ def parse_frame(text: str) -> Inbound:
     """
     try:
         msg = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
         return Invalid(None, ActionError(TesseronErrorCode.PARSE_ERROR, "Parse error"), True)
     if not isinstance(msg, dict):
         return Invalid(

@@ -28,7 +28,7 @@ from websockets.frames import Frame, Opcode
 from websockets.http11 import Request
 from websockets.protocol import State
 from websockets.server import ServerProtocol
-from websockets.typing import Subprotocol
+from websockets.typing import Origin, Subprotocol
 from websockets.uri import parse_uri
 
 from .._groups import collapse_groups
@@ -175,8 +175,22 @@ class WebSocket:
         """
         if self.closed:
             raise self._closed_error()
-        self._proto.send_text(text.encode())
+        try:
+            data = text.encode()
+        except UnicodeEncodeError:
+            # A lone surrogate (JSON allows "\ud800") can only sit inside a JSON string
+            # of ours; backslashreplace writes it back as that same JSON escape.
+            data = text.encode("utf-8", "backslashreplace")
+        self._proto.send_text(data)
         self._pull_output()
+
+    async def wait_writable(self) -> None:
+        """Wait while more than 1 MiB is queued (at once when closed); a checkpoint."""
+        if self._out_bytes > SEND_HIGH_WATER and not self.closed:
+            while self._out_bytes > SEND_HIGH_WATER and not self.closed:
+                await self._space_lot.park()
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
 
     async def send(self, text: str) -> None:
         """Queue one text frame, waiting while more than 1 MiB is queued.
@@ -372,10 +386,16 @@ class WebSocket:
 
 
 async def _server_handshake(
-    stream: trio.SocketStream, required_subprotocol: str, max_message_bytes: int
+    stream: trio.SocketStream,
+    required_subprotocol: str,
+    max_message_bytes: int,
+    allowed_origins: Sequence[str] = (),
 ) -> WebSocket | None:
     """Run the HTTP upgrade; return the open connection, or None after refusing it."""
     proto = ServerProtocol(
+        # No Origin header (a gateway process) is always fine; a browser page's
+        # Origin must be allowed explicitly, or the upgrade gets HTTP 403.
+        origins=[None, *(Origin(o) for o in allowed_origins)],
         subprotocols=[Subprotocol(required_subprotocol)],
         max_size=max_message_bytes,
         logger=_proto_log,
@@ -428,12 +448,15 @@ async def _serve_connection(
     handler: Callable[[WebSocket], Awaitable[None]],
     required_subprotocol: str,
     max_message_bytes: int,
+    allowed_origins: Sequence[str] = (),
 ) -> None:
     async with stream:
         try:
             ws: WebSocket | None = None
             with trio.move_on_after(HANDSHAKE_TIMEOUT):
-                ws = await _server_handshake(stream, required_subprotocol, max_message_bytes)
+                ws = await _server_handshake(
+                    stream, required_subprotocol, max_message_bytes, allowed_origins
+                )
             if ws is None:
                 return
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -475,6 +498,7 @@ async def serve_websocket(
     port: int,
     required_subprotocol: str = SUBPROTOCOL,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
+    allowed_origins: Sequence[str] = (),
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> NoReturn:
     """Serve WebSocket connections on ``host:port`` until cancelled.
@@ -485,7 +509,9 @@ async def serve_websocket(
     and close; else select it and run ``handler(ws)`` with the connection's writer
     task alongside. When the handler returns or raises, the connection is closed
     (1000; 1011 on error, logged). A broken or garbage upgrade never crashes the
-    server. Each connection runs in its own task in the server's nursery.
+    server. Each connection runs in its own task in the server's nursery. An upgrade
+    that carries an ``Origin`` header (a browser page) is refused with HTTP 403 unless
+    the origin is in ``allowed_origins``; gateways send none.
     """
     listeners = await trio.open_tcp_listeners(port, host=host)
     if port == 0 and len(listeners) > 1:
@@ -496,7 +522,9 @@ async def serve_websocket(
     bound_port: int = listeners[0].socket.getsockname()[1]
 
     async def on_connection(stream: trio.SocketStream) -> None:
-        await _serve_connection(stream, handler, required_subprotocol, max_message_bytes)
+        await _serve_connection(
+            stream, handler, required_subprotocol, max_message_bytes, allowed_origins
+        )
 
     async with trio.open_nursery() as nursery:
         await nursery.start(trio.serve_listeners, on_connection, listeners)
