@@ -22,7 +22,7 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
     session.install("ruff>=0.8")
-    paths = [PACKAGE, "tests", "docs/examples", "conformance", "noxfile.py"]
+    paths = [PACKAGE, "tests", "docs/examples", "conformance", "benchmarks", "noxfile.py"]
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
 
@@ -39,3 +39,25 @@ def docs(session: nox.Session) -> None:
     """Build the Sphinx docs with warnings as errors."""
     session.install("-e", ".[docs]")
     session.run("sphinx-build", "-W", "-q", "-b", "html", "docs", "docs/_build/html")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks against the peers (toolnexus 0.21.0, tesseron 0.2.0); not part of the tests.
+
+    ``nox -s bench`` (about 3 minutes) or ``nox -s bench -- --quick``; writes
+    benchmarks/results/latest.json, docs/performance.rst and docs/_static/bench.png.
+    """
+    session.install("-e", ".", "toolnexus==0.21.0", "tesseron==0.2.0")
+    session.install("matplotlib")  # optional chart; the bench runs without it
+    session.run("python", "-m", "benchmarks", *session.posargs)
+
+
+@nox.session
+def interop(session: nox.Session) -> None:
+    """Our gateway against the PyPI tesseron 0.2.0 host (asyncio).
+
+    Claim, invoke, cancel, sample, confirm, elicit; see interop/run_interop.py.
+    """
+    session.install("-e", ".", "tesseron==0.2.0")
+    session.run("python", "interop/run_interop.py")

@@ -1,0 +1,372 @@
+"""Scenarios 1-3: the agent loop, ours (Trio) and the peer's (toolnexus 0.21.0, asyncio).
+
+One process measures one side of one scenario and prints one JSON object on stdout::
+
+    python -m benchmarks.agent overhead ours --runs 300 --warmup 50
+    python -m benchmarks.agent fanout peer --runs 3
+    python -m benchmarks.agent cancel ours --runs 1
+
+The peer is used as a black box through its public API only (``create_toolkit``,
+``define_tool``, ``create_in_process_client``, ``Client.run(cancel=asyncio.Event)``),
+in its own idiom: its ``generate`` is synchronous because the peer runs it on a worker
+thread. Each side also measures the scenario's *limit* (the same work with no
+framework at all) where that makes sense; only the Trio side reports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import resource
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+QUESTION = "What's the weather in Paris and what is 2+2?"
+FINAL = "The weather in Paris is Sunny, 22C. And 2 + 2 = 4."
+SPEC_CALLS = [
+    ("call_weather_1", "get_weather", {"city": "Paris"}),
+    ("call_add_1", "add", {"a": 2, "b": 2}),
+]
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+}
+ADD_SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+    "required": ["a", "b"],
+}
+FANOUT_CALLS = 1000
+FANOUT_SLEEP_S = 0.010
+CANCEL_AFTER_S = 0.100
+CANCEL_TOOL_SLEEP_S = 5.0
+
+
+def _has_tool_message(messages: Any) -> bool:
+    return any(m.get("role") == "tool" for m in messages)
+
+
+def peak_rss_kib() -> int:
+    """This process's peak RSS in KiB (Linux ``ru_maxrss``)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+# ---------------------------------------------------------------------------
+# Ours (Trio)
+# ---------------------------------------------------------------------------
+
+
+def ours(scenario: str, runs: int, warmup: int) -> dict[str, Any]:
+    import trio
+
+    from toolnexus_trio import (
+        CancelToken,
+        GenerateRequest,
+        InProcessOptions,
+        InProcessResponse,
+        InProcessToolCall,
+        ToolContext,
+        ToolkitOptions,
+        create_in_process_client,
+        create_toolkit,
+        define_tool,
+    )
+
+    async def get_weather(args: dict[str, Any], ctx: ToolContext) -> str:
+        return f"Sunny, 22C in {args['city']}"
+
+    async def add(args: dict[str, Any], ctx: ToolContext) -> str:
+        return str(args["a"] + args["b"])
+
+    async def wait_10ms(args: dict[str, Any], ctx: ToolContext) -> str:
+        await trio.sleep(FANOUT_SLEEP_S)
+        return "ok"
+
+    state = {"alive": 0, "completed": 0}
+
+    async def sleep_5s(args: dict[str, Any], ctx: ToolContext) -> str:
+        state["alive"] += 1
+        try:
+            await trio.sleep(CANCEL_TOOL_SLEEP_S)
+            state["completed"] += 1
+        finally:
+            state["alive"] -= 1
+        return "slept"
+
+    spec_response = InProcessResponse(
+        tool_calls=[InProcessToolCall(id=i, name=n, arguments=a) for i, n, a in SPEC_CALLS]
+    )
+    fan_response = InProcessResponse(
+        tool_calls=[InProcessToolCall(id=f"c{i}", name="wait") for i in range(FANOUT_CALLS)]
+    )
+    cancel_response = InProcessResponse(tool_calls=[InProcessToolCall(id="c0", name="sleep")])
+    final = InProcessResponse(content=FINAL)
+
+    def scripted(first: InProcessResponse) -> Callable[[GenerateRequest], Any]:
+        async def generate(req: GenerateRequest) -> InProcessResponse:
+            return final if _has_tool_message(req.messages) else first
+
+        return generate
+
+    async def main() -> dict[str, Any]:
+        tools = {
+            "overhead": [
+                define_tool("get_weather", "Weather of a city", WEATHER_SCHEMA, get_weather),
+                define_tool("add", "Add two numbers", ADD_SCHEMA, add),
+            ],
+            "fanout": [define_tool("wait", "Waits 10 ms", None, wait_10ms)],
+            "cancel": [define_tool("sleep", "Sleeps 5 s", None, sleep_5s)],
+        }[scenario]
+        first = {"overhead": spec_response, "fanout": fan_response, "cancel": cancel_response}[
+            scenario
+        ]
+        client = create_in_process_client(
+            InProcessOptions(model="scripted", generate=scripted(first))
+        )
+        out: dict[str, Any] = {}
+        async with await create_toolkit(
+            ToolkitOptions(extra_tools=tools, builtins=False)
+        ) as toolkit:
+            if scenario == "overhead":
+                for _ in range(warmup):
+                    await client.run(QUESTION, toolkit)
+                out["samples"] = samples = []
+                gc.collect()
+                for _ in range(runs):
+                    t0 = time.perf_counter()
+                    result = await client.run(QUESTION, toolkit)
+                    samples.append((time.perf_counter() - t0) * 1e3)
+                    assert result.text == FINAL
+                    assert len(result.tool_calls) == 2
+                out["limit_ms"] = await _bare_overhead_trio(scripted(first), runs)
+            elif scenario == "fanout":
+                for _ in range(warmup):
+                    await client.run(QUESTION, toolkit)
+                out["samples"] = samples = []
+                for _ in range(runs):
+                    t0 = time.perf_counter()
+                    result = await client.run(QUESTION, toolkit)
+                    samples.append((time.perf_counter() - t0) * 1e3)
+                    assert result.text == FINAL
+                    assert len(result.tool_calls) == FANOUT_CALLS
+                out["limit_ms"] = [await _bare_fanout_trio() for _ in range(3)]
+            else:
+                out["samples"] = samples = []
+                out["alive_after"] = alive = []
+                for _ in range(runs):
+                    token = CancelToken()
+                    fired: list[float] = []
+
+                    async def cancel_later(token: CancelToken = token, fired: list = fired) -> None:
+                        await trio.sleep(CANCEL_AFTER_S)
+                        fired.append(time.perf_counter())
+                        token.cancel()
+
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(cancel_later)
+                        result = await client.run(QUESTION, toolkit, cancel=token)
+                        returned = time.perf_counter()
+                        # Counted before the nursery closes: a tool task still running
+                        # now would be a leak.
+                        alive.append(state["alive"])
+                    assert result.status == "cancelled", result.status
+                    samples.append((returned - fired[0]) * 1e3)
+                out["tool_completed"] = state["completed"]
+                out["limit_ms"] = await _bare_cancel_trio()
+        return out
+
+    result = trio.run(main)
+    result["peak_rss_kib"] = peak_rss_kib()
+    return result
+
+
+async def _bare_overhead_trio(generate: Callable[[Any], Any], runs: int) -> float:
+    """The scenario's work without a framework: 2 generate calls and 2 tool calls."""
+    import trio
+
+    class Req:
+        messages: list[dict[str, str]] = []
+
+    req, req2 = Req(), Req()
+    req2.messages = [{"role": "tool"}]
+
+    async def tool(_: Any) -> str:
+        return "x"
+
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        await generate(req)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tool, 1)
+            nursery.start_soon(tool, 2)
+        await generate(req2)
+        samples.append((time.perf_counter() - t0) * 1e3)
+    samples.sort()
+    return samples[len(samples) // 2]
+
+
+async def _bare_fanout_trio() -> float:
+    """1,000 bare ``trio.sleep(0.01)`` tasks in one nursery: 10 ms plus Trio's dispatch."""
+    import trio
+
+    t0 = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for _ in range(FANOUT_CALLS):
+            nursery.start_soon(trio.sleep, FANOUT_SLEEP_S)
+    return (time.perf_counter() - t0) * 1e3
+
+
+async def _bare_cancel_trio() -> float:
+    """A bare cancel scope around a 5 s sleep, cancelled at 100 ms: time to unwind."""
+    import trio
+
+    fired: list[float] = []
+    with trio.CancelScope() as scope:
+
+        async def later() -> None:
+            await trio.sleep(CANCEL_AFTER_S)
+            fired.append(time.perf_counter())
+            scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(later)
+            await trio.sleep(CANCEL_TOOL_SLEEP_S)
+    return (time.perf_counter() - fired[0]) * 1e3
+
+
+# ---------------------------------------------------------------------------
+# Peer (toolnexus 0.21.0, asyncio) - black-box use of its public API
+# ---------------------------------------------------------------------------
+
+
+def peer(scenario: str, runs: int, warmup: int) -> dict[str, Any]:
+    import asyncio
+
+    import toolnexus
+
+    async def get_weather(city: str) -> str:
+        return f"Sunny, 22C in {city}"
+
+    async def add(a: float, b: float) -> str:
+        return str(a + b)
+
+    async def wait(**_: Any) -> str:
+        await asyncio.sleep(FANOUT_SLEEP_S)
+        return "ok"
+
+    state = {"alive": 0, "completed": 0}
+
+    async def sleep(**_: Any) -> str:
+        state["alive"] += 1
+        try:
+            await asyncio.sleep(CANCEL_TOOL_SLEEP_S)
+            state["completed"] += 1
+        finally:
+            state["alive"] -= 1
+        return "slept"
+
+    def call(i: str, n: str, a: dict[str, Any]) -> dict[str, Any]:
+        return {"id": i, "name": n, "arguments": a}
+
+    first = {
+        "overhead": {"tool_calls": [call(*c) for c in SPEC_CALLS]},
+        "fanout": {"tool_calls": [call(f"c{i}", "wait", {}) for i in range(FANOUT_CALLS)]},
+        "cancel": {"tool_calls": [call("c0", "sleep", {})]},
+    }[scenario]
+    final = {"content": FINAL}
+
+    def generate(request: dict[str, Any]) -> dict[str, Any]:
+        return final if _has_tool_message(request["messages"]) else first
+
+    empty = {"type": "object", "properties": {}}
+    tools = {
+        "overhead": [
+            toolnexus.define_tool(
+                get_weather, name="get_weather", description="Weather", input_schema=WEATHER_SCHEMA
+            ),
+            toolnexus.define_tool(add, name="add", description="Add", input_schema=ADD_SCHEMA),
+        ],
+        "fanout": [
+            toolnexus.define_tool(wait, name="wait", description="Waits", input_schema=empty)
+        ],
+        "cancel": [
+            toolnexus.define_tool(sleep, name="sleep", description="Sleeps", input_schema=empty)
+        ],
+    }[scenario]
+
+    async def main() -> dict[str, Any]:
+        client = toolnexus.create_in_process_client(model="scripted", generate=generate)
+        out: dict[str, Any] = {}
+        toolkit = await toolnexus.create_toolkit(extra_tools=tools, builtins=False)
+        async with toolkit:
+            if scenario in ("overhead", "fanout"):
+                expect = 2 if scenario == "overhead" else FANOUT_CALLS
+                for _ in range(warmup):
+                    await client.run(QUESTION, toolkit)
+                out["samples"] = samples = []
+                gc.collect()
+                for _ in range(runs):
+                    t0 = time.perf_counter()
+                    result = await client.run(QUESTION, toolkit)
+                    samples.append((time.perf_counter() - t0) * 1e3)
+                    assert result.text == FINAL, result.text
+                    assert len(result.tool_calls) == expect
+                if scenario == "fanout":  # the same floor on asyncio, for comparison
+                    out["limit_ms"] = floors = []
+                    for _ in range(3):
+                        t0 = time.perf_counter()
+                        await asyncio.gather(
+                            *(asyncio.sleep(FANOUT_SLEEP_S) for _ in range(expect))
+                        )
+                        floors.append((time.perf_counter() - t0) * 1e3)
+            else:
+                out["samples"] = samples = []
+                out["alive_after"] = alive = []
+                out["outcome"] = outcomes = []
+                for _ in range(runs):
+                    event = asyncio.Event()
+                    fired: list[float] = []
+
+                    def fire(event: asyncio.Event = event, fired: list = fired) -> None:
+                        fired.append(time.perf_counter())
+                        event.set()
+
+                    asyncio.get_running_loop().call_later(CANCEL_AFTER_S, fire)
+                    try:
+                        result = await client.run(QUESTION, toolkit, cancel=event)
+                        outcomes.append(f"returned status={getattr(result, 'status', '?')}")
+                    except Exception as exc:  # the peer raises RunCancelled
+                        outcomes.append(f"raised {type(exc).__name__}")
+                    returned = time.perf_counter()
+                    others = asyncio.all_tasks() - {asyncio.current_task()}
+                    alive.append(max(state["alive"], len(others)))
+                    samples.append((returned - fired[0]) * 1e3)
+                    if others:  # let a leaked task finish before the next run
+                        await asyncio.wait(others)
+                out["tool_completed"] = state["completed"]
+        return out
+
+    result = asyncio.run(main())
+    result["peak_rss_kib"] = peak_rss_kib()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("scenario", choices=["overhead", "fanout", "cancel"])
+    parser.add_argument("side", choices=["ours", "peer"])
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=50)
+    args = parser.parse_args()
+    fn = ours if args.side == "ours" else peer
+    json.dump(fn(args.scenario, args.runs, args.warmup), sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,618 @@
+"""Turn the children's raw JSON into rows, a table, ``latest.json``, the docs page and a chart.
+
+A row's ``met`` is always computed here from the measured numbers and the row's
+:class:`Target`; nothing is typed in.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import operator
+import os
+import platform
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from benchmarks.run import Config
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "latest.json"
+DOC = ROOT / "docs" / "performance.rst"
+CHART = ROOT / "docs" / "_static" / "bench.png"
+CHART_REL = "_static/bench.png"
+
+_OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, ">=": operator.ge}
+
+
+@dataclass(frozen=True)
+class Target:
+    """``subject op value``: *subject* is ``ratio`` (ours/peer median) or ``ours``
+    (one statistic of our side, e.g. ``p95``); *checks* are extra facts that must hold."""
+
+    subject: str
+    op: str
+    value: float
+    stat: str = "median"
+    unit: str = ""
+    checks: tuple[tuple[str, bool], ...] = ()
+
+    def text(self) -> str:
+        if self.subject == "ratio":
+            head = f"ratio {self.op} {self.value:g}"
+        else:
+            head = f"ours {self.stat} {self.op} {self.value:g} {self.unit}".rstrip()
+        return " and ".join([head, *(name for name, _ in self.checks)])
+
+
+@dataclass
+class Stats:
+    median: float
+    p95: float
+    min: float
+    max: float
+    n: int
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Stats:
+        s = sorted(samples)
+        p95 = s[min(len(s) - 1, math.ceil(0.95 * len(s)) - 1)]
+        return cls(statistics.median(s), p95, s[0], s[-1], len(s))
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "median": self.median,
+            "p95": self.p95,
+            "min": self.min,
+            "max": self.max,
+            "n": self.n,
+        }
+
+
+@dataclass
+class Row:
+    name: str
+    metric: str
+    unit: str
+    ours: Stats
+    peer: Stats
+    limit: str
+    target: Target | None
+    notes: list[str] = field(default_factory=list)
+    higher_is_better: bool = False
+
+    @property
+    def short(self) -> str:
+        return self.name.split(" (")[0]
+
+    @property
+    def ratio(self) -> float:
+        return self.ours.median / self.peer.median if self.peer.median else math.inf
+
+    @property
+    def met(self) -> bool | None:
+        t = self.target
+        if t is None:
+            return None
+        value = self.ratio if t.subject == "ratio" else getattr(self.ours, t.stat)
+        return _OPS[t.op](value, t.value) and all(ok for _, ok in t.checks)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "metric": f"{self.metric} ({self.unit})",
+            "ours": self.ours.as_dict(),
+            "peer": self.peer.as_dict(),
+            "limit": self.limit,
+            "ratio": self.ratio,
+            "target": self.target.text() if self.target else None,
+            "met": self.met,
+            "notes": self.notes,
+        }
+
+
+# ---------------------------------------------------------------------------
+
+
+def _flat(runs: list[dict[str, Any]], key: str) -> list[float]:
+    out: list[float] = []
+    for run in runs:
+        value = run[key]
+        out.extend(value if isinstance(value, list) else [value])
+    return out
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> list[Row]:
+    """One row per reported metric, in scenario order, for whatever was run."""
+    rows: list[Row] = []
+    if "overhead" in raw:
+        o, p = raw["overhead"]["ours"], raw["overhead"]["peer"]
+        rows.append(
+            Row(
+                "1. Loop overhead (SPEC scenario)",
+                "time per run, median",
+                "ms",
+                Stats.of(_flat(o, "samples")),
+                Stats.of(_flat(p, "samples")),
+                f"the same work with no framework (2 generate calls + 2 tools in a Trio "
+                f"nursery): {_median(_flat(o, 'limit_ms')) * 1000:.1f} µs",
+                Target("ratio", "<=", 0.5),
+                [
+                    f"N = {cfg.overhead_runs} runs per process after {cfg.overhead_warmup} "
+                    f"warm-up runs, {cfg.agent_rounds} processes per side"
+                ],
+            )
+        )
+    if "fanout" in raw:
+        o, p = raw["fanout"]["ours"], raw["fanout"]["peer"]
+        trio_floor, aio_floor = _median(_flat(o, "limit_ms")), _median(_flat(p, "limit_ms"))
+        ours_med, peer_med = _median(_flat(o, "samples")), _median(_flat(p, "samples"))
+        rows.append(
+            Row(
+                "2. Fan-out: 1,000 tool calls of 10 ms",
+                "wall time per run",
+                "ms",
+                Stats.of(_flat(o, "samples")),
+                Stats.of(_flat(p, "samples")),
+                f"10 ms plus dispatch; 1,000 bare trio.sleep(0.01) tasks in one nursery take "
+                f"{_median(_flat(o, 'limit_ms')):.1f} ms here",
+                Target("ratio", "<=", 1.0),
+                [
+                    f"floors with no framework: {trio_floor:.1f} ms for Trio (bare "
+                    f"trio.sleep tasks in a nursery), {aio_floor:.1f} ms for asyncio (bare "
+                    f"asyncio.gather of asyncio.sleep); over its own floor ours adds "
+                    f"{ours_med - trio_floor:.1f} ms, the peer {peer_med - aio_floor:.1f} ms"
+                ],
+            )
+        )
+        rows.append(
+            Row(
+                "2. Fan-out: peak RSS",
+                "peak RSS of the process",
+                "MiB",
+                Stats.of([k / 1024 for k in _flat(o, "peak_rss_kib")]),
+                Stats.of([k / 1024 for k in _flat(p, "peak_rss_kib")]),
+                "the interpreter plus each library's imports; informational",
+                None,
+            )
+        )
+    if "cancel" in raw:
+        o, p = raw["cancel"]["ours"], raw["cancel"]["peer"]
+        alive_o, alive_p = _flat(o, "alive_after"), _flat(p, "alive_after")
+        done_o, done_p = sum(_flat(o, "tool_completed")), sum(_flat(p, "tool_completed"))
+        rows.append(
+            Row(
+                "3. Cancel latency (5 s tool, cancel at 100 ms)",
+                "cancel -> run returns",
+                "ms",
+                Stats.of(_flat(o, "samples")),
+                Stats.of(_flat(p, "samples")),
+                f"a bare Trio cancel scope unwinds in {_median(_flat(o, 'limit_ms')):.2f} ms",
+                Target(
+                    "ours",
+                    "<=",
+                    10.0,
+                    stat="p95",
+                    unit="ms",
+                    checks=(("no task alive after run returns", max(alive_o) == 0),),
+                ),
+                [
+                    f"tasks alive after run returned: ours max {max(alive_o):g}, "
+                    f"peer max {max(alive_p):g}",
+                    f"tool ran to completion despite the cancel: ours {done_o:g}/{len(alive_o)}, "
+                    f"peer {done_p:g}/{len(alive_p)}",
+                    "peer outcome: " + ", ".join(sorted(set(_flat(p, "outcome")))),
+                ],
+            )
+        )
+    echo = raw.get("echo", {}).get("ours", [])
+    echo_tput = _median(_flat(echo, "throughput")) if echo else math.nan
+    echo_rtt = _median(_flat(echo, "rtt_us")) if echo else math.nan
+    stream = raw.get("stream", {}).get("ours", [])
+    stream_rate = _median(_flat(stream, "per_second")) if stream else math.nan
+
+    def cpu_note(o: list[dict[str, Any]], p: list[dict[str, Any]], what: str) -> str:
+        return (
+            f"host CPU time per {what} (median; steadier than wall time here): ours "
+            f"{_median(_flat(o, 'host_cpu_us_per_op')):.1f} µs, peer "
+            f"{_median(_flat(p, 'host_cpu_us_per_op')):.1f} µs"
+        )
+
+    if "invoke" in raw:
+        o, p = raw["invoke"]["ours"], raw["invoke"]["peer"]
+        rows.append(
+            Row(
+                "4. Invoke: sequential round trip",
+                "round trip",
+                "µs",
+                Stats.of(_flat(o, "rtt_us")),
+                Stats.of(_flat(p, "rtt_us")),
+                f"raw WebSocket echo on our stack, same load generator: {echo_rtt:.0f} µs",
+                None,
+            )
+        )
+        rows.append(
+            Row(
+                "4. Invoke: throughput, 64 in flight",
+                "invokes per second",
+                "1/s",
+                Stats.of(_flat(o, "throughput")),
+                Stats.of(_flat(p, "throughput")),
+                f"raw WebSocket echo on our stack, same load generator: {echo_tput:,.0f} echoes/s",
+                Target("ratio", ">=", 1.5),
+                [cpu_note(o, p, "invoke")],
+                higher_is_better=True,
+            )
+        )
+    if "stubborn" in raw:
+        o, p = raw["stubborn"]["ours"], raw["stubborn"]["peer"]
+        codes_o, codes_p = _flat(o, "codes"), _flat(p, "codes")
+        rows.append(
+            Row(
+                "5. Stubborn cancel (handler ignores cancellation)",
+                "actions/cancel -> -32001",
+                "ms",
+                Stats.of(_flat(o, "cancel_ms")),
+                Stats.of(_flat(p, "cancel_ms")),
+                f"one wire round trip: {echo_rtt / 1000:.2f} ms (raw echo)",
+                Target(
+                    "ours",
+                    "<=",
+                    10.0,
+                    stat="p95",
+                    unit="ms",
+                    checks=(("every answer is -32001", set(codes_o) == {-32001}),),
+                ),
+                [
+                    f"answer codes: ours {sorted(set(codes_o))}, peer {sorted(set(codes_p))}",
+                    "the handler holds for 2 s after the cancel",
+                ],
+            )
+        )
+    if "scale" in raw:
+        o, p = raw["scale"]["ours"], raw["scale"]["peer"]
+        lost_o, lost_p = sum(_flat(o, "lost")), sum(_flat(p, "lost"))
+        n = cfg.scale_n
+        rows.append(
+            Row(
+                f"6. Scale: {n:,} concurrent invocations",
+                "time until all answered",
+                "s",
+                Stats.of(_flat(o, "seconds")),
+                Stats.of(_flat(p, "seconds")),
+                f"~{2 * n:,} frame round trips at the raw echo rate: {2 * n / echo_tput:.2f} s",
+                Target("ratio", "<=", 1.0, checks=(("none lost", lost_o == 0),)),
+                [
+                    f"lost: ours {lost_o:g}, peer {lost_p:g} (every invocation reported progress, "
+                    "then was released and answered)",
+                    f"time until all {n:,} were in flight (median): ours "
+                    f"{_median(_flat(o, 'seconds_to_all_in_flight')):.2f} s, peer "
+                    f"{_median(_flat(p, 'seconds_to_all_in_flight')):.2f} s",
+                    cpu_note(o, p, "invocation"),
+                ],
+            )
+        )
+        rows.append(
+            Row(
+                "6. Scale: memory per in-flight invocation",
+                "host peak RSS growth / n",
+                "bytes",
+                Stats.of(_flat(o, "bytes_per_inflight")),
+                Stats.of(_flat(p, "bytes_per_inflight")),
+                "no hard floor; an invoke frame plus its answer are ~250 bytes",
+                Target("ratio", "<=", 1.0),
+            )
+        )
+    if "storm" in raw:
+        o, p = raw["storm"]["ours"], raw["storm"]["peer"]
+        viol_o = sum(_flat(o, "ceiling_violations")) + sum(_flat(o, "out_of_range"))
+        viol_p = sum(_flat(p, "ceiling_violations")) + sum(_flat(p, "out_of_range"))
+        short_o = sum(cfg.storm_n - r for r in _flat(o, "received"))
+        rows.append(
+            Row(
+                f"7. Progress storm ({cfg.storm_n:,} updates)",
+                "notifications per second",
+                "1/s",
+                Stats.of(_flat(o, "per_second")),
+                Stats.of(_flat(p, "per_second")),
+                f"a raw one-way stream of progress-shaped frames on our stack, decoded by the "
+                f"same load generator: {stream_rate:,.0f} frames/s",
+                Target(
+                    "ratio",
+                    ">=",
+                    1.5,
+                    checks=(("ceiling never violated on the wire", viol_o == 0),),
+                ),
+                [
+                    f"percent decreases or out of range on the wire: ours {viol_o:g}, "
+                    f"peer {viol_p:g} (every tenth update asks for 5 points less)",
+                    f"updates missing: ours {short_o:g}",
+                    cpu_note(o, p, "notification"),
+                ],
+                higher_is_better=True,
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------
+
+
+def _fmt(value: float) -> str:
+    if value >= 1000:
+        return f"{value:,.0f}"
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}" if value >= 0.01 else f"{value:.1e}"
+
+
+def _side(s: Stats) -> str:
+    return f"{_fmt(s.median)} / {_fmt(s.p95)} / {_fmt(s.min)} / {_fmt(s.max)}"
+
+
+def _met(row: Row) -> str:
+    return {True: "met", False: "MISSED", None: "-"}[row.met]
+
+
+def print_table(rows: list[Row]) -> None:
+    """The table on stdout: median / p95 / min / max per side, ratio, target, met."""
+    header = [
+        "scenario",
+        "unit",
+        "ours med/p95/min/max",
+        "peer med/p95/min/max",
+        "ratio",
+        "target",
+        "met",
+    ]
+    body = [
+        [
+            r.name,
+            r.unit,
+            _side(r.ours),
+            _side(r.peer),
+            _ratio(r.ratio),
+            r.target.text() if r.target else "-",
+            _met(r),
+        ]
+        for r in rows
+    ]
+    widths = [max(len(str(line[i])) for line in [header, *body]) for i in range(len(header))]
+    for line in [header, ["-" * w for w in widths], *body]:
+        print("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)))
+    print()
+    for r in rows:
+        print(f"{r.name}: limit: {r.limit}")
+        for note in r.notes:
+            print(f"    {note}")
+
+
+def machine_info() -> str:
+    cpu = platform.processor() or platform.machine()
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return (
+        f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
+        f"CPython {platform.python_version()}"
+    )
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("toolnexus-trio", "toolnexus", "tesseron", "trio", "websockets"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def _chart(rows: list[Row]) -> str | None:
+    """Bars of "times better than the peer" per targeted row; ``None`` without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter
+    except ImportError:
+        return None
+    rated = [r for r in rows if r.target is not None and r.peer.median > 0 and r.ours.median > 0]
+    if not rated:
+        return None
+    # Higher is always better here: peer/ours for costs, ours/peer for rates.
+    gains = [r.ratio if r.higher_is_better else 1 / r.ratio for r in rated]
+    labels = [r.short for r in rated]
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(rated) + 1.2), dpi=110)
+    colors = ["tab:green" if r.met else "tab:red" for r in rated]
+    ax.barh(labels, [g - 1 for g in gains], left=1, color=colors)
+    for r, label in zip(rated, labels, strict=True):
+        t = r.target
+        if t is not None and t.subject == "ratio":
+            need = t.value if r.higher_is_better else 1 / t.value
+            ax.plot([need, need], [label, label], marker="|", markersize=18, color="black")
+    for label, g in zip(labels, gains, strict=True):
+        text = f"{g:,.0f}x" if g >= 100 else f"{g:.2f}x"
+        ax.annotate(text, (max(g, 1), label), xytext=(4, -4), textcoords="offset points")
+    ax.set_xlim(min(0.5, min(gains) / 1.5), max(gains) * 4)
+    ax.axvline(1.0, color="grey", linewidth=1)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.set_xlabel("times better than the peer (log scale; 1x = parity; | = ratio target)")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    CHART.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(CHART)
+    plt.close(fig)
+    return CHART_REL
+
+
+def _rst_table(rows: list[Row]) -> list[str]:
+    lines = [
+        ".. list-table::",
+        "   :header-rows: 1",
+        "   :widths: 26 8 20 20 7 14 7",
+        "",
+        "   * - Scenario",
+        "     - Unit",
+        "     - Ours: median / p95 / min / max",
+        "     - Peer: median / p95 / min / max",
+        "     - Ratio ours/peer",
+        "     - Target",
+        "     - Met",
+    ]
+    for r in rows:
+        lines += [
+            f"   * - {r.name}",
+            f"     - {r.unit}",
+            f"     - {_side(r.ours)}",
+            f"     - {_side(r.peer)}",
+            f"     - {_ratio(r.ratio)}",
+            f"     - {r.target.text() if r.target else '(reported)'}",
+            f"     - {_met(r)}",
+        ]
+    return lines
+
+
+def write_outputs(
+    rows: list[Row],
+    raw: dict[str, Any],
+    cfg: Config,
+    command: str,
+    seconds: float,
+) -> None:
+    """Write ``latest.json``, the chart (if possible) and ``docs/performance.rst``."""
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    machine = machine_info()
+    vers = versions()
+    document = {
+        "machine": machine,
+        "date": date,
+        "versions": vers,
+        "command": command,
+        "seconds": round(seconds, 1),
+        "scenarios": [r.as_dict() for r in rows],
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    chart = _chart(rows)
+    if chart is None and CHART.exists():
+        CHART.unlink()  # never show a chart from an older run
+    DOC.write_text(_rst(rows, machine, vers, date, command, chart), encoding="utf-8")
+    print(
+        f"\nwrote {RESULTS.relative_to(ROOT)}, {DOC.relative_to(ROOT)}"
+        + (f", {CHART.relative_to(ROOT)}" if chart else " (no chart: matplotlib is not installed)"),
+        file=sys.stderr,
+    )
+
+
+def _rst(
+    rows: list[Row], machine: str, vers: dict[str, str], date: str, command: str, chart: str | None
+) -> str:
+    missed = [r.name for r in rows if r.met is False]
+    out = [
+        ".. This page is generated by ``nox -s bench`` (benchmarks/report.py); do not edit.",
+        "",
+        "Performance",
+        "===========",
+        "",
+        "toolnexus-trio is measured side by side with what users would pick instead, in one",
+        "run on one machine: the in-process agent loop against ``toolnexus`` 0.21.0 (the",
+        "asyncio port of the same contract) and the Tesseron host against ``tesseron`` 0.2.0",
+        "(the asyncio host). Absolute times on a shared machine are noisy, so the figures",
+        "that count are the **ratios** ours/peer of the medians. Each side of each scenario",
+        "runs in its own process, ours and the peer alternately, for several rounds.",
+        "Scenarios 4-7 use one load-generator process (asyncio with a minimal WebSocket",
+        "client, ``benchmarks/loadgen.py``) that plays the gateway for both hosts and for",
+        "the raw-echo limits; it decodes every frame it receives.",
+        "",
+        f"- **Command:** ``{command}``",
+        f"- **Date:** {date}",
+        f"- **Machine:** {machine} (shared with other jobs while measuring)",
+        "- **Versions:** " + ", ".join(f"{k} {v}" for k, v in vers.items()),
+        "",
+        "Results",
+        "-------",
+        "",
+        "A ratio below 1 means ours takes less of the metric; for throughput rows (1/s)",
+        "above 1 means ours is faster. ``met`` is computed from the numbers.",
+        "",
+        *_rst_table(rows),
+        "",
+    ]
+    if missed:
+        out += ["**Targets missed in this run:** " + "; ".join(missed) + ".", ""]
+    else:
+        out += ["Every target was met in this run.", ""]
+    if chart:
+        out += [
+            f".. image:: {chart}",
+            "   :alt: How many times better than the peer each ratio-targeted row is, "
+            "with its target",
+            "",
+        ]
+    else:
+        out += ["(No chart: matplotlib was not installed when this page was generated.)", ""]
+    out += [
+        "Limits and notes",
+        "----------------",
+        "",
+        "Each scenario is measured against a physical limit on the same machine.",
+        "",
+    ]
+    for r in rows:
+        out.append(f"- **{r.name}**")
+        out.append("")
+        out.append(f"  - Limit: {r.limit}.")
+        out.extend(f"  - {note[0].upper()}{note[1:]}." for note in r.notes)
+        out.append("")
+    out += [
+        "Scenarios",
+        "---------",
+        "",
+        "1. **Loop overhead**: the SPEC scenario (2 model turns, 2 parallel tool calls",
+        "   ``get_weather`` and ``add``, then the final text) with an in-process scripted",
+        "   model and trivial async tools. The peer's ``generate`` is synchronous, its idiom.",
+        "2. **Fan-out**: one model message with 1,000 tool calls that each wait 10 ms.",
+        "3. **Cancel latency**: the tool sleeps 5 s; the run's cancel token fires at 100 ms",
+        "   (the peer takes an ``asyncio.Event``). Time from the cancel until ``run`` returns",
+        "   or raises, and whether the tool task is still alive afterwards.",
+        "4. **Invoke**: ``actions/invoke`` of an echo action over loopback: sequential round",
+        "   trip, then throughput with 64 invocations in flight.",
+        "5. **Stubborn cancel**: the handler shields itself from cancellation for 2 s; time",
+        "   from ``actions/cancel`` to the -32001 answer.",
+        "6. **Scale**: 10,000 concurrent invocations, each reporting progress and then",
+        "   waiting until a ``release`` action runs; time until all are answered, and the",
+        "   host's peak RSS growth (``VmHWM`` over the pre-run ``VmRSS``) per invocation.",
+        "7. **Progress storm**: one invocation sends 100,000 progress updates, every tenth",
+        "   asking for a lower percent; the load generator checks that the percent on the",
+        "   wire never decreases and stays within 0..100.",
+        "",
+        "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
+        "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",
+        "``nox -s bench -- --quick`` (fewer rounds).",
+        "",
+    ]
+    return "\n".join(out)

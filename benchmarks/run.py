@@ -1,0 +1,175 @@
+"""The orchestrator: ``python -m benchmarks [--quick] [--only 1 4 ...]``.
+
+Every side of every scenario runs in its own child process (so each peak RSS belongs to
+one side of one scenario), ours and the peer alternately, for several rounds; the order
+flips each round. Scenarios 4-7 start one host process per side per round and drive it
+with one load-generator process (:mod:`benchmarks.loadgen`), the same for every host.
+Results go to stdout as a table, to ``benchmarks/results/latest.json`` and to
+``docs/performance.rst`` (plus ``docs/_static/bench.png`` when matplotlib is installed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from benchmarks.report import build_rows, machine_info, print_table, write_outputs
+
+PY = sys.executable
+SIDES = ("ours", "peer")
+Raw = dict[str, dict[str, list[dict[str, Any]]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """How much work each scenario does; ``--quick`` shrinks rounds, never N per run."""
+
+    agent_rounds: int = 8
+    host_rounds: int = 5
+    overhead_runs: int = 300
+    overhead_warmup: int = 50
+    fanout_runs: int = 5
+    fanout_warmup: int = 2
+    cancel_runs: int = 1
+    invoke_sequential: int = 2000
+    invoke_total: int = 20000
+    stubborn_reps: int = 3
+    scale_n: int = 10_000
+    storm_n: int = 100_000
+
+
+QUICK = dataclasses.replace(
+    Config(), agent_rounds=2, host_rounds=1, fanout_runs=3, overhead_warmup=30, stubborn_reps=2
+)
+
+
+def _json_child(argv: list[str], timeout: float) -> dict[str, Any]:
+    proc = subprocess.run([PY, *argv], capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _order(round_index: int) -> tuple[str, ...]:
+    return SIDES if round_index % 2 == 0 else SIDES[::-1]
+
+
+@contextmanager
+def host_process(module: str) -> Iterator[tuple[str, int]]:
+    """Start ``benchmarks.hosts.<module>``; yield its URL and pid; stop it on exit."""
+    proc = subprocess.Popen(
+        [PY, "-m", f"benchmarks.hosts.{module}"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    try:
+        line = proc.stdout.readline()
+        if not line.startswith("url="):
+            raise RuntimeError(f"host {module} did not print its URL: {line!r}")
+        fields = dict(part.split("=", 1) for part in line.split())
+        yield fields["url"], int(fields["pid"])
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def loadgen(module: str, scenario: str, *extra: str, timeout: float = 300) -> dict[str, Any]:
+    """One load-generator run against a fresh host process."""
+    with host_process(module) as (url, pid):
+        argv = ["-m", "benchmarks.loadgen", scenario, url, "--pid", str(pid), *extra]
+        return _json_child(argv, timeout)
+
+
+def _progress(label: str, t0: float) -> None:
+    print(f"  [{time.perf_counter() - t0:6.1f}s] {label}", file=sys.stderr, flush=True)
+
+
+def collect(cfg: Config, only: set[int]) -> Raw:
+    """Run the selected scenarios; return every child's JSON, keyed by scenario and side."""
+    raw: Raw = {}
+    t0 = time.perf_counter()
+
+    def add(key: str, side: str, value: dict[str, Any]) -> None:
+        raw.setdefault(key, {}).setdefault(side, []).append(value)
+
+    agent = [
+        (1, "overhead", cfg.overhead_runs, cfg.overhead_warmup),
+        (2, "fanout", cfg.fanout_runs, cfg.fanout_warmup),
+        (3, "cancel", cfg.cancel_runs, 0),
+    ]
+    for number, scenario, runs, warmup in agent:
+        if number not in only:
+            continue
+        for r in range(cfg.agent_rounds):
+            for side in _order(r):
+                argv = ["-m", "benchmarks.agent", scenario, side]
+                argv += ["--runs", str(runs), "--warmup", str(warmup)]
+                add(scenario, side, _json_child(argv, timeout=120))
+            _progress(f"{scenario} round {r + 1}/{cfg.agent_rounds}", t0)
+
+    hosted: list[tuple[int, str, list[str]]] = [
+        (4, "invoke", ["--sequential", str(cfg.invoke_sequential)]),
+        (5, "stubborn", ["--reps", str(cfg.stubborn_reps)]),
+        (6, "scale", ["--n", str(cfg.scale_n)]),
+        (7, "storm", ["--n", str(cfg.storm_n)]),
+    ]
+    if only & {4, 5, 6, 7}:
+        # The limits: a raw WebSocket echo and a raw one-way stream on our stack, driven
+        # by the same load generator.
+        for r in range(cfg.host_rounds):
+            add(
+                "echo",
+                "ours",
+                loadgen(
+                    "echo", "invoke", "--echo", *hosted[0][2], "--total", str(cfg.invoke_total)
+                ),
+            )
+            add("stream", "ours", loadgen("echo", "stream", "--echo", "--n", str(cfg.storm_n)))
+            _progress(f"raw echo limits round {r + 1}/{cfg.host_rounds}", t0)
+    for number, scenario, extra in hosted:
+        if number not in only:
+            continue
+        if scenario == "invoke":
+            extra = [*extra, "--total", str(cfg.invoke_total)]
+        for r in range(cfg.host_rounds):
+            for side in _order(r):
+                add(scenario, side, loadgen(side, scenario, *extra))
+            _progress(f"{scenario} round {r + 1}/{cfg.host_rounds}", t0)
+    return raw
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
+    parser.add_argument(
+        "--only", type=int, nargs="+", default=list(range(1, 8)), help="scenario numbers"
+    )
+    parser.add_argument(
+        "--no-write", action="store_true", help="print the table only; leave files alone"
+    )
+    args = parser.parse_args(argv)
+    cfg = QUICK if args.quick else Config()
+    command = "nox -s bench" + (" -- --quick" if args.quick else "")
+    started = time.perf_counter()
+    print(f"benchmarks: {machine_info()}", file=sys.stderr)
+    raw = collect(cfg, set(args.only))
+    rows = build_rows(raw, cfg)
+    print_table(rows)
+    if not args.no_write:
+        write_outputs(rows, raw, cfg, command, time.perf_counter() - started)
+    return 0
