@@ -22,7 +22,15 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
     session.install("ruff>=0.8")
-    paths = [PACKAGE, "tests", "docs/examples", "conformance", "benchmarks", "noxfile.py"]
+    paths = [
+        PACKAGE,
+        "tests",
+        "docs/examples",
+        "conformance",
+        "benchmarks",
+        "interop",
+        "noxfile.py",
+    ]
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
 

@@ -50,3 +50,56 @@ def test_demo_command(capsys: pytest.CaptureFixture[str]) -> None:
     starts = [i for i, line in enumerate(lines) if "weather(Paris) started" in line or "add(2, 2) started" in line]  # fmt: skip
     first_finish = next(i for i, line in enumerate(lines) if "finished" in line)
     assert len(starts) == 2 and max(starts) < first_finish
+    # part two: an agent turn driving a Tesseron app through the gateway
+    assert "tools: todo__add, todo__import_todos, todo__delete, todo__rename" in out
+    assert "user: stop the import! (cancelling the turn at 40%)" in out
+    assert "<- todo__import_todos [error]: cancelled" in out
+    assert 'wait_for: Delete "buy milk"? This cannot be undone. -> yes (auto-approved)' in out
+    assert '<- todo__rename [ok]: {"id":2,"text":"write the quarterly report","done":false}' in out
+    assert "#2 write the quarterly report" in out
+    assert out.count("status=done") == 2
+
+
+def test_demo_ask_prompts_on_the_terminal() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "toolnexus_trio", "demo", "--ask"],
+        input="n\nmy renamed report\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "-> no" in done.stdout
+    assert '<- todo__delete [ok]: {"deleted":false}' in done.stdout
+    assert "#2 my renamed report" in done.stdout
+
+
+def test_host_and_gateway_commands() -> None:
+    host = subprocess.Popen(
+        [sys.executable, "-m", "toolnexus_trio", "host", "--no-manifest"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert host.stdout is not None
+        first = host.stdout.readline()
+        assert first.startswith("todo host listening on ws://127.0.0.1:")
+        url = first.rsplit(" ", 1)[1].strip()
+        listed = subprocess.run(
+            [sys.executable, "-m", "toolnexus_trio", "gateway", "--url", url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert listed.returncode == 0, listed.stderr
+        assert "connected to 'Todo list' (todo)" in listed.stdout
+        for name in ("todo__add", "todo__import_todos", "todo__delete", "todo__rename"):
+            assert f"\n{name}: " in listed.stdout
+        assert "resources: todos" in listed.stdout
+    finally:
+        host.terminate()
+        host.wait(timeout=30)
+        if host.stdout is not None:
+            host.stdout.close()

@@ -14,6 +14,10 @@ from ._context import LogEntry as LogEntry
 from ._context import SampleRequest as SampleRequest
 from ._errors import ActionError as ActionError
 from ._errors import TesseronErrorCode as TesseronErrorCode
+from ._gateway import Gateway as Gateway
+from ._gateway import GatewayOptions as GatewayOptions
+from ._gateway import GatewaySession as GatewaySession
+from ._gateway import Sampler as Sampler
 from ._host import Disconnected as Disconnected
 from ._host import HandshakeFailed as HandshakeFailed
 from ._host import HostEvent as HostEvent
@@ -36,11 +40,15 @@ __all__ = [
     "Claimed",
     "Disconnected",
     "ElicitRequest",
+    "Gateway",
+    "GatewayOptions",
+    "GatewaySession",
     "HandshakeFailed",
     "HostEvent",
     "LogEntry",
     "ResourceHandle",
     "SampleRequest",
+    "Sampler",
     "TesseronApp",
     "TesseronErrorCode",
     "TesseronHost",

@@ -1,0 +1,837 @@
+"""The Trio Tesseron gateway: dial hosts, claim sessions, expose their actions as tools.
+
+Roles: a Tesseron *host* (the app) listens on loopback and sends ``tesseron/hello``;
+the *gateway* dials it, answers with a welcome, and, once the session is claimed,
+invokes the host's actions on the agent's behalf. :class:`Gateway` is such a gateway
+and a :class:`~toolnexus_trio._toolkit.DynamicToolSource`:
+``ToolkitOptions(tesseron=gateway)`` turns every action of every claimed host into a
+tool named ``<app_id>__<action>``.
+
+Structure: :class:`Gateway` is an async context manager owning a nursery. Each
+connection is one task in it: it dials, runs the handshake, then reads frames
+(:meth:`Gateway._on_frame`), routing responses to one-shot channels and host
+notifications/requests to per-invocation queues; it never awaits user code. Frames
+go out through the transport's single writer (``send_nowait``). Invocations run in
+the caller's task (:mod:`._gateway_invoke`).
+
+Choices where the protocol is silent (documented for users):
+
+- A malformed or reserved ``app.id`` in hello is refused with ``-32602`` and the
+  connection closed (the reference gateway answers ``-32603``).
+- A ``sampling/request`` or ``elicitation/request`` whose ``invocationId`` is not an
+  in-flight invocation of that connection is answered ``-32003``.
+- Hosts whose manifest says ``helloHandledByHost`` (host-minted claims, which need
+  the bind subprotocol) are skipped by :meth:`Gateway.discover`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import secrets
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Literal
+
+import attrs
+import trio
+
+from .._cancel import CancelToken
+from .._groups import reraise_single
+from .._tools import Tool
+from .._wire import Answer
+from .._wire import Request as WaitRequest
+from ._errors import ActionError, TesseronErrorCode
+from ._gateway_conn import (
+    _Conn,
+    check_app_id,
+    invalid_params,
+    parse_actions,
+    parse_app,
+    parse_capabilities,
+    parse_resources,
+)
+from ._gateway_invoke import invoke, make_tool
+from ._wire import (
+    PROTOCOL_VERSION,
+    ActionManifest,
+    Agent,
+    AppInfo,
+    Capabilities,
+    Invalid,
+    Notification,
+    Request,
+    ResourceManifest,
+    Response,
+    error_frame,
+    major_version,
+    parse_frame,
+    result_frame,
+    unstructure,
+)
+from ._ws import WebSocketClosed, connect_websocket
+
+__all__ = ["Gateway", "GatewayOptions", "GatewaySession", "Sampler"]
+
+_log = logging.getLogger("toolnexus_trio.tesseron.gateway")
+
+Sampler = Callable[[str, int | None, dict[str, Any] | None], Awaitable[str]]
+"""``async (prompt, max_tokens, schema) -> text``: answers a host's ``sampling/request``."""
+
+CLAIM_ALPHABET: Final = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+"""31 characters: upper-case alphanumerics minus the visually confusable ones."""
+
+DEFAULT_INSTANCES_DIR: Final = Path.home() / ".tesseron" / "instances"
+DEFAULT_AGENT: Final = Agent(id="toolnexus-trio", name="toolnexus-trio")
+_PENDING_AGENT: Final = {"id": "pending", "name": "Awaiting agent"}
+_OUR_MAJOR: Final = major_version(PROTOCOL_VERSION)
+_LOG_LEVELS: Final = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING}
+
+
+@attrs.frozen
+class GatewayOptions:
+    """How a :class:`Gateway` behaves.
+
+    - ``sampler``: answers the hosts' ``sampling/request``. ``"model"`` (the default)
+      uses the model of the client loop whose tool call made the invocation; a call
+      made outside a loop is answered ``-32006``. ``None`` advertises
+      ``sampling: false`` in the welcome.
+    - ``wait_for``: the §10 ``wait_for`` that answers ``elicitation/request`` (as
+      ``Request(kind="input", prompt=question, data={"schema": ...})``). ``None``
+      advertises ``elicitation: false`` (requests are answered ``-32007``).
+    - ``auto_claim``: claim every session right after its welcome. Only for an
+      embedded, in-process agent; a published gateway leaves it off and lets the
+      user type the claim code (:meth:`Gateway.claim`).
+    - ``resume_ttl_ms`` / ``max_zombies``: how long, and how many, dropped claimed
+      sessions stay resumable (0 disables resume).
+    - ``max_sampling_depth``: nested sampling beyond this is answered ``-32008``.
+    - ``handshake_timeout_ms``: how long a dialed host has to send its hello.
+    """
+
+    agent: Agent = DEFAULT_AGENT
+    sampler: Sampler | Literal["model"] | None = "model"
+    wait_for: Callable[[WaitRequest], Awaitable[Answer]] | None = None
+    auto_claim: bool = False
+    resume_ttl_ms: int = 4 * 3600 * 1000
+    max_zombies: int = 100
+    max_sampling_depth: int = 3
+    handshake_timeout_ms: int = 10_000
+
+
+class GatewaySession:
+    """One host session as the gateway sees it (read-only; the gateway updates it)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        app: AppInfo,
+        actions: list[ActionManifest],
+        resources: list[ResourceManifest],
+        capabilities: Capabilities,
+        resume_token: str,
+        claim_code: str,
+        url: str,
+    ) -> None:
+        self._session_id = session_id
+        self._app = app
+        self._actions = actions
+        self._resources = resources
+        self._capabilities = capabilities
+        self._resume_token = resume_token
+        self._claim_code: str | None = claim_code
+        self._claimed_at: int | None = None
+        self._url = url
+        self._conn: _Conn | None = None
+
+    def __repr__(self) -> str:
+        state = "claimed" if self.claimed else "unclaimed"
+        link = "connected" if self.connected else "disconnected"
+        return f"<GatewaySession {self._session_id} app={self._app.id!r} {state} {link}>"
+
+    @property
+    def session_id(self) -> str:
+        """The gateway-minted session id (``s_...``)."""
+        return self._session_id
+
+    @property
+    def app(self) -> AppInfo:
+        """The host's app identity."""
+        return self._app
+
+    @property
+    def actions(self) -> list[ActionManifest]:
+        """The host's current action manifest."""
+        return self._actions
+
+    @property
+    def resources(self) -> list[ResourceManifest]:
+        """The host's current resource manifest."""
+        return self._resources
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the host declared it can do."""
+        return self._capabilities
+
+    @property
+    def claim_code(self) -> str | None:
+        """The code the user types to claim this session; ``None`` once claimed."""
+        return self._claim_code
+
+    @property
+    def claimed(self) -> bool:
+        """Whether an agent claimed the session (its actions are tools only then)."""
+        return self._claimed_at is not None
+
+    @property
+    def claimed_at(self) -> int | None:
+        """When it was claimed, in milliseconds since the epoch."""
+        return self._claimed_at
+
+    @property
+    def connected(self) -> bool:
+        """Whether a live connection is attached (a dropped claimed session is resumable)."""
+        return self._conn is not None and not self._conn.closed
+
+    @property
+    def resume_token(self) -> str:
+        """The current resume token (rotated on every resume)."""
+        return self._resume_token
+
+    @property
+    def url(self) -> str:
+        """The URL that was dialed."""
+        return self._url
+
+    async def disconnect(self) -> None:
+        """Close this session's connection; a claimed session stays resumable (TTL)."""
+        conn = self._conn
+        if conn is None:
+            await trio.lowlevel.checkpoint()
+            return
+        conn.scope.cancel(reason="session disconnected")
+        await conn.finished.wait()
+
+
+def _mint_claim_code() -> str:
+    chars = [secrets.choice(CLAIM_ALPHABET) for _ in range(6)]
+    return "".join(chars[:4]) + "-" + "".join(chars[4:])
+
+
+def _check_url(url: str) -> None:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 - validates the port
+    except ValueError as exc:
+        raise ValueError(f"not a WebSocket URL: {url!r}") from exc
+    if parts.scheme != "ws" or not host:
+        raise ValueError(f"refusing {url!r}: only ws:// URLs on loopback are dialed")
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ValueError(f"refusing {url!r}: a Tesseron host must be on loopback")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, owned by someone else
+    return True
+
+
+def _read_manifests(directory: Path) -> list[str]:
+    """URLs of live v2 ws manifests in *directory* (blocking; run in a thread)."""
+    urls: list[str] = []
+    try:
+        paths = sorted(directory.glob("*.json"))
+    except OSError:
+        return urls
+    for path in paths:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            _log.debug("skipping unreadable manifest %s", path)
+            continue
+        if not isinstance(doc, dict) or doc.get("version") != 2:
+            continue
+        pid = doc.get("pid")
+        if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and not _pid_alive(pid):
+            _log.info("skipping manifest %s: pid %d is gone", path.name, pid)
+            continue
+        if doc.get("helloHandledByHost"):
+            _log.info("skipping manifest %s: host-minted claims are not supported", path.name)
+            continue
+        transport = doc.get("transport")
+        if isinstance(transport, dict) and transport.get("kind") == "ws":
+            url = transport.get("url")
+            if isinstance(url, str):
+                urls.append(url)
+    return urls
+
+
+class Gateway:
+    """A Tesseron gateway (see the module docs). Use ``async with Gateway(...) as gw:``.
+
+    Leaving the block (or :meth:`aclose`, which a toolkit calls when it closes) closes
+    every connection; no task outlives it.
+    """
+
+    def __init__(self, options: GatewayOptions | None = None) -> None:
+        self.options = options or GatewayOptions()
+        """The options."""
+        self._nursery: trio.Nursery | None = None
+        self._nursery_cm: Any = None
+        self._closed = False
+        self._version = 0
+        self._sessions: dict[str, GatewaySession] = {}
+        self._zombies: dict[str, float] = {}  # session id -> expiry (trio clock), FIFO
+        self._claims: dict[str, GatewaySession] = {}  # pending claim code -> session
+        self._conns: set[_Conn] = set()
+        self._tool_cache: dict[tuple[str, str], tuple[ActionManifest, Tool]] = {}
+        self._tools: tuple[int, list[Tool]] | None = None
+
+    # -- lifecycle --------------------------------------------------------------
+
+    async def __aenter__(self) -> Gateway:
+        if self._nursery_cm is not None:
+            raise RuntimeError("a Gateway can be entered only once")
+        self._nursery_cm = trio.open_nursery()
+        self._nursery = await self._nursery_cm.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        try:
+            await self.aclose()
+        finally:
+            self._nursery = None
+            try:
+                suppressed = bool(await self._nursery_cm.__aexit__(exc_type, exc, tb))
+            except BaseExceptionGroup as group:
+                reraise_single(group)
+                raise  # unreachable: reraise_single always raises
+        return suppressed
+
+    async def aclose(self) -> None:
+        """Close every connection and forget every session; idempotent."""
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        self._closed = True
+        conns = list(self._conns)
+        for conn in conns:
+            conn.scope.cancel(reason="gateway closed")
+        for conn in conns:
+            await conn.finished.wait()
+        self._sessions.clear()
+        self._zombies.clear()
+        self._claims.clear()
+        self._bump()
+
+    def _bump(self) -> None:
+        self._version += 1
+        self._tools = None
+
+    # -- DynamicToolSource -----------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """Bumped whenever :meth:`tools` would change (claim, list_changed, drop, resume)."""
+        return self._version
+
+    def sessions(self) -> list[GatewaySession]:
+        """Every known session: connected ones and resumable (dropped, claimed) ones."""
+        self._expire_zombies()
+        return list(self._sessions.values())
+
+    def _live_claimed(self) -> list[GatewaySession]:
+        live = [s for s in self._sessions.values() if s.claimed and s.connected]
+        # On an app id served twice, the newest claim wins.
+        live.sort(key=lambda s: s.claimed_at or 0, reverse=True)
+        return live
+
+    def tools(self) -> list[Tool]:
+        """One tool per action of every claimed, connected session."""
+        if self._tools is not None and self._tools[0] == self._version:
+            return self._tools[1]
+        out: list[Tool] = []
+        seen: set[str] = set()
+        cache: dict[tuple[str, str], tuple[ActionManifest, Tool]] = {}
+        for session in self._live_claimed():
+            for manifest in session.actions:
+                key = (session.session_id, manifest.name)
+                cached = self._tool_cache.get(key)
+                if cached is None or cached[0] != manifest:
+                    cached = (manifest, make_tool(session.app.id, manifest, self._caller(session)))
+                cache[key] = cached
+                if cached[1].name not in seen:
+                    seen.add(cached[1].name)
+                    out.append(cached[1])
+        self._tool_cache = cache
+        self._tools = (self._version, out)
+        return out
+
+    def _caller(self, session: GatewaySession) -> Callable[..., Awaitable[tuple[Any, str]]]:
+        async def call(action: str, input: Any, tool: str, call_id: str | None) -> tuple[Any, str]:
+            conn = session._conn
+            if conn is None or conn.closed:
+                raise ActionError(
+                    TesseronErrorCode.TRANSPORT_CLOSED, f"Session {session.session_id} is offline"
+                )
+            return await invoke(conn, self.options, action, input, tool=tool, call_id=call_id)
+
+        return call
+
+    def _session_for(self, app_id: str) -> GatewaySession:
+        for session in self._live_claimed():
+            if session.app.id == app_id:
+                return session
+        raise LookupError(f"no claimed, connected Tesseron session for app {app_id!r}")
+
+    async def invoke(
+        self, app_id: str, action: str, input: Any, *, cancel: CancelToken | None = None
+    ) -> Any:
+        """Invoke *action* of app *app_id*; return its output.
+
+        Raises :class:`ActionError` with the host's code, message and data;
+        ``CANCELLED`` (-32001) when *cancel* (a :class:`CancelToken`) fires first, after
+        sending ``actions/cancel``; :class:`LookupError` when no claimed session
+        serves *app_id*.
+        """
+        session = self._session_for(app_id)
+        call = self._caller(session)
+        tool = f"{app_id}__{action}"
+        if cancel is None:
+            output, _ = await call(action, input, tool, None)
+            return output
+        with trio.CancelScope() as scope, cancel.bound(scope):
+            output, _ = await call(action, input, tool, None)
+            return output
+        assert scope.cancelled_caught
+        raise ActionError(TesseronErrorCode.CANCELLED, "Cancelled")
+
+    async def read_resource(self, app_id: str, name: str) -> Any:
+        """``resources/read`` on app *app_id*; :class:`LookupError` when no session has it."""
+        session = self._session_for(app_id)
+        conn = session._conn
+        assert conn is not None
+        rid, recv = conn.request("resources/read", {"name": name})
+        try:
+            with recv:
+                reply = await recv.receive()
+        finally:
+            conn.forget(rid)
+        if reply.error is not None:
+            raise reply.error
+        result = reply.result
+        return result.get("value") if isinstance(result, dict) else result
+
+    # -- claiming -------------------------------------------------------------------
+
+    def claim(self, code: str) -> GatewaySession:
+        """Claim the session whose pending claim code is *code* (case-insensitive).
+
+        Sends ``tesseron/claimed``; raises :class:`ActionError` ``UNAUTHORIZED``
+        (-32009) for an unknown or spent code.
+        """
+        wanted = code.strip().upper().encode()
+        found: GatewaySession | None = None
+        for pending, session in list(self._claims.items()):
+            # Compare against every pending code, no early exit.
+            if hmac.compare_digest(wanted, pending.encode()):
+                found = session
+        if found is None:
+            raise ActionError(TesseronErrorCode.UNAUTHORIZED, "Unknown or spent claim code")
+        self._claim(found)
+        return found
+
+    def _agent_caps(self) -> dict[str, bool]:
+        opts = self.options
+        return {
+            "streaming": True,
+            "subscriptions": True,
+            "sampling": opts.sampler is not None,
+            "elicitation": opts.wait_for is not None,
+        }
+
+    def _claim(self, session: GatewaySession) -> None:
+        if session._claim_code is not None:
+            self._claims.pop(session._claim_code, None)
+            session._claim_code = None
+        session._claimed_at = int(time.time() * 1000)
+        conn = session._conn
+        if conn is not None:
+            conn.notify(
+                "tesseron/claimed",
+                {
+                    "agent": unstructure(self.options.agent),
+                    "claimedAt": session._claimed_at,
+                    "agentCapabilities": self._agent_caps(),
+                },
+            )
+        self._bump()
+
+    # -- dialing --------------------------------------------------------------------
+
+    async def connect(self, url: str) -> GatewaySession:
+        """Dial the host at *url* (``ws://`` on loopback) and complete its handshake.
+
+        A host that still holds credentials sends ``tesseron/resume`` and gets its
+        claimed session back (with a rotated token); otherwise a fresh session is
+        minted and awaits :meth:`claim` (or is claimed at once with ``auto_claim``).
+        Raises :class:`ValueError` for a refused URL, :class:`OSError` /
+        :class:`WebSocketClosed` when the dial fails, :class:`ActionError` when the
+        host's hello is refused, and :class:`TimeoutError` without a hello in time.
+        """
+        _check_url(url)
+        if self._nursery is None or self._closed:
+            raise RuntimeError("the Gateway is not open (use `async with Gateway(...)`)")
+        session: GatewaySession = await self._nursery.start(partial(self._run_connection, url))
+        return session
+
+    async def discover(
+        self, instances_dir: str | os.PathLike[str] | None = None
+    ) -> list[GatewaySession]:
+        """Dial every live v2 ``ws`` manifest in *instances_dir* not already connected.
+
+        The default directory is ``~/.tesseron/instances``. Manifests of dead
+        processes are ignored; a failing dial is logged and skipped. Returns the new
+        sessions.
+        """
+        directory = Path(instances_dir) if instances_dir is not None else DEFAULT_INSTANCES_DIR
+        urls = await trio.to_thread.run_sync(_read_manifests, directory)
+        connected = {c.url for c in self._conns if not c.closed}
+        out: list[GatewaySession] = []
+        for url in urls:
+            if url in connected:
+                continue
+            try:
+                out.append(await self.connect(url))
+            except (OSError, ValueError, ActionError, WebSocketClosed, TimeoutError) as exc:
+                _log.warning("could not connect to Tesseron host %s: %s", url, exc)
+            connected.add(url)
+        return out
+
+    async def _run_connection(
+        self, url: str, *, task_status: trio.TaskStatus[GatewaySession]
+    ) -> None:
+        started = False
+        conn: _Conn | None = None
+        scope = trio.CancelScope()
+        try:
+            with scope:
+                async with connect_websocket(url) as ws:
+                    conn = _Conn(ws, url, scope)
+                    self._conns.add(conn)
+                    try:
+                        session = await self._handshake(conn)
+                        started = True
+                        task_status.started(session)
+                        await self._read_loop(conn)
+                    finally:
+                        self._connection_lost(conn)
+        except Exception:
+            if not started:
+                raise
+            _log.exception("Tesseron connection to %s failed", url)
+        finally:
+            if conn is not None:
+                self._conns.discard(conn)
+                conn.finished.set()
+
+    async def _read_loop(self, conn: _Conn) -> None:
+        backlog, conn.backlog = conn.backlog, []
+        for text in backlog:
+            self._on_frame(conn, text)
+        while not conn.closed:
+            try:
+                batch = await conn.ws.receive_batch()
+            except WebSocketClosed:
+                return
+            for text in batch:
+                try:
+                    self._on_frame(conn, text)
+                except Exception:
+                    _log.exception("handling a frame from %s failed", conn.url)
+
+    def _connection_lost(self, conn: _Conn) -> None:
+        conn.close()
+        session = conn.session
+        if session is None or session._conn is not conn:
+            return
+        session._conn = None
+        opts = self.options
+        sid = session.session_id
+        if session.claimed and opts.resume_ttl_ms > 0 and opts.max_zombies > 0 and not self._closed:
+            self._expire_zombies()
+            self._zombies.pop(sid, None)
+            self._zombies[sid] = trio.current_time() + opts.resume_ttl_ms / 1000
+            while len(self._zombies) > opts.max_zombies:
+                oldest = next(iter(self._zombies))
+                del self._zombies[oldest]
+                self._sessions.pop(oldest, None)
+        else:
+            self._sessions.pop(sid, None)
+            if session._claim_code is not None:
+                self._claims.pop(session._claim_code, None)
+        self._bump()
+
+    def _expire_zombies(self) -> None:
+        if not self._zombies:
+            return
+        now = trio.current_time()
+        for sid, expiry in list(self._zombies.items()):
+            if expiry <= now:
+                del self._zombies[sid]
+                self._sessions.pop(sid, None)
+
+    # -- handshake --------------------------------------------------------------------
+
+    async def _handshake(self, conn: _Conn) -> GatewaySession:
+        timeout = self.options.handshake_timeout_ms / 1000
+        with trio.move_on_after(timeout):
+            while True:
+                batch = await conn.ws.receive_batch()
+                for i, text in enumerate(batch):
+                    session = self._on_handshake_frame(conn, text)
+                    if session is not None:
+                        conn.backlog = batch[i + 1 :]
+                        return session
+        raise TimeoutError(f"no tesseron/hello from {conn.url} within {timeout:g}s")
+
+    def _on_handshake_frame(self, conn: _Conn, text: str) -> GatewaySession | None:
+        msg = parse_frame(text)
+        if type(msg) is Invalid:
+            if msg.reply:
+                conn.send(error_frame(msg.id, msg.error))
+            return None
+        if type(msg) is not Request:
+            return None  # nothing is pending before the welcome
+        if msg.method == "tesseron/hello":
+            try:
+                return self._on_hello(conn, msg)
+            except ActionError as exc:
+                conn.send(error_frame(msg.id, exc))
+                raise  # fatal: the connection closes and connect() raises
+        if msg.method == "tesseron/resume":
+            try:
+                return self._on_resume(conn, msg)
+            except ActionError as exc:
+                conn.send(error_frame(msg.id, exc))
+                if exc.code == TesseronErrorCode.PROTOCOL_MISMATCH:
+                    raise
+                return None  # the host falls back to hello on this connection
+        conn.send(
+            error_frame(
+                msg.id, ActionError(TesseronErrorCode.INVALID_REQUEST, "Handshake not complete")
+            )
+        )
+        return None
+
+    def _check_version(self, params: dict[str, Any]) -> None:
+        version = params.get("protocolVersion")
+        if not isinstance(version, str) or major_version(version) != _OUR_MAJOR:
+            raise ActionError(
+                TesseronErrorCode.PROTOCOL_MISMATCH,
+                f"Gateway speaks protocol {PROTOCOL_VERSION}; SDK sent {version}. "
+                "Major version mismatch - pin compatible package versions.",
+            )
+        if version.split(".")[:2] != PROTOCOL_VERSION.split(".")[:2]:
+            _log.warning("host speaks protocol %s, gateway %s", version, PROTOCOL_VERSION)
+
+    def _on_hello(self, conn: _Conn, req: Request) -> GatewaySession:
+        params = req.params
+        if not isinstance(params, dict):
+            raise invalid_params("tesseron/hello needs params")
+        self._check_version(params)
+        app = parse_app(params.get("app"))
+        check_app_id(app.id)
+        session = GatewaySession(
+            session_id=f"s_{secrets.token_urlsafe(12)}",
+            app=app,
+            actions=parse_actions(params.get("actions")),
+            resources=parse_resources(params.get("resources")),
+            capabilities=parse_capabilities(params.get("capabilities")),
+            resume_token=secrets.token_urlsafe(24),
+            claim_code=_mint_claim_code(),
+            url=conn.url,
+        )
+        while session._claim_code in self._claims:  # astronomically rare
+            session._claim_code = _mint_claim_code()
+        welcome = self._welcome(session, include_claim=True)
+        self._attach(conn, session)
+        assert session._claim_code is not None
+        self._claims[session._claim_code] = session
+        conn.send(result_frame(req.id, welcome))
+        if self.options.auto_claim:
+            self._claim(session)
+        return session
+
+    def _on_resume(self, conn: _Conn, req: Request) -> GatewaySession:
+        def refuse(message: str) -> ActionError:
+            return ActionError(TesseronErrorCode.RESUME_FAILED, message)
+
+        params = req.params
+        shape_ok = (
+            isinstance(params, dict)
+            and isinstance(params.get("sessionId"), str)
+            and isinstance(params.get("resumeToken"), str)
+            and isinstance(params.get("app"), dict)
+            and all(k in params for k in ("protocolVersion", "actions", "resources"))
+        )
+        if not shape_ok:
+            raise refuse(
+                "Invalid tesseron/resume request: expected { protocolVersion, sessionId, "
+                "resumeToken, app, actions, resources, capabilities }"
+            )
+        assert isinstance(params, dict)
+        self._check_version(params)
+        sid: str = params["sessionId"]
+        try:
+            app = parse_app(params["app"])
+            check_app_id(app.id)
+            actions = parse_actions(params["actions"])
+            resources = parse_resources(params["resources"])
+        except ActionError as exc:
+            raise refuse(exc.message) from None
+        self._expire_zombies()
+        session = self._sessions.get(sid)
+        if session is None or sid not in self._zombies:
+            raise refuse(f'No resumable session "{sid}"')
+        if session.app.id != app.id:
+            raise refuse(f'Session "{sid}" is owned by app "{session.app.id}"')
+        if not session.claimed:
+            raise refuse(f"{sid} was never claimed")
+        given = params["resumeToken"].encode()
+        stored = session._resume_token.encode()
+        if len(given) != len(stored) or not hmac.compare_digest(given, stored):
+            raise refuse(f'Invalid resumeToken for session "{sid}"')
+        del self._zombies[sid]
+        session._resume_token = secrets.token_urlsafe(24)
+        session._app = app
+        session._actions = actions
+        session._resources = resources
+        session._capabilities = parse_capabilities(params.get("capabilities"))
+        session._url = conn.url
+        self._attach(conn, session)
+        conn.send(result_frame(req.id, self._welcome(session, include_claim=False)))
+        return session
+
+    def _attach(self, conn: _Conn, session: GatewaySession) -> None:
+        session._conn = conn
+        conn.session = session
+        self._sessions[session.session_id] = session
+        self._bump()
+
+    def _welcome(self, session: GatewaySession, *, include_claim: bool) -> dict[str, Any]:
+        claimed = session.claimed or (include_claim and self.options.auto_claim)
+        welcome: dict[str, Any] = {
+            "sessionId": session.session_id,
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": self._agent_caps(),
+            "agent": unstructure(self.options.agent) if claimed else dict(_PENDING_AGENT),
+        }
+        if include_claim and session._claim_code is not None:
+            welcome["claimCode"] = session._claim_code
+        welcome["resumeToken"] = session._resume_token
+        return welcome
+
+    # -- after the handshake --------------------------------------------------------
+
+    def _on_frame(self, conn: _Conn, text: str) -> None:
+        msg = parse_frame(text)
+        if type(msg) is Response:
+            conn.deliver(msg)
+        elif type(msg) is Invalid:
+            if msg.reply:
+                conn.send(error_frame(msg.id, msg.error))
+        elif type(msg) is Request:
+            self._on_request(conn, msg)
+        elif type(msg) is Notification:
+            self._on_notification(conn, msg)
+
+    def _on_request(self, conn: _Conn, req: Request) -> None:
+        method = req.method
+        if method in ("sampling/request", "elicitation/request"):
+            error: ActionError | None = None
+            params = req.params if isinstance(req.params, dict) else {}
+            inv = conn.invocations.get(params.get("invocationId"))  # type: ignore[arg-type]
+            if method == "sampling/request" and self.options.sampler is None:
+                error = ActionError(
+                    TesseronErrorCode.SAMPLING_NOT_AVAILABLE, "Sampling is not available"
+                )
+            elif method == "elicitation/request" and self.options.wait_for is None:
+                error = ActionError(
+                    TesseronErrorCode.ELICITATION_NOT_AVAILABLE, "Elicitation is not available"
+                )
+            elif inv is None or inv.done:
+                error = ActionError(
+                    TesseronErrorCode.ACTION_NOT_FOUND,
+                    f"Unknown invocation {params.get('invocationId')!r}",
+                )
+            if error is not None:
+                conn.send(error_frame(req.id, error))
+            else:
+                assert inv is not None
+                inv.push("request", req)
+        elif method in ("tesseron/hello", "tesseron/resume"):
+            conn.send(
+                error_frame(
+                    req.id,
+                    ActionError(TesseronErrorCode.INVALID_REQUEST, "Session already established"),
+                )
+            )
+        else:
+            conn.send(
+                error_frame(
+                    req.id,
+                    ActionError(TesseronErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}"),
+                )
+            )
+
+    def _on_notification(self, conn: _Conn, msg: Notification) -> None:
+        params = msg.params if isinstance(msg.params, dict) else {}
+        method = msg.method
+        session: GatewaySession | None = conn.session
+        if method in ("actions/progress", "log"):
+            inv = conn.invocations.get(params.get("invocationId"))  # type: ignore[arg-type]
+            if inv is not None and not inv.done:
+                inv.push("progress" if method == "actions/progress" else "log", params)
+            elif method == "log":
+                level = _LOG_LEVELS.get(str(params.get("level")), logging.ERROR)
+                app = session.app.id if session is not None else "?"
+                _log.log(level, "[%s] %s", app, params.get("message"))
+        elif method == "actions/list_changed" and session is not None:
+            try:
+                session._actions = parse_actions(params.get("actions"))
+            except ActionError:
+                _log.warning("ignoring malformed actions/list_changed from %s", session.app.id)
+                return
+            self._bump()
+        elif method == "resources/list_changed" and session is not None:
+            try:
+                session._resources = parse_resources(params.get("resources"))
+            except ActionError:
+                _log.warning("ignoring malformed resources/list_changed from %s", session.app.id)
+                return
+            self._bump()
+        # resources/updated and unknown notifications are ignored (no subscriptions yet).
