@@ -826,9 +826,12 @@ class Client:
         if run.emit is not None:
             await run.emit({"type": "pending", "request": request})
         try:
-            answer = await self.options.wait_for(request)
+            answer: object = await self.options.wait_for(request)
         except Exception as exc:
             return ToolResult.error(f"wait_for failed: {exc}")
+        if answer is not None and not isinstance(answer, Answer):
+            kind = type(answer).__name__
+            return ToolResult.error(f"wait_for returned {kind}, not an Answer")
         return await self._answered(run, call.id, call.name, args, request, answer, token, meter)
 
     async def _answered(

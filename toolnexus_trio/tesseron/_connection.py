@@ -541,7 +541,10 @@ class _Connection:
     def _on_cancel(self, params: Any) -> None:
         if not isinstance(params, dict):
             return
-        inv = self._invocations.get(params.get("invocationId"))  # type: ignore[arg-type]
+        invocation_id = params.get("invocationId")
+        if not isinstance(invocation_id, str):
+            return  # nothing of ours has such an id; ignored like any unknown id
+        inv = self._invocations.get(invocation_id)
         if inv is not None:
             self._interrupt(inv, ActionError(TesseronErrorCode.CANCELLED, "Invocation cancelled"))
 
