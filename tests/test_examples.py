@@ -95,9 +95,19 @@ def test_host_and_gateway_commands() -> None:
         )
         assert listed.returncode == 0, listed.stderr
         assert "connected to 'Todo list' (todo)" in listed.stdout
+        assert "claim code: " in listed.stdout
         for name in ("todo__add", "todo__import_todos", "todo__delete", "todo__rename"):
             assert f"\n{name}: " in listed.stdout
         assert "resources: todos" in listed.stdout
+        refused = subprocess.run(
+            [sys.executable, "-m", "toolnexus_trio", "gateway", "--url", "ws://10.1.2.3:9/"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert refused.returncode == 2
+        assert "must be on loopback" in refused.stderr
     finally:
         host.terminate()
         host.wait(timeout=30)

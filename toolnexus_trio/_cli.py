@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from ._todo import build_todo_app
 from .tesseron import DEFAULT_MANIFEST_DIR, Claimed, Disconnected, Gateway, Welcome
+from .tesseron._ws import WebSocketClosed
 
 
 async def run_host(port: int, publish: bool) -> int:
@@ -30,16 +32,21 @@ async def run_host(port: int, publish: bool) -> int:
 
 
 async def run_gateway(url: str) -> int:
-    """Dial *url*, claim the session (this command is the agent), and list its tools."""
+    """Dial *url* and list the tools its actions would become; it does not claim."""
     async with Gateway() as gateway:
-        session = await gateway.connect(url)
+        try:
+            session = await gateway.connect(url)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except (OSError, WebSocketClosed, TimeoutError) as exc:
+            print(f"error: could not reach a Tesseron host at {url}: {exc}", file=sys.stderr)
+            return 1
         print(f"connected to '{session.app.name}' ({session.app.id}), session {session.session_id}")
-        if session.claim_code is not None:
-            print(f"claiming with code {session.claim_code}")
-            gateway.claim(session.claim_code)
-        for tool in gateway.tools():
-            print(f"\n{tool.name}: {tool.description}")
-            print("  input schema: " + json.dumps(tool.input_schema))
+        print(f"claim code: {session.claim_code} (type it into your agent to claim the session)")
+        for action in session.actions:
+            print(f"\n{session.app.id}__{action.name}: {action.description}")
+            print("  input schema: " + json.dumps(action.input_schema))
         resources = ", ".join(r.name for r in session.resources) or "(none)"
         print(f"\nresources: {resources}")
     return 0

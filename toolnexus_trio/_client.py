@@ -564,7 +564,6 @@ class Client:
             emit=run.emit,
             metric=self._metric if self.options.on_metric is not None else None,
             sample=sample,
-            wait_for=self.options.wait_for,
         )
 
     def _result(self, run: _Run) -> RunResult:

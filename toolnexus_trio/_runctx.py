@@ -1,10 +1,9 @@
-"""What a running agent loop offers the tools it runs: events, metrics, its model, wait_for.
+"""What a running agent loop offers the tools it runs: events, metrics and its model.
 
 The client sets :data:`current_run` for the duration of a run; tool tasks inherit it
 (Trio copies the context into tasks spawned from the run's task). A tool source such
-as the Tesseron gateway reads it to forward progress and logs as stream events, to
-answer a host's sampling request with the loop's own model, and to turn an
-elicitation into a §10 ``wait_for``.
+as the Tesseron gateway reads it to forward progress and logs as stream events and
+to answer a host's sampling request with the loop's own model.
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ from contextvars import ContextVar
 from typing import Any
 
 import attrs
-
-from ._wire import Answer, Request
 
 
 @attrs.frozen
@@ -28,8 +25,6 @@ class RunServices:
     """Report one ``on_metric`` event."""
     sample: Callable[[str, int | None], Awaitable[str]] | None
     """Ask the loop's model: one user message, an optional token cap; returns the text."""
-    wait_for: Callable[[Request], Awaitable[Answer]] | None
-    """The loop's §10 ``wait_for``."""
 
 
 current_run: ContextVar[RunServices | None] = ContextVar("toolnexus_trio_run", default=None)

@@ -145,7 +145,9 @@ def _compile_canonical(text: str) -> Validator:
         check = fastjsonschema.compile(
             schema, handlers=_REFUSING_HANDLERS, use_default=False, fast_fail=False
         )
-    except fastjsonschema.JsonSchemaDefinitionException as exc:
+    except SchemaError:
+        raise
+    except Exception as exc:  # definition errors, bad regexes, wrong types inside the schema
         raise SchemaError(f"invalid JSON Schema: {exc}") from exc
     return Validator(schema, check)
 

@@ -251,6 +251,8 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # it exists, owned by someone else
+    except (OverflowError, OSError):
+        return False  # not a pid this system can have
     return True
 
 
@@ -302,6 +304,7 @@ class Gateway:
         self._zombies: dict[str, float] = {}  # session id -> expiry (trio clock), FIFO
         self._claims: dict[str, GatewaySession] = {}  # pending claim code -> session
         self._conns: set[_Conn] = set()
+        self._scopes: set[trio.CancelScope] = set()  # every connection, dialling or live
         self._tool_cache: dict[tuple[str, str], tuple[ActionManifest, Tool]] = {}
         self._tools: tuple[int, list[Tool]] | None = None
 
@@ -337,9 +340,9 @@ class Gateway:
             await trio.lowlevel.checkpoint()
             return
         self._closed = True
+        for scope in list(self._scopes):
+            scope.cancel(reason="gateway closed")
         conns = list(self._conns)
-        for conn in conns:
-            conn.scope.cancel(reason="gateway closed")
         for conn in conns:
             await conn.finished.wait()
         self._sessions.clear()
@@ -453,7 +456,7 @@ class Gateway:
         Sends ``tesseron/claimed``; raises :class:`ActionError` ``UNAUTHORIZED``
         (-32009) for an unknown or spent code.
         """
-        wanted = code.strip().upper().encode()
+        wanted = code.strip().upper().encode("utf-8", "surrogatepass")
         found: GatewaySession | None = None
         for pending, session in list(self._claims.items()):
             # Compare against every pending code, no early exit.
@@ -536,7 +539,11 @@ class Gateway:
     ) -> None:
         started = False
         conn: _Conn | None = None
+        # Registered before the dial, so aclose() also stops a connection still dialling.
         scope = trio.CancelScope()
+        self._scopes.add(scope)
+        if self._closed:
+            scope.cancel()
         try:
             with scope:
                 async with connect_websocket(url) as ws:
@@ -554,24 +561,30 @@ class Gateway:
                 raise
             _log.exception("Tesseron connection to %s failed", url)
         finally:
+            self._scopes.discard(scope)
             if conn is not None:
                 self._conns.discard(conn)
                 conn.finished.set()
+        if not started:
+            raise trio.ClosedResourceError(f"the Gateway closed while connecting to {url}")
 
     async def _read_loop(self, conn: _Conn) -> None:
-        backlog, conn.backlog = conn.backlog, []
-        for text in backlog:
-            self._on_frame(conn, text)
-        while not conn.closed:
-            try:
-                batch = await conn.ws.receive_batch()
-            except WebSocketClosed:
-                return
+        batch, conn.backlog = conn.backlog, []
+        while True:
             for text in batch:
                 try:
                     self._on_frame(conn, text)
                 except Exception:
                     _log.exception("handling a frame from %s failed", conn.url)
+            if conn.closed:
+                return
+            try:
+                # A host that stops reading must not make our answers pile up: read
+                # more only once the writer has room (this never awaits user code).
+                await conn.ws.wait_writable()
+                batch = await conn.ws.receive_batch()
+            except WebSocketClosed:
+                return
 
     def _connection_lost(self, conn: _Conn) -> None:
         conn.close()
@@ -721,7 +734,8 @@ class Gateway:
             raise refuse(f'Session "{sid}" is owned by app "{session.app.id}"')
         if not session.claimed:
             raise refuse(f"{sid} was never claimed")
-        given = params["resumeToken"].encode()
+        # surrogatepass: a lone surrogate in a hostile token is refused, not a crash.
+        given = params["resumeToken"].encode("utf-8", "surrogatepass")
         stored = session._resume_token.encode()
         if len(given) != len(stored) or not hmac.compare_digest(given, stored):
             raise refuse(f'Invalid resumeToken for session "{sid}"')
@@ -774,8 +788,13 @@ class Gateway:
         if method in ("sampling/request", "elicitation/request"):
             error: ActionError | None = None
             params = req.params if isinstance(req.params, dict) else {}
-            inv = conn.invocations.get(params.get("invocationId"))  # type: ignore[arg-type]
-            if method == "sampling/request" and self.options.sampler is None:
+            inv_id = params.get("invocationId")
+            inv = conn.invocations.get(inv_id) if isinstance(inv_id, str) else None
+            if not isinstance(inv_id, str):
+                error = ActionError(
+                    TesseronErrorCode.INVALID_PARAMS, f"{method} needs a string invocationId"
+                )
+            elif method == "sampling/request" and self.options.sampler is None:
                 error = ActionError(
                     TesseronErrorCode.SAMPLING_NOT_AVAILABLE, "Sampling is not available"
                 )
@@ -813,7 +832,8 @@ class Gateway:
         method = msg.method
         session: GatewaySession | None = conn.session
         if method in ("actions/progress", "log"):
-            inv = conn.invocations.get(params.get("invocationId"))  # type: ignore[arg-type]
+            inv_id = params.get("invocationId")
+            inv = conn.invocations.get(inv_id) if isinstance(inv_id, str) else None
             if inv is not None and not inv.done:
                 inv.push("progress" if method == "actions/progress" else "log", params)
             elif method == "log":

@@ -138,6 +138,8 @@ async def _forward_progress(inv: _Inv, params: dict[str, Any]) -> None:
     percent = clamp_percent(params.get("percent"), inv.percent)
     if percent is not None:
         inv.percent = percent
+    else:
+        percent = inv.percent  # a message-only update keeps the cursor where it was
     message = params.get("message")
     await _emit(
         inv,
@@ -175,6 +177,8 @@ async def _serve_request(conn: _Conn, inv: _Inv, options: GatewayOptions, req: R
     frame: str | None = None
     with trio.CancelScope() as scope:  # cancelled by inv.finish() when the call ends
         inv.scopes.add(scope)
+        if inv.done:
+            scope.cancel()  # the call ended between the queue and this task starting
         try:
             if req.method == "sampling/request":
                 result = await _sample(inv, options, req.params)
@@ -305,7 +309,7 @@ def make_tool(
     hints = _hints(manifest.annotations)
     try:
         return Tool(name, manifest.description, schema, ToolSource.TESSERON, execute, hints)
-    except ValueError as exc:
+    except Exception as exc:  # a hostile schema must not break the whole toolkit
         _log.warning("tool %s: input schema does not compile (%s); using an open object", name, exc)
         return Tool(
             name, manifest.description, dict(OBJECT_SCHEMA), ToolSource.TESSERON, execute, hints
