@@ -262,3 +262,37 @@ async def test_wire_frames_decline_one_cancel_and_clamped_progress() -> None:
     assert seen["elicit"] == {"action": "decline"}
     assert progress == [(0, "a"), (30, "b"), (30, "c"), (30, "d"), (100, "e")]
     assert seen["cancels"] == 1
+
+
+async def test_a_host_cannot_ask_unboundedly_many_questions_at_once() -> None:
+    answers: list[dict[str, Any]] = []
+    release = trio.Event()
+
+    async def wait_for(request: Request) -> Answer:
+        await release.wait()
+        return Answer(request.id, True, {})
+
+    async def host_side(peer: FakeGateway) -> None:
+        await _hello(peer)
+        await peer.expect_method("tesseron/claimed")
+        invoke = await _invoke_request(peer)
+        inv_id = invoke["params"]["invocationId"]
+        schema = {"type": "object", "properties": {}}
+        ids = [peer.request("elicitation/request", {"invocationId": inv_id, "question": f"q{i}", "schema": schema}) for i in range(12)]  # fmt: skip
+        answers.extend([await peer.recv() for _ in range(4)])  # the excess, refused at once
+        release.set()
+        answers.extend([await peer.recv() for _ in range(8)])
+        assert {a["id"] for a in answers} == set(ids)
+        peer.respond(invoke["id"], {"invocationId": inv_id, "output": "ok"})
+        await until_closed(peer)
+
+    with trio.fail_after(10):
+        async with (
+            fake_host(host_side) as url,
+            Gateway(GatewayOptions(wait_for=wait_for, auto_claim=True)) as gw,
+        ):
+            await gw.connect(url)
+            assert await gw.invoke("fake", "act", {}) == "ok"
+    refused = [a for a in answers[:4] if "error" in a]
+    assert len(refused) == 4 and all(a["error"]["data"] == {"max": 8} for a in refused)
+    assert all(a["result"] == {"action": "accept", "value": {}} for a in answers[4:])

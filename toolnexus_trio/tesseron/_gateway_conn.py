@@ -35,6 +35,10 @@ APP_ID: Final = re.compile(r"^[a-z][a-z0-9_]*$")
 RESERVED_APP_IDS: Final = frozenset({"tesseron", "mcp", "system"})
 
 MAX_QUEUED_NOTIFICATIONS: Final = 1024
+
+MAX_REQUESTS_PER_INVOCATION: Final = 8
+"""Sampling/elicitation requests one invocation may have in flight; each may cost a model
+call or a human's attention, so a host asking for more gets an error for the excess."""
 """Progress/log notifications held per invocation before newer ones are dropped.
 
 The queue is drained by the invoking task's helper, which waits on the stream
@@ -55,6 +59,7 @@ class _Inv:
         "lot",
         "percent",
         "queue",
+        "requests_in_flight",
         "scopes",
         "services",
         "tool",
@@ -74,6 +79,7 @@ class _Inv:
         self.dropped = 0
         self.percent = 0  # the monotonic progress cursor
         self.scopes: set[trio.CancelScope] = set()  # sampling/elicitation handler tasks
+        self.requests_in_flight = 0
 
     def push(self, kind: str, item: Any) -> None:
         """Queue *item* for the invoking task (never blocks; see MAX_QUEUED_NOTIFICATIONS)."""

@@ -31,7 +31,7 @@ from .._runctx import current_run
 from .._tools import Tool, ToolContext, ToolHints, ToolResult, ToolSource
 from .._wire import Request as WaitRequest
 from ._errors import ActionError, TesseronErrorCode, transport_closed
-from ._gateway_conn import _Conn, _Inv, clamp_percent
+from ._gateway_conn import MAX_REQUESTS_PER_INVOCATION, _Conn, _Inv, clamp_percent
 from ._wire import ActionManifest, Request, error_frame, result_frame
 
 if TYPE_CHECKING:
@@ -114,7 +114,15 @@ async def _drain(conn: _Conn, inv: _Inv, options: GatewayOptions, nursery: trio.
         if kind == "request":
             if inv.done:
                 conn.send(error_frame(item.id, _cancelled_error()))
+            elif inv.requests_in_flight >= MAX_REQUESTS_PER_INVOCATION:
+                busy = ActionError(
+                    TesseronErrorCode.INTERNAL_ERROR,
+                    f"Too many concurrent requests for invocation {inv.id}",
+                    {"max": MAX_REQUESTS_PER_INVOCATION},
+                )
+                conn.send(error_frame(item.id, busy))
             else:
+                inv.requests_in_flight += 1
                 nursery.start_soon(_serve_request, conn, inv, options, item)
         elif kind == "progress":
             await _forward_progress(inv, item)
@@ -191,6 +199,7 @@ async def _serve_request(conn: _Conn, inv: _Inv, options: GatewayOptions, req: R
             frame = error_frame(req.id, ActionError.internal(exc))
         finally:
             inv.scopes.discard(scope)
+            inv.requests_in_flight -= 1
             # Synchronous, so it also goes out from a cancelled scope.
             conn.send(frame if frame is not None else error_frame(req.id, _cancelled_error()))
 
