@@ -15,9 +15,9 @@ from ._context import SampleRequest as SampleRequest
 from ._errors import ActionError as ActionError
 from ._errors import TesseronErrorCode as TesseronErrorCode
 from ._gateway import Gateway as Gateway
-from ._gateway import GatewayOptions as GatewayOptions
-from ._gateway import GatewaySession as GatewaySession
-from ._gateway import Sampler as Sampler
+from ._gateway_session import GatewayOptions as GatewayOptions
+from ._gateway_session import GatewaySession as GatewaySession
+from ._gateway_session import Sampler as Sampler
 from ._host import Disconnected as Disconnected
 from ._host import HandshakeFailed as HandshakeFailed
 from ._host import HostEvent as HostEvent

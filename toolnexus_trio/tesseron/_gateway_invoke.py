@@ -35,7 +35,7 @@ from ._gateway_conn import MAX_REQUESTS_PER_INVOCATION, _Conn, _Inv, clamp_perce
 from ._wire import ActionManifest, Request, error_frame, result_frame
 
 if TYPE_CHECKING:
-    from ._gateway import GatewayOptions
+    from ._gateway_session import GatewayOptions
 
 _log = logging.getLogger("toolnexus_trio.tesseron.gateway")
 
