@@ -270,7 +270,8 @@ async def test_tool_decorator_derives_schema_and_injects_context() -> None:
     props = place.input_schema["properties"]
     assert props["label"] == {"type": "string"}
     assert props["scale"] == {"type": "number"}
-    assert props["flags"] == {"type": "array", "items": {"type": "string"}}
+    assert props["flags"] == {"type": ["array", "null"], "items": {"type": "string"}}
+    assert props["extra"] == {"type": ["object", "null"]}
     assert props["mode"] == {"enum": ["fast", "slow"]}
     assert props["on"] == {"type": "boolean"}
     assert props["where"]["properties"] == {"x": {"type": "integer"}, "y": {"type": "integer"}}
@@ -280,6 +281,8 @@ async def test_tool_decorator_derives_schema_and_injects_context() -> None:
     result = await place.call({"label": "a", "where": {"x": 2}, "mode": "slow"}, ctx)
     assert result == ToolResult.ok("a@2,0x1.0 slow None False")
     assert seen == [ctx]
+    explicit_null = await place.call({"label": "a", "where": {"x": 2}, "flags": None})
+    assert explicit_null == ToolResult.ok("a@2,0x1.0 fast None False")
     rejected = await place.call({"label": "a", "where": {"x": 2}, "mode": "medium"})
     assert rejected.is_error and "$.mode" in rejected.output
 

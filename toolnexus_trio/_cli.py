@@ -7,7 +7,6 @@ import sys
 
 from ._todo import build_todo_app
 from .tesseron import DEFAULT_MANIFEST_DIR, Claimed, Disconnected, Gateway, Welcome
-from .tesseron._ws import WebSocketClosed
 
 
 async def run_host(port: int, publish: bool) -> int:
@@ -39,7 +38,7 @@ async def run_gateway(url: str) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        except (OSError, WebSocketClosed, TimeoutError) as exc:
+        except (OSError, TimeoutError) as exc:  # ConnectionError included
             print(f"error: could not reach a Tesseron host at {url}: {exc}", file=sys.stderr)
             return 1
         print(f"connected to '{session.app.name}' ({session.app.id}), session {session.session_id}")

@@ -113,7 +113,8 @@ class InProcessOptions:
     ``content`` / ``tool_calls`` / ``usage`` is accepted too); a plain function also
     works and runs in a worker thread. ``wait_for`` resolves §10 suspensions.
     ``tool_timeout_ms`` bounds each tool call, ``run_timeout_ms`` the whole run
-    (0 = unbounded). ``on_metric`` receives ``llm``, ``tool`` and ``run`` events.
+    (0 = unbounded). ``on_metric`` receives ``llm``, ``tool`` and ``run`` events (and
+    ``progress`` / ``log`` from Tesseron tools).
     """
 
     model: str
@@ -157,7 +158,8 @@ class RunResult:
 
     ``status`` is ``"done"``, ``"pending"`` (a tool suspended and there is no
     ``wait_for``; ``pending`` is the first suspended request in call order),
-    ``"incomplete"`` (``limit`` says which limit: ``"maxTurns"``) or ``"cancelled"``
+    ``"incomplete"`` (``limit`` says which limit: ``"maxTurns"``, or ``"runTimeout"`` on
+    :attr:`RunTimeout.result`) or ``"cancelled"``
     (the run's token was cancelled). ``messages`` is the whole transcript, balanced:
     every tool call has its tool message.
     """
@@ -432,8 +434,10 @@ class Client:
 
         Events: ``text {delta}``, ``tool_call {id, name, args, cancel}``, ``pending
         {request}``, ``tool_result {id, name, output, is_error}`` (call order, after the
-        turn), ``usage {usage}``, ``done {result}``. Leaving the block early cancels the
-        run; an exception from the run is raised out of the block.
+        turn), ``usage {usage}``, ``done {result}``; tools of a Tesseron gateway add
+        ``progress {id, tool, invocation_id, percent, message, data}`` and ``log {id,
+        tool, level, message, meta}``. Leaving the block early cancels the run; an
+        exception from the run is raised out of the block.
         """
         # Size 0: the loop waits for the consumer, so events are never queued up.
         send, receive = trio.open_memory_channel[dict[str, Any]](0)

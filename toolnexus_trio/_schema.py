@@ -194,12 +194,20 @@ def _is_optional(tp: Any) -> tuple[bool, Any]:
 
 
 def schema_for_type(tp: Any) -> JSONSchema:
-    """A JSON Schema for *tp*: primitives, list, dict, Optional, Literal, Enum, attrs classes."""
+    """A JSON Schema for *tp*: primitives, list, dict, Optional, Literal, Enum, attrs classes.
+
+    ``Optional[T]`` (``T | None``) accepts ``null`` as well as ``T``.
+    """
     if tp is Any or tp is object:
         return {}
     optional, inner = _is_optional(tp)
     if optional:
-        return schema_for_type(inner)
+        # None is a value the caller may send: allow null next to the inner type.
+        base = schema_for_type(inner)
+        kind = base.get("type")
+        if isinstance(kind, str) and set(base) <= {"type", "items", "additionalProperties"}:
+            return {**base, "type": [kind, "null"]}
+        return {"anyOf": [base, {"type": "null"}]}
     if tp in _PRIMITIVES:
         return dict(_PRIMITIVES[tp])
     origin = typing.get_origin(tp)

@@ -301,7 +301,8 @@ def tool(
 
     The name is the function's, the description its docstring's first line, and the
     input schema comes from the annotations (``str, int, float, bool, list, dict,
-    Optional, Literal`` and attrs classes, which cattrs structures). A parameter
+    Optional`` (which also accepts ``null``), ``Literal`` and attrs classes, which
+    cattrs structures). A parameter
     annotated :class:`ToolContext` is injected, not exposed. Use as ``@tool`` or
     ``@tool(name=..., description=...)``.
     """

@@ -1,7 +1,7 @@
 """From agent to app: a loop's tool call runs a Tesseron action, and a cancel reaches it.
 
 The host (a tiny app with one slow action) and the gateway run in this one process over
-a loopback WebSocket. The scripted model calls the action; when its progress passes
+a loopback WebSocket. The scripted model calls the action; when its progress reaches
 50% the turn is cancelled, and the handler's ``ActionContext`` sees it.
 """
 

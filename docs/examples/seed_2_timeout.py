@@ -1,7 +1,8 @@
 """Seed example 2: honouring the caller's timeout.
 
-``timeout_ms`` is this call's budget; 0 means unset. The tool bounds its own work by
-it (and ``Tool.call`` enforces the same budget for tools that do not).
+``timeout_ms`` is this call's budget; 0 means unset. ``Tool.call`` enforces it (a call
+still running at the deadline gives "timed out after <N>ms"); this tool stops itself
+a little earlier, on its own terms, with the same message.
 """
 
 import trio
@@ -13,7 +14,8 @@ async def fetch_fn(args: dict[str, object], ctx: ToolContext) -> ToolResult:
     if ctx.timeout_ms == 0:
         await trio.sleep(0.2)
         return ToolResult.ok("finished")
-    with trio.move_on_after(ctx.timeout_ms / 1000):
+    # 90% of the budget: the tool answers before Tool.call's own deadline fires.
+    with trio.move_on_after(ctx.timeout_ms * 0.9 / 1000):
         await trio.sleep(0.2)
         return ToolResult.ok("finished")
     return ToolResult.error(f"timed out after {ctx.timeout_ms}ms")

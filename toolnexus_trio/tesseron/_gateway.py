@@ -87,10 +87,14 @@ _LOG_LEVELS: Final = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logg
 
 
 class Gateway:
-    """A Tesseron gateway (see the module docs). Use ``async with Gateway(...) as gw:``.
+    """A Tesseron gateway: dials hosts, claims sessions, exposes their actions as tools.
 
-    Leaving the block (or :meth:`aclose`, which a toolkit calls when it closes) closes
-    every connection; no task outlives it.
+    Use ``async with Gateway(options) as gw:``; then :meth:`connect` or :meth:`discover`
+    hosts, :meth:`claim` a session by its code, and pass the gateway to
+    ``ToolkitOptions(tesseron=gw)``. Each connection is one task of the gateway's
+    nursery; leaving the block (or :meth:`aclose`, which a toolkit calls when it
+    closes) closes every connection, and no task outlives it. Choices where the
+    protocol is silent are listed in the "From agent to app" docs page.
     """
 
     def __init__(self, options: GatewayOptions | None = None) -> None:
@@ -302,7 +306,7 @@ class Gateway:
         claimed session back (with a rotated token); otherwise a fresh session is
         minted and awaits :meth:`claim` (or is claimed at once with ``auto_claim``).
         Raises :class:`ValueError` for a refused URL, :class:`OSError` /
-        :class:`WebSocketClosed` when the dial fails, :class:`ActionError` when the
+        :class:`ConnectionError` when the dial fails, :class:`ActionError` when the
         host's hello is refused, and :class:`TimeoutError` without a hello in time.
         """
         _check_url(url)
@@ -329,7 +333,7 @@ class Gateway:
                 continue
             try:
                 out.append(await self.connect(url))
-            except (OSError, ValueError, ActionError, WebSocketClosed, TimeoutError) as exc:
+            except (OSError, ValueError, ActionError, TimeoutError) as exc:
                 _log.warning("could not connect to Tesseron host %s: %s", url, exc)
             connected.add(url)
         return out

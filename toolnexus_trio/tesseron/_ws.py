@@ -67,8 +67,10 @@ _log = logging.getLogger("toolnexus_trio.tesseron.ws")
 _proto_log = logging.getLogger("toolnexus_trio.tesseron.ws.protocol")
 
 
-class WebSocketClosed(Exception):
+class WebSocketClosed(ConnectionError):
     """The connection is closed (by either side, or the stream broke).
+
+    A :class:`ConnectionError`, so callers of the public API catch it as one.
 
     ``code`` is the close code received from the peer, else the one we sent, else
     1006 when the stream ended without a close frame; ``None`` only when no
