@@ -1114,3 +1114,54 @@ async def test_tools_see_the_running_loops_services() -> None:
     assert asked[0].max_tokens == 20
     assert {"event": "probe"} in events
     assert current_run.get() is None
+
+
+async def test_a_cancel_during_resume_ends_the_resumed_calls(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if ctx.answer is None:
+            return pending(Request(id=f"req-{ctx.call_id}", kind="approval", prompt="ok?"))
+        if ctx.call_id == "quit":
+            await trio.sleep(1)
+            ctx.cancel.cancel()  # the resumed turn's token
+        await trio.sleep(10)
+        return ToolResult.ok("never")
+
+    gen = scripted(InProcessResponse(tool_calls=[call("t", {}, "quit"), call("t", {}, "other")]))
+    c = client(gen)
+    tk = await toolkit_of(Tool("t", "", empty_schema(), ToolSource.CUSTOM, execute))
+    halted = await c.run("go", tk)
+    with TaskCensus() as census:
+        resumed = await c.resume(halted, [Answer("req-quit", True), Answer("req-other", True)])
+        census.assert_no_new_tasks()
+    assert tool_messages(resumed.messages) == [("quit", "cancelled"), ("other", "cancelled")]
+    assert trio.current_time() == pytest.approx(1)
+
+
+async def test_resume_without_an_answer_for_a_call_says_unresolved() -> None:
+    gen = scripted(InProcessResponse(tool_calls=[call("a"), call("b")]))
+    c = client(gen)
+    halted = await c.run("go", await toolkit_of(suspending("a", "A?"), suspending("b", "B?")))
+    resumed = await c.resume(halted, {"req-a": Answer("req-a", True, {"v": 1})})
+    assert tool_messages(resumed.messages) == [
+        ("call_0", "a got {'v': 1}"),
+        ("call_1", "unresolved: B?"),
+    ]
+
+
+async def test_a_cancelled_run_has_no_text_even_when_the_model_said_something(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def hang(args: dict[str, Any], ctx: ToolContext) -> str:
+        await trio.sleep_forever()
+        return "never"
+
+    cancel = CancelToken()
+    gen = scripted(InProcessResponse(content="thinking...", tool_calls=[call("hang")]))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_cancel_later, cancel, 1)
+        result = await client(gen).run(
+            "go", await toolkit_of(define_tool("hang", "", None, hang)), cancel=cancel
+        )
+    assert (result.status, result.text) == ("cancelled", "")

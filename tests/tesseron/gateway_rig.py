@@ -171,15 +171,30 @@ async def rig(app: TesseronApp, **options: Any) -> AsyncIterator[Rig]:
 
 @asynccontextmanager
 async def fake_host(handler: Callable[[FakeGateway], Awaitable[None]]) -> AsyncIterator[str]:
-    """A hand-driven host on loopback (``FakeGateway`` is symmetric): yields its URL."""
+    """A hand-driven host on loopback (``FakeGateway`` is symmetric): yields its URL.
+
+    An exception in *handler* (a failed assertion on what the gateway sent) is re-raised
+    when the block exits, so it fails the test instead of only closing the socket.
+    """
+    failures: list[Exception] = []
 
     async def serve(ws: WebSocket) -> None:
-        await handler(FakeGateway(ws))
+        try:
+            await handler(FakeGateway(ws))
+        except WebSocketClosed:
+            pass  # the gateway went away: the test decides whether that was expected
+        except Exception as exc:
+            failures.append(exc)
+            raise
 
     async with trio.open_nursery() as nursery:
         port = await nursery.start(partial(serve_websocket, serve, host="127.0.0.1", port=0))
         yield f"ws://127.0.0.1:{port}/"
         nursery.cancel_scope.cancel()
+    if len(failures) == 1:
+        raise failures[0]
+    if failures:
+        raise ExceptionGroup("fake host handlers failed", failures)
 
 
 async def until_closed(peer: FakeGateway) -> None:

@@ -97,13 +97,15 @@ async def test_drop_during_a_shielded_handler_still_frees_the_slot() -> None:
 
     with trio.fail_after(10):
         async with serving(app) as host:
-            async with gateway(host) as gw:
-                gw.invoke("stuck", {})
-                await started.wait()
-            await wait_until(lambda: not host.connected)
-            async with gateway(host) as gw2:
-                assert (await gw2.call("missing"))["error"]["code"] == -32003
-            release.set()
+            try:
+                async with gateway(host) as gw:
+                    gw.invoke("stuck", {})
+                    await started.wait()
+                await wait_until(lambda: not host.connected)
+                async with gateway(host) as gw2:
+                    assert (await gw2.call("missing"))["error"]["code"] == -32003
+            finally:
+                release.set()  # on every path, or serving() would wait for it forever
 
 
 async def test_listen_exit_cancels_running_handlers() -> None:

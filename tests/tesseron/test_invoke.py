@@ -133,7 +133,7 @@ async def test_error_mapping() -> None:
             assert (await gw.call("unserialisable"))["error"]["code"] == -32603
 
 
-@pytest.mark.parametrize("style", ["shield", "thread"])
+@pytest.mark.parametrize("style", ["shield", "thread", "shield-then-raise"])
 async def test_cancel_is_answered_before_a_stubborn_handler_finishes(style: str) -> None:
     """The -32001 goes out while a handler that shields itself (or sits in an
     uncancellable thread call) is still running; its late result is dropped."""
@@ -147,26 +147,32 @@ async def test_cancel_is_answered_before_a_stubborn_handler_finishes(style: str)
     @app.action("stubborn")
     async def stubborn(input: Any, ctx: ActionContext) -> Any:
         started.set()
-        if style == "shield":
-            with trio.CancelScope(shield=True):
-                await release.wait()
-        else:
+        if style == "thread":
             # Not cancellable: Trio waits for the thread to return.
             await trio.to_thread.run_sync(thread_release.wait)
+        else:
+            with trio.CancelScope(shield=True):
+                await release.wait()
         flags.append(ctx.is_cancelled())
         finished.append("done")
+        if style == "shield-then-raise":
+            raise ValueError("a late failure must not become a second answer")
         return "late result"
 
     with trio.fail_after(10):
         async with serving(app) as host, gateway(host) as gw:
-            rid = gw.invoke("stubborn", {}, invocation_id="i-1")
-            await started.wait()
-            gw.cancel("i-1")
-            resp = await gw.response(rid)
-            assert resp["error"] == {"code": -32001, "message": "Invocation cancelled"}
-            assert finished == []  # answered while the handler still runs
-            release.set()
-            thread_release.set()
+            try:
+                rid = gw.invoke("stubborn", {}, invocation_id="i-1")
+                await started.wait()
+                gw.cancel("i-1")
+                resp = await gw.response(rid)
+                assert resp["error"] == {"code": -32001, "message": "Invocation cancelled"}
+                assert finished == []  # answered while the handler still runs
+            finally:
+                # Released on every path: a shielded handler would otherwise hold
+                # serving() open and turn a failed assertion into a hang.
+                release.set()
+                thread_release.set()
             await wait_until(lambda: finished)
             # The late result is dropped: the next frame answers the next request.
             assert (await gw.call("missing"))["error"]["code"] == -32003
@@ -190,12 +196,14 @@ async def test_timeout_is_answered_first_and_the_handler_sees_the_flag(
 
     with trio.fail_after(100):
         async with serving(app) as host, gateway(host) as gw:
-            start = trio.current_time()
-            resp = await gw.call("slow", {}, invocation_id="i-9")
-            assert resp["error"]["code"] == -32002
-            assert 1.0 <= trio.current_time() - start < 2.0
-            await wait_until(lambda: flags)
-            release.set()
+            try:
+                start = trio.current_time()
+                resp = await gw.call("slow", {}, invocation_id="i-9")
+                assert resp["error"]["code"] == -32002
+                assert trio.current_time() - start >= 1.0  # not before the deadline
+                await wait_until(lambda: flags)
+            finally:
+                release.set()  # the handler is shielded: release it on every path
             assert (await gw.call("missing"))["error"]["code"] == -32003
     assert flags == [True]
 

@@ -35,16 +35,17 @@ APP_ID: Final = re.compile(r"^[a-z][a-z0-9_]*$")
 RESERVED_APP_IDS: Final = frozenset({"tesseron", "mcp", "system"})
 
 MAX_QUEUED_NOTIFICATIONS: Final = 1024
-
-MAX_REQUESTS_PER_INVOCATION: Final = 8
-"""Sampling/elicitation requests one invocation may have in flight; each may cost a model
-call or a human's attention, so a host asking for more gets an error for the excess."""
 """Progress/log notifications held per invocation before newer ones are dropped.
 
 The queue is drained by the invoking task's helper, which waits on the stream
 consumer; a host flooding progress faster than the consumer reads loses the excess
-(with a warning) instead of growing memory without bound. Requests are never dropped.
+(with a warning) instead of growing memory without bound. Requests are never dropped
+(but see :data:`MAX_REQUESTS_PER_INVOCATION`).
 """
+
+MAX_REQUESTS_PER_INVOCATION: Final = 8
+"""Sampling/elicitation requests one invocation may have in flight; each may cost a model
+call or a human's attention, so a host asking for more gets an error for the excess."""
 
 
 class _Inv:
