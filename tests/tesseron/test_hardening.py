@@ -150,3 +150,28 @@ async def test_a_dialer_that_never_answers_hello_loses_the_slot(
                 await squatter.expect_closed()  # after the welcome timeout, in virtual time
             async with gateway(host) as gw:
                 assert (await gw.call("echo", 5))["result"]["output"] == 5
+
+
+async def test_progress_with_an_unusable_percent_never_raises() -> None:
+    app = TesseronApp("t", "T")
+
+    @app.action("odd")
+    async def odd(input: Any, ctx: ActionContext) -> Any:
+        await ctx.progress(percent=40)
+        await ctx.progress(percent="half", message="a string")  # type: ignore[arg-type]
+        await ctx.progress(percent=float("nan"), message="nan")
+        await ctx.progress(percent=True, message="a bool")  # type: ignore[arg-type]
+        return "fine"
+
+    with trio.fail_after(10):
+        async with serving(app) as host, gateway(host) as gw:
+            rid = gw.invoke("odd", {})
+            seen = []
+            while True:
+                frame = await gw.recv()
+                if frame.get("id") == rid:
+                    break
+                seen.append(frame["params"])
+            assert frame["result"]["output"] == "fine"
+    assert [p.get("percent") for p in seen] == [40, None, None, None]
+    assert [p.get("message") for p in seen] == [None, "a string", "nan", "a bool"]

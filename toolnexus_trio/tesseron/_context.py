@@ -345,7 +345,13 @@ class ActionContext:
         if session.closed:
             await trio.lowlevel.checkpoint()
             return
-        if percent is None or (isinstance(percent, float) and math.isnan(percent)):
+        if (
+            percent is None
+            or not isinstance(percent, int | float)
+            or isinstance(percent, bool)
+            or math.isnan(percent)
+        ):
+            # No usable percent (absent, NaN, or not a number): the rest still goes out.
             await session.notify(progress_frame(inv.invocation_id, None, message, data))
             return
         value = 0 if percent < 0 else 100 if percent > 100 else int(percent)
