@@ -359,3 +359,18 @@ async def test_a_raising_wait_for_is_cancel_on_the_wire() -> None:
             await gw.connect(url)
             assert await gw.invoke("fake", "act", {}) == "ok"
     assert answers[0]["result"] == {"action": "cancel"}
+
+
+async def test_host_and_gateway_agree_on_the_default_instances_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolnexus_trio.tesseron import DEFAULT_MANIFEST_DIR, TesseronApp
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # after import: both must resolve it late
+    app = TesseronApp("found", "Found")
+    with trio.fail_after(10):
+        async with app.listen(manifest_dir=DEFAULT_MANIFEST_DIR) as host, Gateway() as gw:
+            assert host.manifest_path is not None
+            assert host.manifest_path.parent == tmp_path / ".tesseron" / "instances"
+            sessions = await gw.discover()
+            assert [s.app.id for s in sessions] == ["found"]

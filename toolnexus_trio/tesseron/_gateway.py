@@ -42,6 +42,7 @@ import trio
 from .._cancel import CancelToken
 from .._groups import reraise_single
 from .._tools import Tool
+from ._app import DEFAULT_MANIFEST_DIR
 from ._errors import ActionError, TesseronErrorCode
 from ._gateway_conn import (
     _Conn,
@@ -54,14 +55,13 @@ from ._gateway_conn import (
 )
 from ._gateway_invoke import invoke, make_tool
 from ._gateway_session import (
-    DEFAULT_INSTANCES_DIR,
     GatewayOptions,
     GatewaySession,
     Sampler,
     _check_url,
     _mint_claim_code,
-    _read_manifests,
 )
+from ._manifest import read_manifest_urls
 from ._wire import (
     PROTOCOL_VERSION,
     ActionManifest,
@@ -324,8 +324,10 @@ class Gateway:
         processes are ignored; a failing dial is logged and skipped. Returns the new
         sessions.
         """
-        directory = Path(instances_dir) if instances_dir is not None else DEFAULT_INSTANCES_DIR
-        urls = await trio.to_thread.run_sync(_read_manifests, directory)
+        directory = (
+            Path(instances_dir) if instances_dir is not None else DEFAULT_MANIFEST_DIR.directory()
+        )
+        urls = await trio.to_thread.run_sync(read_manifest_urls, directory)
         connected = {c.url for c in self._conns if not c.closed}
         out: list[GatewaySession] = []
         for url in urls:

@@ -6,13 +6,10 @@ Pure bookkeeping with no connection of its own; :mod:`._gateway` drives it.
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
-import os
 import secrets
 import urllib.parse
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
@@ -33,7 +30,6 @@ Sampler = Callable[[str, int | None, dict[str, Any] | None], Awaitable[str]]
 CLAIM_ALPHABET: Final = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 """31 characters: upper-case alphanumerics minus the visually confusable ones."""
 
-DEFAULT_INSTANCES_DIR: Final = Path.home() / ".tesseron" / "instances"
 DEFAULT_AGENT: Final = Agent(id="toolnexus-trio", name="toolnexus-trio")
 
 
@@ -184,45 +180,3 @@ def _check_url(url: str) -> None:
         loopback = False
     if not loopback:
         raise ValueError(f"refusing {url!r}: a Tesseron host must be on loopback")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, owned by someone else
-    except (OverflowError, OSError):
-        return False  # not a pid this system can have
-    return True
-
-
-def _read_manifests(directory: Path) -> list[str]:
-    """URLs of live v2 ws manifests in *directory* (blocking; run in a thread)."""
-    urls: list[str] = []
-    try:
-        paths = sorted(directory.glob("*.json"))
-    except OSError:
-        return urls
-    for path in paths:
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            _log.debug("skipping unreadable manifest %s", path)
-            continue
-        if not isinstance(doc, dict) or doc.get("version") != 2:
-            continue
-        pid = doc.get("pid")
-        if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and not _pid_alive(pid):
-            _log.info("skipping manifest %s: pid %d is gone", path.name, pid)
-            continue
-        if doc.get("helloHandledByHost"):
-            _log.info("skipping manifest %s: host-minted claims are not supported", path.name)
-            continue
-        transport = doc.get("transport")
-        if isinstance(transport, dict) and transport.get("kind") == "ws":
-            url = transport.get("url")
-            if isinstance(url, str):
-                urls.append(url)
-    return urls

@@ -1,6 +1,7 @@
 """The instance manifest: ``<manifest_dir>/<instanceId>.json`` (manifest v2).
 
-Blocking file I/O, run from a worker thread by the host. Written atomically (a
+Written by a host, read by a gateway's ``discover()``. Blocking file I/O, run from a
+worker thread. Written atomically (a
 private temp file in the same directory, then ``os.replace``) with private modes:
 the directory 0700, the file 0600.
 """
@@ -8,11 +9,14 @@ the directory 0700, the file 0600.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import time
 from pathlib import Path
 from typing import Any
+
+_log = logging.getLogger("toolnexus_trio.tesseron")
 
 MANIFEST_VERSION = 2
 """Released gateways check ``version == 2`` strictly."""
@@ -58,3 +62,48 @@ def write_manifest(directory: Path, document: dict[str, Any]) -> Path:
 def remove_manifest(path: Path) -> None:
     """Remove a manifest written by :func:`write_manifest` (missing is fine)."""
     path.unlink(missing_ok=True)
+
+
+# -- reading (the gateway side) ----------------------------------------------------
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, owned by someone else
+    except (OverflowError, OSError):
+        return False  # not a pid this system can have
+    return True
+
+
+def read_manifest_urls(directory: Path) -> list[str]:
+    """URLs of live v2 ws manifests in *directory* (blocking; run in a thread)."""
+    urls: list[str] = []
+    try:
+        paths = sorted(directory.glob("*.json"))
+    except OSError:
+        return urls
+    for path in paths:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            _log.debug("skipping unreadable manifest %s", path)
+            continue
+        if not isinstance(doc, dict) or doc.get("version") != MANIFEST_VERSION:
+            continue
+        pid = doc.get("pid")
+        if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and not pid_alive(pid):
+            _log.info("skipping manifest %s: pid %d is gone", path.name, pid)
+            continue
+        if doc.get("helloHandledByHost"):
+            _log.info("skipping manifest %s: host-minted claims are not supported", path.name)
+            continue
+        transport = doc.get("transport")
+        if isinstance(transport, dict) and transport.get("kind") == "ws":
+            url = transport.get("url")
+            if isinstance(url, str):
+                urls.append(url)
+    return urls
