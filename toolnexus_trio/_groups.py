@@ -19,17 +19,18 @@ from contextlib import contextmanager
 import trio
 
 
-def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+def leaf_exceptions(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    """Every non-group exception inside *group*, depth first."""
     for exc in group.exceptions:
         if isinstance(exc, BaseExceptionGroup):
-            yield from _leaves(exc)
+            yield from leaf_exceptions(exc)
         else:
             yield exc
 
 
 def reraise_single(group: BaseExceptionGroup[BaseException]) -> None:
     """Raise the one exception *group* stands for, or *group* itself (see module doc)."""
-    leaves = list(_leaves(group))
+    leaves = list(leaf_exceptions(group))
     for fatal in (KeyboardInterrupt, SystemExit):
         for leaf in leaves:
             if isinstance(leaf, fatal):

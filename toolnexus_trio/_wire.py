@@ -62,11 +62,7 @@ class Answer:
 
     def to_json(self) -> dict[str, Any]:
         """The wire form: keys ``id, ok, data, reason``, ``None`` left out."""
-        out: dict[str, Any] = {"id": self.id, "ok": self.ok}
-        if self.data is not None:
-            out["data"] = self.data
-        if self.reason is not None:
-            out["reason"] = self.reason
+        out: dict[str, Any] = wire.unstructure(self)
         return out
 
     @classmethod

@@ -9,7 +9,6 @@ which send the full-manifest ``*/list_changed`` once their welcome is applied.
 from __future__ import annotations
 
 import inspect
-import re
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -21,15 +20,13 @@ import attrs
 from .._schema import SchemaError, Validator, compile_schema, schema_for_type
 from ._context import ActionContext
 from ._errors import ActionError, TesseronErrorCode
-from ._wire import ActionManifest, AppInfo, ResourceManifest, payloads
+from ._wire import ActionManifest, AppInfo, ResourceManifest, app_id_problem, payloads
 
 if TYPE_CHECKING:
     from ._host import TesseronHost
 
 __all__ = ["DEFAULT_MANIFEST_DIR", "ResourceHandle", "TesseronApp"]
 
-_APP_ID = re.compile(r"^[a-z][a-z0-9_]*$")
-RESERVED_APP_IDS: Final = frozenset({"tesseron", "mcp", "system"})
 
 RAW_INPUT_SCHEMA: Final[dict[str, Any]] = {"type": "object", "additionalProperties": True}
 """Published for an action without a typed input or explicit schema (MCP wants an object)."""
@@ -145,10 +142,9 @@ class TesseronApp:
         description: str | None = None,
         version: str | None = None,
     ) -> None:
-        if not isinstance(id, str) or not _APP_ID.match(id):
-            raise ValueError(f"invalid Tesseron app id {id!r}: must match ^[a-z][a-z0-9_]*$")
-        if id in RESERVED_APP_IDS:
-            raise ValueError(f"Tesseron app id {id!r} is reserved")
+        problem = app_id_problem(id)
+        if problem is not None:
+            raise ValueError(problem)
         self.info = AppInfo(
             id=id, name=name, origin=origin, description=description, version=version
         )

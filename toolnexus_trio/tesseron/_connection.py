@@ -42,9 +42,16 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 
 from .._converter import wire
+from .._groups import leaf_exceptions
 from ._app import ResourceHandle, _Action
 from ._context import ActionContext, _Invocation, _OutboundRequest, _Reply
-from ._errors import ActionError, TesseronErrorCode, transport_closed
+from ._errors import (
+    ActionError,
+    TesseronErrorCode,
+    invalid_params,
+    method_not_found,
+    transport_closed,
+)
 from ._wire import (
     ALL_CAPABILITIES,
     PROTOCOL_VERSION,
@@ -431,14 +438,7 @@ class _Connection:
         if type(msg) is Request:
             handler = self._requests.get(msg.method)
             if handler is None:
-                self._send(
-                    error_frame(
-                        msg.id,
-                        ActionError(
-                            TesseronErrorCode.METHOD_NOT_FOUND, f"Method not found: {msg.method}"
-                        ),
-                    )
-                )
+                self._send(error_frame(msg.id, method_not_found(msg.method)))
                 return
             try:
                 handler(msg)
@@ -472,11 +472,11 @@ class _Connection:
     def _on_invoke(self, req: Request) -> None:
         params = req.params
         if not isinstance(params, dict):
-            raise _invalid_params("actions/invoke needs params {name, invocationId, input}")
+            raise invalid_params("actions/invoke needs params {name, invocationId, input}")
         name = params.get("name")
         invocation_id = params.get("invocationId")
         if not isinstance(name, str) or not isinstance(invocation_id, str):
-            raise _invalid_params("actions/invoke needs string name and invocationId")
+            raise invalid_params("actions/invoke needs string name and invocationId")
         action = self._app._actions.get(name)
         if action is None:
             raise ActionError(TesseronErrorCode.ACTION_NOT_FOUND, f"Action not found: {name}")
@@ -600,7 +600,7 @@ class _Connection:
         params = req.params
         name = params.get("name") if isinstance(params, dict) else None
         if not isinstance(name, str):
-            raise _invalid_params("resources/read needs params {name}")
+            raise invalid_params("resources/read needs params {name}")
         handle = self._app._resources.get(name)
         if handle is None:
             raise ActionError(TesseronErrorCode.ACTION_NOT_FOUND, f"Resource not readable: {name}")
@@ -617,11 +617,11 @@ class _Connection:
     def _on_subscribe(self, req: Request) -> None:
         params = req.params
         if not isinstance(params, dict):
-            raise _invalid_params("resources/subscribe needs params {name, subscriptionId}")
+            raise invalid_params("resources/subscribe needs params {name, subscriptionId}")
         name = params.get("name")
         sub_id = params.get("subscriptionId")
         if not isinstance(name, str) or not isinstance(sub_id, str):
-            raise _invalid_params("resources/subscribe needs string name and subscriptionId")
+            raise invalid_params("resources/subscribe needs string name and subscriptionId")
         handle = self._app._resources.get(name)
         if handle is None or not handle.subscribable:
             raise ActionError(
@@ -713,18 +713,7 @@ def _as_action_error(exc: Exception) -> ActionError:
     if isinstance(exc, ActionError):
         return exc
     if isinstance(exc, ExceptionGroup):
-        leaves = _leaves(exc)
+        leaves = list(leaf_exceptions(exc))
         if len(leaves) == 1 and isinstance(leaves[0], ActionError):
             return leaves[0]
     return ActionError.internal(exc)
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    out: list[BaseException] = []
-    for exc in group.exceptions:
-        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
-    return out
-
-
-def _invalid_params(message: str) -> ActionError:
-    return ActionError(TesseronErrorCode.INVALID_PARAMS, message)

@@ -18,7 +18,6 @@ Design (see also :mod:`._connection`):
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -34,6 +33,7 @@ from ._wire import (
     LogLevel,
     LogParams,
     SamplingParams,
+    clamp_percent,
     notification_frame,
     payloads,
     progress_frame,
@@ -345,16 +345,11 @@ class ActionContext:
         if session.closed:
             await trio.lowlevel.checkpoint()
             return
-        if (
-            percent is None
-            or not isinstance(percent, int | float)
-            or isinstance(percent, bool)
-            or math.isnan(percent)
-        ):
+        value = clamp_percent(percent, 0)
+        if value is None:
             # No usable percent (absent, NaN, or not a number): the rest still goes out.
             await session.notify(progress_frame(inv.invocation_id, None, message, data))
             return
-        value = 0 if percent < 0 else 100 if percent > 100 else int(percent)
         ceiling = inv.ceiling
         lock = ceiling.lock
         # Uncontended fast path: ``async with lock`` would be a schedule point per

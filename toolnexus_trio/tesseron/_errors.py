@@ -119,6 +119,16 @@ class ActionError(Exception):
         return out
 
 
+def invalid_params(message: str) -> ActionError:
+    """An ``INVALID_PARAMS`` (-32602) error."""
+    return ActionError(TesseronErrorCode.INVALID_PARAMS, message)
+
+
+def method_not_found(method: str) -> ActionError:
+    """The ``METHOD_NOT_FOUND`` (-32601) answer to an unknown request method."""
+    return ActionError(TesseronErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
 def transport_closed() -> ActionError:
     """The ``TRANSPORT_CLOSED`` error a request gets when the connection is gone."""
     return ActionError(TesseronErrorCode.TRANSPORT_CLOSED, "Transport closed")

@@ -43,11 +43,10 @@ from .._cancel import CancelToken
 from .._groups import reraise_single
 from .._tools import Tool
 from ._app import DEFAULT_MANIFEST_DIR
-from ._errors import ActionError, TesseronErrorCode
+from ._errors import ActionError, TesseronErrorCode, invalid_params, method_not_found
 from ._gateway_conn import (
     _Conn,
     check_app_id,
-    invalid_params,
     parse_actions,
     parse_app,
     parse_capabilities,
@@ -626,12 +625,7 @@ class Gateway:
                 )
             )
         else:
-            conn.send(
-                error_frame(
-                    req.id,
-                    ActionError(TesseronErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}"),
-                )
-            )
+            conn.send(error_frame(req.id, method_not_found(method)))
 
     def _on_notification(self, conn: _Conn, msg: Notification) -> None:
         params = msg.params if isinstance(msg.params, dict) else {}

@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
-import re
 from collections import deque
 from typing import Any, Final
 
 import trio
 
 from .._runctx import RunServices
-from ._errors import ActionError, TesseronErrorCode, transport_closed
+from ._errors import invalid_params, transport_closed
 from ._wire import (
     ActionManifest,
     AppInfo,
     Capabilities,
     ResourceManifest,
     Response,
+    app_id_problem,
     notification_frame,
     request_frame,
 )
@@ -31,8 +30,6 @@ from ._ws import WebSocket, WebSocketClosed
 
 _log = logging.getLogger("toolnexus_trio.tesseron.gateway")
 
-APP_ID: Final = re.compile(r"^[a-z][a-z0-9_]*$")
-RESERVED_APP_IDS: Final = frozenset({"tesseron", "mcp", "system"})
 
 MAX_QUEUED_NOTIFICATIONS: Final = 1024
 """Progress/log notifications held per invocation before newer ones are dropped.
@@ -183,11 +180,6 @@ def _deliver(reply: trio.MemorySendChannel[Response], msg: Response) -> None:
 # ---------------------------------------------------------------------------
 
 
-def invalid_params(message: str) -> ActionError:
-    """An ``INVALID_PARAMS`` (-32602) error."""
-    return ActionError(TesseronErrorCode.INVALID_PARAMS, message)
-
-
 def parse_app(raw: Any) -> AppInfo:
     """``app`` of hello/resume; :class:`ActionError` -32602 when malformed."""
     if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
@@ -207,10 +199,9 @@ def parse_app(raw: Any) -> AppInfo:
 
 def check_app_id(app_id: str) -> None:
     """Refuse a malformed or reserved app id (-32602)."""
-    if not APP_ID.match(app_id):
-        raise invalid_params(f"Invalid app id {app_id!r}: must match ^[a-z][a-z0-9_]*$")
-    if app_id in RESERVED_APP_IDS:
-        raise invalid_params(f"App id {app_id!r} is reserved")
+    problem = app_id_problem(app_id)
+    if problem is not None:
+        raise invalid_params(problem)
 
 
 def parse_actions(raw: Any) -> list[ActionManifest]:
@@ -275,13 +266,3 @@ def parse_capabilities(raw: Any) -> Capabilities:
         sampling=caps.get("sampling") is True,
         elicitation=caps.get("elicitation") is True,
     )
-
-
-def clamp_percent(value: Any, floor: int) -> int | None:
-    """A progress percent as an int in ``floor..100``, or ``None`` when not a number."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    clamped = 0 if value < 0 else 100 if value > 100 else int(value)
-    return max(clamped, floor)

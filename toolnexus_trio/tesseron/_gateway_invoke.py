@@ -31,8 +31,8 @@ from .._runctx import current_run
 from .._tools import Tool, ToolContext, ToolHints, ToolResult, ToolSource
 from .._wire import Request as WaitRequest
 from ._errors import ActionError, TesseronErrorCode, transport_closed
-from ._gateway_conn import MAX_REQUESTS_PER_INVOCATION, _Conn, _Inv, clamp_percent
-from ._wire import ActionManifest, Request, error_frame, result_frame
+from ._gateway_conn import MAX_REQUESTS_PER_INVOCATION, _Conn, _Inv
+from ._wire import ActionManifest, Request, clamp_percent, error_frame, result_frame
 
 if TYPE_CHECKING:
     from ._gateway_session import GatewayOptions

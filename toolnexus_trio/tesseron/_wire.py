@@ -11,6 +11,8 @@ Envelopes are built here as JSON text, ``json.dumps`` once per frame.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
@@ -403,3 +405,30 @@ def progress_frame(invocation_id: str, percent: int | None, message: str | None,
     if data is not None:
         params["data"] = data
     return _dumps({"jsonrpc": "2.0", "method": "actions/progress", "params": params})
+
+
+# ---------------------------------------------------------------------------
+# Rules both sides apply
+# ---------------------------------------------------------------------------
+
+APP_ID_PATTERN: Final = re.compile(r"^[a-z][a-z0-9_]*$")
+RESERVED_APP_IDS: Final = frozenset({"tesseron", "mcp", "system"})
+
+
+def app_id_problem(app_id: object) -> str | None:
+    """Why *app_id* is not a valid Tesseron app id, or ``None`` when it is."""
+    if not isinstance(app_id, str) or not APP_ID_PATTERN.match(app_id):
+        return f"invalid Tesseron app id {app_id!r}: must match ^[a-z][a-z0-9_]*$"
+    if app_id in RESERVED_APP_IDS:
+        return f"Tesseron app id {app_id!r} is reserved"
+    return None
+
+
+def clamp_percent(value: Any, floor: int) -> int | None:
+    """A progress percent as an int in ``floor..100``, or ``None`` when not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    clamped = 0 if value < 0 else 100 if value > 100 else int(value)
+    return max(clamped, floor)

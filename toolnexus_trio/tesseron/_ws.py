@@ -202,11 +202,7 @@ class WebSocket:
         point, so a burst of sends batches into few writes. Raises
         :class:`WebSocketClosed` after close.
         """
-        if self._out_bytes > SEND_HIGH_WATER and not self.closed:
-            while self._out_bytes > SEND_HIGH_WATER and not self.closed:
-                await self._space_lot.park()
-        else:
-            await trio.lowlevel.checkpoint_if_cancelled()
+        await self.wait_writable()
         self.send_nowait(text)
 
     async def _run_writer(self) -> None:
