@@ -6,13 +6,12 @@ already has the SPEC's toggle semantics for all ten names.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from ._tools import Tool, ToolContext, ToolResult, ToolSource, pending
+from ._tools import Tool, ToolContext, ToolResult, ToolSource, output_text, pending
 from ._wire import Request
 
 BUILTIN_ORDER = (
@@ -118,7 +117,7 @@ def render_questions(questions: list[dict[str, Any]]) -> str:
 
 async def _question(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     if ctx.answer is not None:
-        return ToolResult.ok(json.dumps(ctx.answer.data or {}, separators=(",", ":")))
+        return ToolResult.ok(output_text(ctx.answer.data or {}))
     questions = list(args["questions"])
     return pending(
         Request(kind="question", prompt=render_questions(questions), data={"questions": questions})

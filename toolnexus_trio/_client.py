@@ -25,7 +25,7 @@ from ._cancel import CancelToken
 from ._groups import collapse_groups
 from ._runctx import RunServices, current_run
 from ._toolkit import Toolkit
-from ._tools import ToolContext, ToolResult, describe_exception, pending_of
+from ._tools import ToolContext, ToolResult, describe_exception, is_async_callable, pending_of
 from ._wire import Answer, Request
 
 logger = logging.getLogger("toolnexus_trio")
@@ -238,12 +238,6 @@ class _Run:
     emit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
 
-def _is_async_callable(fn: object) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004
-    )
-
-
 async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
     out = fn(event)
     if inspect.isawaitable(out):
@@ -398,7 +392,7 @@ class Client:
         self.options = options
         hooks = options.hooks
         self._hooks = Hooks(**hooks) if isinstance(hooks, Mapping) else (hooks or Hooks())
-        self._generate_is_async = _is_async_callable(options.generate)
+        self._generate_is_async = is_async_callable(options.generate)
 
     # -- public API ---------------------------------------------------------
 

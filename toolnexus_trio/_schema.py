@@ -62,14 +62,6 @@ class SchemaIssue:
         return {"message": self.message, "path": list(self.path), "rule": self.rule}
 
 
-class SchemaValidationError(ValueError):
-    """A value failed validation; :attr:`issues` lists every failure."""
-
-    def __init__(self, issues: Sequence[SchemaIssue]) -> None:
-        self.issues = tuple(issues)
-        super().__init__("; ".join(f"{i.message} (rule: {i.rule})" for i in self.issues))
-
-
 def _format_path(path: Sequence[str | int]) -> str:
     out = "$"
     for part in path:
@@ -117,12 +109,6 @@ class Validator:
         except fastjsonschema.JsonSchemaValueException as exc:
             return [_issue(exc)]
         return []
-
-    def validate(self, value: Any) -> None:
-        """Raise :class:`SchemaValidationError` unless *value* matches."""
-        found = self.issues(value)
-        if found:
-            raise SchemaValidationError(found)
 
 
 def _issue(exc: fastjsonschema.JsonSchemaValueException) -> SchemaIssue:

@@ -188,12 +188,22 @@ def pending_of(result: ToolResult) -> Request | None:
     return None
 
 
-def _to_result(value: object) -> ToolResult:
-    if isinstance(value, ToolResult):
-        return value
+def output_text(value: object) -> str:
+    """What a model sees for a tool's value: a ``str`` as is, anything else as compact JSON."""
     if isinstance(value, str):
-        return ToolResult.ok(value)
-    return ToolResult.ok(json.dumps(payloads.unstructure(value), separators=(",", ":")))
+        return value
+    return json.dumps(payloads.unstructure(value), separators=(",", ":"))
+
+
+def is_async_callable(fn: object) -> bool:
+    """An ``async def`` function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - async callable objects count too
+    )
+
+
+def _to_result(value: object) -> ToolResult:
+    return value if isinstance(value, ToolResult) else ToolResult.ok(output_text(value))
 
 
 NativeFn = Callable[[dict[str, Any], ToolContext], Awaitable["str | ToolResult"]]
@@ -206,9 +216,7 @@ def define_tool(name: str, description: str, input_schema: JSONSchema | None, fn
     raised ``Exception`` becomes ``ToolResult.error(str(exc))`` (via :meth:`Tool.call`).
     ``input_schema=None`` means :func:`empty_schema`.
     """
-    if not inspect.iscoroutinefunction(fn) and not inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - async callable objects count too
-    ):
+    if not is_async_callable(fn):
         raise TypeError(f"define_tool({name!r}): fn must be an async function")
 
     async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -18,7 +18,6 @@ host's ``-32001`` answer is not awaited.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import secrets
 from contextvars import ContextVar
@@ -28,7 +27,7 @@ import trio
 
 from .._groups import collapse_groups
 from .._runctx import current_run
-from .._tools import Tool, ToolContext, ToolHints, ToolResult, ToolSource
+from .._tools import Tool, ToolContext, ToolHints, ToolResult, ToolSource, output_text
 from .._wire import Request as WaitRequest
 from ._errors import ActionError, TesseronErrorCode, transport_closed
 from ._gateway_conn import MAX_REQUESTS_PER_INVOCATION, _Conn, _Inv
@@ -230,9 +229,8 @@ async def _sample(inv: _Inv, options: GatewayOptions, params: Any) -> dict[str, 
                     "Sampling is not available: the call was not made by a client loop",
                 )
             text = await services.sample(prompt, max_tokens)
-        elif sampler is None:
-            raise ActionError(TesseronErrorCode.SAMPLING_NOT_AVAILABLE, "Sampling is not available")
         else:
+            assert sampler is not None  # the reader refuses requests it cannot serve
             text = await sampler(prompt, max_tokens, schema)
     finally:
         sampling_depth.reset(token)
@@ -241,10 +239,7 @@ async def _sample(inv: _Inv, options: GatewayOptions, params: Any) -> dict[str, 
 
 async def _elicit(options: GatewayOptions, params: Any) -> dict[str, Any]:
     wait_for = options.wait_for
-    if wait_for is None:
-        raise ActionError(
-            TesseronErrorCode.ELICITATION_NOT_AVAILABLE, "Elicitation is not available"
-        )
+    assert wait_for is not None  # the reader refuses requests it cannot serve
     if not isinstance(params, dict) or not isinstance(params.get("question"), str):
         raise ActionError(TesseronErrorCode.INVALID_PARAMS, "elicitation/request needs a question")
     schema = params.get("schema")
@@ -284,12 +279,6 @@ def _hints(annotations: dict[str, Any] | None) -> ToolHints | None:
     )
 
 
-def _dump(output: Any) -> str:
-    if isinstance(output, str):
-        return output
-    return json.dumps(output, separators=(",", ":"))
-
-
 def make_tool(
     app_id: str,
     manifest: ActionManifest,
@@ -309,7 +298,7 @@ def make_tool(
         except ActionError as exc:
             return ToolResult.error(exc.message, metadata={"code": int(exc.code), "data": exc.data})
         return ToolResult.ok(
-            _dump(output), metadata={"app": app_id, "action": action, "invocation_id": inv_id}
+            output_text(output), metadata={"app": app_id, "action": action, "invocation_id": inv_id}
         )
 
     schema = manifest.input_schema

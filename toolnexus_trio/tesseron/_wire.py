@@ -61,9 +61,6 @@ class Capabilities:
 ALL_CAPABILITIES: Final = Capabilities(
     streaming=True, subscriptions=True, sampling=True, elicitation=True
 )
-NO_CAPABILITIES: Final = Capabilities(
-    streaming=False, subscriptions=False, sampling=False, elicitation=False
-)
 
 
 @attrs.frozen
@@ -157,24 +154,6 @@ class Claimed:
 
 
 @attrs.frozen
-class ClientInfo:
-    """``client`` in ``actions/invoke`` (the reference gateway never sends it)."""
-
-    origin: str | None = None
-    route: str | None = None
-
-
-@attrs.frozen
-class InvokeParams:
-    """Params of ``actions/invoke``."""
-
-    name: str
-    invocation_id: str
-    input: Any = None
-    client: ClientInfo | None = None
-
-
-@attrs.frozen
 class ProgressParams:
     """Params of ``actions/progress``."""
 
@@ -213,32 +192,11 @@ class ElicitationParams:
     schema: dict[str, Any]
 
 
-@attrs.frozen
-class ElicitationResult:
-    """Result of ``elicitation/request``."""
-
-    action: str
-    value: Any = None
-
-
-@attrs.frozen
-class SubscribeParams:
-    """Params of ``resources/subscribe``."""
-
-    name: str
-    subscription_id: str
-
-
 # ---------------------------------------------------------------------------
 # Envelopes (JSON text out)
 # ---------------------------------------------------------------------------
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON text."""
-    return _dumps(value)
 
 
 def unstructure(value: Any) -> Any:
