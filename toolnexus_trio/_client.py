@@ -555,7 +555,7 @@ class Client:
                 turn=0,
                 max_tokens=max_tokens,
             )
-            response = await self._call_model(request)
+            response, _ = await self._call_model(request)
             return response.content
 
         return RunServices(
@@ -601,11 +601,10 @@ class Client:
                         tools = list(change["tools"])
                     if change.get("model"):
                         model = str(change["model"])
-            response = await self._call_model(
+            response, usage = await self._call_model(
                 GenerateRequest(model=model, messages=run.messages, tools=tools or None, turn=turn)
             )
             run.turns += 1
-            usage = _usage(response.usage)
             for key, value in usage.items():
                 run.usage[key] += value
             if self._hooks.after_llm is not None:
@@ -637,7 +636,9 @@ class Client:
                 run.status, run.text = "pending", run.suspended[0].request.prompt
                 return
 
-    async def _call_model(self, request: GenerateRequest) -> InProcessResponse:
+    async def _call_model(
+        self, request: GenerateRequest
+    ) -> tuple[InProcessResponse, dict[str, int]]:
         generate = self.options.generate
         started = trio.current_time()
         try:
@@ -665,7 +666,7 @@ class Client:
              "prompt_tokens": usage["prompt_tokens"],
              "completion_tokens": usage["completion_tokens"]}
         )  # fmt: skip
-        return response
+        return response, usage
 
     async def _llm_hook(self, fn: HookFn, event: dict[str, Any]) -> Any:
         try:
@@ -720,11 +721,9 @@ class Client:
                     SuspendedCall(call.id, call.name, dict(outcome.args), request,
                                   len(run.messages), len(run.records))
                 )  # fmt: skip
-            run.records.append(
-                ToolCallRecord(call.id, call.name, outcome.args, result.output, result.is_error,
-                               result.metadata)
-            )  # fmt: skip
-            run.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
+            record, message = _record_and_message(call.id, call.name, outcome.args, result)
+            run.records.append(record)
+            run.messages.append(message)
 
     async def _call_task(
         self,
@@ -907,12 +906,9 @@ class Client:
         finally:
             for s, result in zip(suspended, results, strict=True):
                 final = result or ToolResult.error("cancelled")
-                run.messages[s.message_index] = {
-                    "role": "tool", "tool_call_id": s.id, "content": final.output,
-                }  # fmt: skip
-                run.records[s.record_index] = ToolCallRecord(
-                    s.id, s.name, s.args, final.output, final.is_error, final.metadata
-                )
+                record, message = _record_and_message(s.id, s.name, s.args, final)
+                run.records[s.record_index] = record
+                run.messages[s.message_index] = message
 
     # -- metrics ------------------------------------------------------------
 
@@ -952,6 +948,14 @@ class Client:
         if error is not None:
             event["error"] = error
         self._metric(event)
+
+
+def _record_and_message(
+    call_id: str, name: str, args: Any, result: ToolResult
+) -> tuple[ToolCallRecord, Message]:
+    """A call's record and its tool message, built the same way for a turn and a resume."""
+    record = ToolCallRecord(call_id, name, args, result.output, result.is_error, result.metadata)
+    return record, {"role": "tool", "tool_call_id": call_id, "content": result.output}
 
 
 def _ms(started: float) -> float:

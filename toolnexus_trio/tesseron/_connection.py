@@ -136,6 +136,7 @@ class _Connection:
         self._app = host.app
         self._ws = ws
         self._closed = False
+        # Mirrors _welcome_event.is_set(): a plain attribute, read for every frame.
         self._welcomed = False
         self._welcome_event = trio.Event()
         self._stop_reading: tuple[int, str] | None = None

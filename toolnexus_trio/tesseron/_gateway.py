@@ -109,7 +109,7 @@ class Gateway:
         self._conns: set[_Conn] = set()
         self._scopes: set[trio.CancelScope] = set()  # every connection, dialling or live
         self._tool_cache: dict[tuple[str, str], tuple[ActionManifest, Tool]] = {}
-        self._tools: tuple[int, list[Tool]] | None = None
+        self._tools: list[Tool] | None = None  # cleared by _bump()
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -177,8 +177,8 @@ class Gateway:
 
     def tools(self) -> list[Tool]:
         """One tool per action of every claimed, connected session."""
-        if self._tools is not None and self._tools[0] == self._version:
-            return self._tools[1]
+        if self._tools is not None:
+            return self._tools
         out: list[Tool] = []
         seen: set[str] = set()
         cache: dict[tuple[str, str], tuple[ActionManifest, Tool]] = {}
@@ -193,7 +193,7 @@ class Gateway:
                     seen.add(cached[1].name)
                     out.append(cached[1])
         self._tool_cache = cache
-        self._tools = (self._version, out)
+        self._tools = out
         return out
 
     def _caller(self, session: GatewaySession) -> Callable[..., Awaitable[tuple[Any, str]]]:
