@@ -345,7 +345,9 @@ class ActionContext:
         if session.closed:
             await trio.lowlevel.checkpoint()
             return
-        value = clamp_percent(percent, 0)
+        # An in-range int needs no clamping (the common case in a progress storm).
+        raw: object = percent
+        value = raw if type(raw) is int and 0 <= raw <= 100 else clamp_percent(raw, 0)
         if value is None:
             # No usable percent (absent, NaN, or not a number): the rest still goes out.
             await session.notify(progress_frame(inv.invocation_id, None, message, data))

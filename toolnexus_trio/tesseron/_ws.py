@@ -202,7 +202,12 @@ class WebSocket:
         point, so a burst of sends batches into few writes. Raises
         :class:`WebSocketClosed` after close.
         """
-        await self.wait_writable()
+        # wait_writable() inlined: this is the per-frame path of progress storms.
+        if self._out_bytes > SEND_HIGH_WATER and not self.closed:
+            while self._out_bytes > SEND_HIGH_WATER and not self.closed:
+                await self._space_lot.park()
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
         self.send_nowait(text)
 
     async def _run_writer(self) -> None:
