@@ -52,7 +52,7 @@ class BuiltinsConfig:
         return self.enabled and self.tools.get(name, True) is not False
 
 
-_QUESTION_SCHEMA: dict[str, Any] = {
+_question_schema: dict[str, Any] = {
     "type": "object",
     "properties": {
         "questions": {
@@ -81,7 +81,7 @@ _QUESTION_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_TODOWRITE_SCHEMA: dict[str, Any] = {
+_todowrite_schema: dict[str, Any] = {
     "type": "object",
     "properties": {
         "todos": {
@@ -130,26 +130,26 @@ async def _todowrite(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return ToolResult.ok("\n".join(lines) if lines else "(no todos)", {"todos": todos})
 
 
-_QUESTION = Tool(
+_question_tool = Tool(
     name="question",
     description=(
         "Ask the user one or more questions and wait for the answers. Use it when you "
         "need a decision or information only the user has."
     ),
-    input_schema=_QUESTION_SCHEMA,
+    input_schema=_question_schema,
     source=ToolSource.BUILTIN,
     execute=_question,
 )
 
-_TODOWRITE = Tool(
+_todowrite_tool = Tool(
     name="todowrite",
     description="Replace the session's todo list with the given todos and show it.",
-    input_schema=_TODOWRITE_SCHEMA,
+    input_schema=_todowrite_schema,
     source=ToolSource.BUILTIN,
     execute=_todowrite,
 )
 
-_AVAILABLE = {"question": _QUESTION, "todowrite": _TODOWRITE}
+_AVAILABLE = {"question": _question_tool, "todowrite": _todowrite_tool}
 
 
 def builtin_tools(config: BuiltinsConfig) -> list[Tool]:
