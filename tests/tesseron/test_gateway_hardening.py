@@ -33,6 +33,21 @@ async def _hello(peer: FakeGateway, **extra: Any) -> dict[str, Any]:
     return (await peer.response(rid))["result"]  # type: ignore[no-any-return]
 
 
+async def _claimed(peer: FakeGateway) -> dict[str, Any]:
+    """Say hello, then wait for the gateway's (auto-)claim; returns the welcome."""
+    welcome = await _hello(peer)
+    await peer.expect_method("tesseron/claimed")
+    return welcome
+
+
+def _ask(peer: FakeGateway, inv_id: str, question: str) -> Any:
+    """Send a yes/no elicitation/request for *inv_id*; returns its request id."""
+    schema = {"type": "object", "properties": {}}
+    return peer.request(
+        "elicitation/request", {"invocationId": inv_id, "question": question, "schema": schema}
+    )
+
+
 async def _invoke_request(peer: FakeGateway) -> dict[str, Any]:
     while True:
         frame = await peer.recv()
@@ -49,8 +64,7 @@ async def test_a_question_arriving_with_the_answer_does_not_hold_the_call() -> N
         raise AssertionError
 
     async def host_side(peer: FakeGateway) -> None:
-        await _hello(peer)
-        await peer.expect_method("tesseron/claimed")
+        await _claimed(peer)
         for _ in range(10):
             invoke = await _invoke_request(peer)
             inv_id = invoke["params"]["invocationId"]
@@ -145,8 +159,7 @@ async def test_hostile_ids_and_tokens_get_clear_answers() -> None:
     answers: dict[str, dict[str, Any]] = {}
 
     async def host_side(peer: FakeGateway) -> None:
-        welcome = await _hello(peer)
-        await peer.expect_method("tesseron/claimed")
+        welcome = await _claimed(peer)
         for key, inv_id in (("list", ["a"]), ("object", {"x": 1})):
             rid = peer.request("sampling/request", {"invocationId": inv_id, "prompt": "p"})
             answers[key] = await peer.response(rid)
@@ -213,8 +226,7 @@ async def test_wire_frames_decline_one_cancel_and_clamped_progress() -> None:
         return Answer(request.id, False, reason="declined")
 
     async def host_side(peer: FakeGateway) -> None:
-        await _hello(peer)
-        await peer.expect_method("tesseron/claimed")
+        await _claimed(peer)
         # 1. a declined elicitation is "decline" on the wire, not "cancel"
         invoke = await _invoke_request(peer)
         inv_id = invoke["params"]["invocationId"]
@@ -273,12 +285,10 @@ async def test_a_host_cannot_ask_unboundedly_many_questions_at_once() -> None:
         return Answer(request.id, True, {})
 
     async def host_side(peer: FakeGateway) -> None:
-        await _hello(peer)
-        await peer.expect_method("tesseron/claimed")
+        await _claimed(peer)
         invoke = await _invoke_request(peer)
         inv_id = invoke["params"]["invocationId"]
-        schema = {"type": "object", "properties": {}}
-        ids = [peer.request("elicitation/request", {"invocationId": inv_id, "question": f"q{i}", "schema": schema}) for i in range(12)]  # fmt: skip
+        ids = [_ask(peer, inv_id, f"q{i}") for i in range(12)]
         answers.extend([await peer.recv() for _ in range(4)])  # the excess, refused at once
         release.set()
         answers.extend([await peer.recv() for _ in range(8)])
@@ -308,14 +318,10 @@ async def test_the_answer_arriving_while_wait_for_runs_ends_the_question() -> No
         raise AssertionError
 
     async def host_side(peer: FakeGateway) -> None:
-        await _hello(peer)
-        await peer.expect_method("tesseron/claimed")
+        await _claimed(peer)
         invoke = await _invoke_request(peer)
         inv_id = invoke["params"]["invocationId"]
-        schema = {"type": "object", "properties": {}}
-        rid = peer.request(
-            "elicitation/request", {"invocationId": inv_id, "question": "q", "schema": schema}
-        )
+        rid = _ask(peer, inv_id, "q")
         await entered.wait()
         peer.respond(invoke["id"], {"invocationId": inv_id, "output": "done anyway"})
         frames.append(await peer.response(rid))
@@ -339,14 +345,10 @@ async def test_a_raising_wait_for_is_cancel_on_the_wire() -> None:
         raise RuntimeError("the approval service is down")
 
     async def host_side(peer: FakeGateway) -> None:
-        await _hello(peer)
-        await peer.expect_method("tesseron/claimed")
+        await _claimed(peer)
         invoke = await _invoke_request(peer)
         inv_id = invoke["params"]["invocationId"]
-        schema = {"type": "object", "properties": {}}
-        rid = peer.request(
-            "elicitation/request", {"invocationId": inv_id, "question": "q", "schema": schema}
-        )
+        rid = _ask(peer, inv_id, "q")
         answers.append(await peer.response(rid))
         peer.respond(invoke["id"], {"invocationId": inv_id, "output": "ok"})
         await until_closed(peer)
