@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from ._converter import wire
+from ._converter import structure_strictly, wire
 
 _sequence = itertools.count(1)
 
@@ -38,13 +38,21 @@ class Request:
 
     def to_json(self) -> dict[str, Any]:
         """The wire form: keys ``id, kind, prompt, url, data, expiresAt``, ``None`` left out."""
-        out: dict[str, Any] = wire.unstructure(self)
+        # cattrs writes defaulted fields after required ones; the SPEC puts id first.
+        out: dict[str, Any] = {"id": self.id, **wire.unstructure(self)}
         return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Request:
-        """Parse the wire form."""
-        return wire.structure(data, cls)
+        """Parse the wire form; a wrong shape or kind (a number for ``prompt``) is a
+        :class:`ValueError` saying which field and why."""
+        return structure_strictly(wire, data, cls)
+
+
+def _check_ok(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value is not True and value is not False:
+        kind = type(value).__name__
+        raise TypeError(f"Answer.ok must be True or False, not {kind} {value!r:.40}")
 
 
 @attrs.frozen
@@ -56,7 +64,8 @@ class Answer:
     """
 
     id: str
-    ok: bool
+    # Checked here too: an Answer built in code with ok="false" must not approve.
+    ok: bool = attrs.field(validator=_check_ok)
     data: dict[str, Any] | None = None
     reason: str | None = None
 
@@ -67,5 +76,6 @@ class Answer:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Answer:
-        """Parse the wire form."""
-        return wire.structure(data, cls)
+        """Parse the wire form. ``ok`` must be JSON ``true`` or ``false``: anything else
+        (``"false"``, ``0``, ``[0]``...) is a :class:`ValueError`, never a truthy approval."""
+        return structure_strictly(wire, data, cls)
