@@ -52,26 +52,21 @@ class BuiltinsConfig:
         return self.enabled and self.tools.get(name, True) is not False
 
 
+# Both input schemas are byte-identical to the SPEC's reference, which every released
+# port shares (key order included); tests/fixtures/builtin_schemas.json pins them.
 _question_schema: dict[str, Any] = {
     "type": "object",
     "properties": {
         "questions": {
             "type": "array",
-            "description": "The questions to ask the user",
+            "description": "Questions to ask",
             "items": {
                 "type": "object",
                 "properties": {
-                    "question": {"type": "string", "description": "The question text"},
-                    "header": {"type": "string", "description": "A short label"},
-                    "options": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "description": "Choices to offer",
-                    },
-                    "multiple": {
-                        "type": "boolean",
-                        "description": "Whether several options may be chosen",
-                    },
+                    "question": {"type": "string"},
+                    "header": {"type": "string"},
+                    "options": {"type": "array", "items": {"type": "string"}},
+                    "multiple": {"type": "boolean"},
                 },
                 "required": ["question"],
             },
@@ -86,7 +81,7 @@ _todowrite_schema: dict[str, Any] = {
     "properties": {
         "todos": {
             "type": "array",
-            "description": "The complete, updated todo list",
+            "description": "The full todo list to store",
             "items": {
                 "type": "object",
                 "properties": {

@@ -24,6 +24,7 @@ import trio
 from ._cancel import CancelToken
 from ._groups import collapse_groups
 from ._runctx import RunServices, current_run
+from ._schema import MAX_JSON_DEPTH, nested_too_deeply
 from ._toolkit import Toolkit
 from ._tools import ToolContext, ToolResult, describe_exception, is_async_callable, pending_of
 from ._wire import Answer, Request
@@ -245,20 +246,25 @@ async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
     return out
 
 
-def _int(value: Any) -> int:
+def _int(value: Any, key: str = "usage") -> int:
+    if isinstance(value, float) and not math.isfinite(value):
+        # int() would raise a bare ValueError (NaN) or OverflowError (infinity).
+        raise GenerateError(f"generate returned a non-finite usage number: {key}={value}")
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
 def _usage(raw: Mapping[str, Any] | None) -> dict[str, int]:
     if not raw:
         return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    prompt = _int(raw.get("prompt_tokens", raw.get("promptTokens")))
-    completion = _int(raw.get("completion_tokens", raw.get("completionTokens")))
+    prompt = _int(raw.get("prompt_tokens", raw.get("promptTokens")), "prompt_tokens")
+    completion = _int(
+        raw.get("completion_tokens", raw.get("completionTokens")), "completion_tokens"
+    )
     total = raw.get("total_tokens", raw.get("totalTokens"))
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
-        "total_tokens": _int(total) if total is not None else prompt + completion,
+        "total_tokens": _int(total, "total_tokens") if total is not None else prompt + completion,
     }
 
 
@@ -304,6 +310,9 @@ def _parse_response(raw: object) -> InProcessResponse:
     return InProcessResponse(content=content, tool_calls=calls, usage=usage)
 
 
+_TOO_DEEP = f"Invalid JSON arguments: nested too deeply (more than {MAX_JSON_DEPTH} levels)"
+
+
 def _to_calls(response: InProcessResponse) -> list[_Call]:
     calls = []
     for i, tc in enumerate(response.tool_calls):
@@ -312,18 +321,30 @@ def _to_calls(response: InProcessResponse) -> list[_Call]:
         if isinstance(arguments, str):
             try:
                 args = json.loads(arguments) if arguments.strip() else {}
+                deep = nested_too_deeply(args, text=arguments)
             except ValueError as exc:
                 calls.append(
                     _Call(call_id, tc.name, arguments, arguments, f"Invalid JSON arguments: {exc}")
                 )
+                continue
+            except RecursionError:  # json recurses per level: ~1,000 deep is past its stack
+                deep = True
+            if deep:
+                calls.append(_Call(call_id, tc.name, arguments, arguments, _TOO_DEEP))
                 continue
             text = arguments
         else:
             args = arguments
             try:
                 text = json.dumps(arguments, separators=(",", ":"))
+                deep = nested_too_deeply(args, text=text)
             except (TypeError, ValueError) as exc:
                 calls.append(_Call(call_id, tc.name, {}, "{}", f"Arguments are not JSON: {exc}"))
+                continue
+            except RecursionError:
+                deep = True
+            if deep:
+                calls.append(_Call(call_id, tc.name, {}, "{}", _TOO_DEEP))
                 continue
         if not isinstance(args, dict):
             calls.append(_Call(call_id, tc.name, args, text, "Arguments must be a JSON object"))
@@ -652,6 +673,7 @@ class Client:
                 if inspect.isawaitable(raw):
                     raw = await raw
             response = _parse_response(raw)
+            usage = _usage(response.usage)
         except Exception as exc:
             self._metric(
                 {"event": "llm", "model": request.model, "status": "error", "ms": _ms(started),
@@ -660,7 +682,6 @@ class Client:
             if isinstance(exc, GenerateError):
                 raise
             raise GenerateError(f"generate raised {type(exc).__name__}: {exc}") from exc
-        usage = _usage(response.usage)
         self._metric(
             {"event": "llm", "model": request.model, "status": "ok", "ms": _ms(started),
              "prompt_tokens": usage["prompt_tokens"],

@@ -14,7 +14,7 @@ import json
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Union
+from typing import Any, Final, Literal, Union
 
 import attrs
 import fastjsonschema
@@ -35,6 +35,38 @@ _UNSUPPORTED_KEYWORDS = frozenset(
         "$recursiveRef",
     }
 )
+
+
+MAX_JSON_DEPTH: Final = 128
+"""How deeply JSON values from a model (tool-call arguments) may nest.
+
+Python's ``json`` module, cattrs and recursive schemas recurse once per level, so a
+value nested ~1,000 deep would raise :class:`RecursionError` wherever it went next.
+128 is far beyond any real argument (and serde_json's default limit too).
+"""
+
+
+def nested_too_deeply(value: Any, limit: int = MAX_JSON_DEPTH, text: str | None = None) -> bool:
+    """Whether JSON data *value* nests objects/arrays more than *limit* levels deep.
+
+    Iterative, so any depth is safe to ask about. *text*, the value's JSON text when at
+    hand, lets most values skip the walk: nesting N deep needs N opening brackets.
+    """
+    if text is not None and text.count("[") + text.count("{") <= limit:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 class SchemaError(ValueError):
@@ -108,7 +140,13 @@ class Validator:
             return [_issue(e) for e in exc.errors]
         except fastjsonschema.JsonSchemaValueException as exc:
             return [_issue(exc)]
+        except RecursionError:
+            # A recursive schema ($ref to itself) walks the value once per level.
+            return [_TOO_DEEP]
         return []
+
+
+_TOO_DEEP = SchemaIssue(message="$ is nested too deeply to validate", path=(), rule="depth")
 
 
 def _issue(exc: fastjsonschema.JsonSchemaValueException) -> SchemaIssue:
@@ -148,7 +186,12 @@ def compile_schema(schema: Mapping[str, Any] | None) -> Validator:
         text = json.dumps(schema, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise SchemaError(f"a JSON Schema must be JSON data: {exc}") from exc
-    return _compile_canonical(text)
+    except RecursionError:
+        raise SchemaError("a JSON Schema nested too deeply") from None
+    try:
+        return _compile_canonical(text)
+    except RecursionError:
+        raise SchemaError("a JSON Schema nested too deeply") from None
 
 
 def empty_schema() -> JSONSchema:
@@ -169,6 +212,9 @@ _PRIMITIVES: dict[Any, JSONSchema] = {
 }
 
 
+_BARE_TYPING_TUPLE: Any = typing.Tuple  # noqa: UP006 - unparameterized, it means any tuple
+
+
 def _is_optional(tp: Any) -> tuple[bool, Any]:
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
@@ -180,9 +226,12 @@ def _is_optional(tp: Any) -> tuple[bool, Any]:
 
 
 def schema_for_type(tp: Any) -> JSONSchema:
-    """A JSON Schema for *tp*: primitives, list, dict, Optional, Literal, Enum, attrs classes.
+    """A JSON Schema for *tp*: primitives, list, tuple, dict, Optional, Literal, Enum, attrs
+    classes.
 
-    ``Optional[T]`` (``T | None``) accepts ``null`` as well as ``T``.
+    ``Optional[T]`` (``T | None``) accepts ``null`` as well as ``T``. A fixed tuple
+    ``tuple[int, str]`` is an array of exactly those items (draft-07 ``items: [...]``);
+    only ``tuple[X, ...]`` is an array of any length.
     """
     if tp is Any or tp is object:
         return {}
@@ -202,8 +251,10 @@ def schema_for_type(tp: Any) -> JSONSchema:
         return {"enum": list(args)}
     if origin in (Union, types.UnionType):
         return {"anyOf": [schema_for_type(a) for a in args]}
+    if origin is tuple and tp is not _BARE_TYPING_TUPLE and not (len(args) == 2 and args[1] is ...):
+        return _fixed_tuple_schema(args)
     if tp in (list, tuple, set, frozenset) or origin in (list, tuple, set, frozenset, Sequence):
-        if args and not (origin is tuple and len(args) != 2):
+        if args:
             return {"type": "array", "items": schema_for_type(args[0])}
         return {"type": "array"}
     if tp is dict or origin in (dict, Mapping):
@@ -215,6 +266,20 @@ def schema_for_type(tp: Any) -> JSONSchema:
     if isinstance(tp, type) and attrs.has(tp):
         return schema_for_attrs(tp)
     raise TypeError(f"cannot derive a JSON Schema from {tp!r}")
+
+
+def _fixed_tuple_schema(args: tuple[Any, ...]) -> JSONSchema:
+    # ``tuple[int, str]``: one schema per position, exactly that many items. Draft-07
+    # spells it ``items: [...]`` (``prefixItems`` is 2020-12, which we refuse).
+    if args in ((), ((),)):  # tuple[()], the empty tuple (spelled both ways by typing)
+        return {"type": "array", "maxItems": 0}
+    return {
+        "type": "array",
+        "items": [schema_for_type(a) for a in args],
+        "minItems": len(args),
+        "maxItems": len(args),
+        "additionalItems": False,
+    }
 
 
 def schema_for_attrs(cls: type[Any]) -> JSONSchema:

@@ -231,9 +231,6 @@ def define_tool(name: str, description: str, input_schema: JSONSchema | None, fn
     )
 
 
-_SKIPPED_PARAMS = frozenset({"self", "cls"})
-
-
 def _signature_tool(
     fn: Callable[..., Awaitable[Any]], name: str | None, description: str | None
 ) -> Tool:
@@ -245,9 +242,9 @@ def _signature_tool(
     required: list[str] = []
     context_params: list[str] = []
     structured: dict[str, Any] = {}
+    # A bound method's (or classmethod's) signature already leaves out self / cls; in a
+    # plain function a parameter named self or cls is an ordinary argument.
     for param in signature.parameters.values():
-        if param.name in _SKIPPED_PARAMS:
-            continue
         annotation = hints.get(param.name, Any)
         if annotation is ToolContext or ToolContext in typing.get_args(annotation):
             context_params.append(param.name)
@@ -284,10 +281,16 @@ def _signature_tool(
     )
 
 
+_NON_JSON_CONTAINERS = (tuple, set, frozenset)
+
+
 def _needs_structuring(annotation: Any) -> bool:
+    # JSON gives dicts and lists: attrs classes, enums, tuples and sets need cattrs.
     if isinstance(annotation, type) and (
         attrs.has(annotation) or issubclass(annotation, enum.Enum)
     ):
+        return True
+    if annotation in _NON_JSON_CONTAINERS or typing.get_origin(annotation) in _NON_JSON_CONTAINERS:
         return True
     return any(_needs_structuring(arg) for arg in typing.get_args(annotation))
 
@@ -308,11 +311,21 @@ def tool(
     """Make a native :class:`Tool` from an async function's signature.
 
     The name is the function's, the description its docstring's first line, and the
-    input schema comes from the annotations (``str, int, float, bool, list, dict,
-    Optional`` (which also accepts ``null``), ``Literal`` and attrs classes, which
-    cattrs structures). A parameter
-    annotated :class:`ToolContext` is injected, not exposed. Use as ``@tool`` or
-    ``@tool(name=..., description=...)``.
+    input schema comes from the annotations: ``str, int, float, bool, list, dict,
+    tuple, Optional`` (which also accepts ``null``), ``Literal``, enums and attrs
+    classes. A parameter annotated :class:`ToolContext` is injected, not exposed. Use
+    as ``@tool`` or ``@tool(name=..., description=...)``.
+
+    - ``int`` maps to ``"integer"`` and ``float`` to ``"number"``. SPEC §6 maps both to
+      ``"number"``; this is a deliberate difference: ``"integer"`` is the more precise
+      schema, models fill it well, and it keeps ``1.5`` out of an ``int`` parameter.
+    - A fixed tuple ``tuple[int, str]`` is an array of exactly those items (draft-07
+      ``items: [...]`` with ``minItems``/``maxItems``); only ``tuple[X, ...]`` is an
+      array of any length. The function receives a ``tuple``.
+    - attrs classes, enums, tuples and sets are structured with cattrs, strictly:
+      ``"false"`` is not a ``bool``, ``1.5`` not an ``int``, ``3`` not a ``str``.
+    - ``self`` and ``cls`` are left out only where Python binds them (a bound method,
+      a classmethod); in a plain function they are ordinary parameters.
     """
     if fn is not None:
         return _signature_tool(fn, name, description)
