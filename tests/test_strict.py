@@ -208,3 +208,21 @@ async def test_tool_arguments_structured_into_attrs_are_strict() -> None:
     assert result.is_error and "expected a boolean" in result.output
     assert (await loose.call({"order": {"express": False, "quantity": 2}})).output == "placed"
     assert seen == [Order(False, 2)]
+
+
+@pytest.mark.parametrize("converter", [wire, payloads], ids=["wire", "payloads"])
+@pytest.mark.parametrize(
+    ("value", "tp", "message"),
+    [
+        ("abc", list[str], "expected an array, got str 'abc'"),
+        ({"a": 1}, list[str], "expected an array, got dict"),
+        ("x", dict[str, Any], "expected an object, got str 'x'"),
+        ([["a", 1]], dict[str, int], "expected an object, got list"),
+    ],
+)
+def test_containers_keep_their_json_kind(converter: Any, value: Any, tp: Any, message: str) -> None:
+    with pytest.raises(Exception) as caught:
+        converter.structure(value, tp)
+    assert message in repr(_leaves(caught.value))
+    assert converter.structure(["a"], list[str]) == ["a"]
+    assert converter.structure({"a": 1}, dict[str, int]) == {"a": 1}

@@ -9,8 +9,9 @@ Both converters are *strict* about JSON kinds: cattrs' defaults would call ``boo
 ``int()``, ``float()`` and ``str()`` on whatever arrived, so ``"false"`` became
 ``True`` and ``1.9`` became ``1``. Here a ``bool`` field takes only ``true``/``false``,
 an ``int`` field only an integer (``2.0`` counts, as in JSON Schema; ``true`` does not),
-a ``float`` field only a number, a ``str`` field only a string, and an enum or
-``Literal`` only one of its values of the same kind (``true`` is not ``1``).
+a ``float`` field only a number, a ``str`` field only a string, an enum or
+``Literal`` only one of its values of the same kind (``true`` is not ``1``), a list
+only an array (a string is not a list of characters) and a mapping only an object.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, Literal, TypeVar, Union
 
 import attrs
 import cattrs
+from cattrs.cols import is_mapping, is_sequence, list_structure_factory, mapping_structure_factory
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter, make_converter
 
@@ -151,6 +153,21 @@ def _scalar_union_hook(tp: Any, converter: JsonConverter) -> Any:
     return structure
 
 
+def _is_list_like(tp: Any) -> bool:
+    # Tuples have their own hooks (fixed tuples are schema-checked); lists and sequences here.
+    return is_sequence(tp) and tp is not tuple and typing.get_origin(tp) is not tuple
+
+
+def _kind_checked(inner: Any, kinds: tuple[type, ...], expected: str) -> Any:
+    def structure(value: Any, tp: Any) -> Any:
+        # cattrs would iterate a string into characters or a dict into its keys.
+        if not isinstance(value, kinds):
+            raise StrictTypeError(f"expected {expected}, {_got(value)}")
+        return inner(value, tp)
+
+    return structure
+
+
 def make_strict(converter: JsonConverter) -> JsonConverter:
     """Register the strict scalar, union, enum and ``Literal`` hooks on *converter*."""
     converter.register_structure_hook(bool, _structure_bool)
@@ -161,6 +178,14 @@ def make_strict(converter: JsonConverter) -> JsonConverter:
     converter.register_structure_hook_func(_is_plain_literal, _structure_literal)
     converter.register_structure_hook_factory(
         _is_scalar_union, lambda tp: _scalar_union_hook(tp, converter)
+    )
+    converter.register_structure_hook_factory(
+        _is_list_like,
+        lambda tp: _kind_checked(list_structure_factory(tp, converter), (list, tuple), "an array"),
+    )
+    converter.register_structure_hook_factory(
+        is_mapping,
+        lambda tp: _kind_checked(mapping_structure_factory(tp, converter), (dict,), "an object"),
     )
     return converter
 
