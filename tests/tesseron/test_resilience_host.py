@@ -57,7 +57,7 @@ FUZZ_SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
-HOLD = "hold\u2603"  # an action no random name will hit: it only ends when cancelled
+HOLD = "hold_until_cancelled"  # longer than any random text here (12 at most): no fuzz name hits it
 
 
 def fuzz_app() -> TesseronApp:

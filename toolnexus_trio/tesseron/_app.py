@@ -9,6 +9,8 @@ which send the full-manifest ``*/list_changed`` once their welcome is applied.
 from __future__ import annotations
 
 import inspect
+import re
+import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -30,6 +32,35 @@ __all__ = ["DEFAULT_MANIFEST_DIR", "ResourceHandle", "TesseronApp"]
 
 RAW_INPUT_SCHEMA: Final[dict[str, Any]] = {"type": "object", "additionalProperties": True}
 """Published for an action without a typed input or explicit schema (MCP wants an object)."""
+
+TOOL_NAME_MAX: Final = 64
+"""Longest tool name providers accept (``^[a-zA-Z0-9_-]{1,64}$``)."""
+
+_ACTION_NAME: Final = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _action_name_problem(app_id: str, name: object) -> str | None:
+    """Why *name* cannot be an action of app *app_id*, or ``None`` when it can.
+
+    The protocol publishes each action as the agent's tool ``<app_id>__<action>``
+    (``actions.mdx``, "Naming and the MCP tool list"), and providers accept tool names
+    of ``[a-zA-Z0-9_-]``, at most 64 characters (SPEC §0.2): a name outside that would
+    reach the model renamed by the gateway, or make a provider refuse the tool list.
+    """
+    if not isinstance(name, str) or not name:
+        return "an action needs a non-empty name"
+    tool = f"{app_id}__{name}"
+    if _ACTION_NAME.fullmatch(name) is None:
+        return (
+            f"action name {name!r} is not allowed: it becomes the tool name {tool!r}, and "
+            "tool names may only use ASCII letters, digits, '_' and '-' ([A-Za-z0-9_-])"
+        )
+    if len(tool) > TOOL_NAME_MAX:
+        return (
+            f"action name {name!r} is too long: it becomes the tool name {tool!r} "
+            f"({len(tool)} characters), and tool names may have at most {TOOL_NAME_MAX}"
+        )
+    return None
 
 
 class _DefaultManifestDir:
@@ -187,11 +218,17 @@ class TesseronApp:
     ) -> Callable[[F], F]:
         """Register ``async def handler(input, ctx: ActionContext)`` as action *name*.
 
+        *name* may use ASCII letters, digits, ``_`` and ``-`` only, and
+        ``<app id>__<name>`` (the tool name gateways publish) may have at most 64
+        characters; another name, or a duplicate, raises :class:`ValueError`.
+
         When ``input`` is annotated with an attrs class, the published ``inputSchema`` is
         derived from it and the input is structured into it (attribute names are the
         JSON keys). Otherwise the input is raw JSON, validated against *input_schema*
         when given. Schemas are compiled here, once. The return value is unstructured
-        with cattrs. A duplicate *name* raises :class:`ValueError`.
+        with cattrs. An ``input`` annotation that cannot be resolved (a class defined
+        inside a function under ``from __future__ import annotations``, or imported only
+        under ``TYPE_CHECKING``) raises :class:`TypeError`, naming it.
         """
 
         def register(fn: F) -> F:
@@ -212,8 +249,9 @@ class TesseronApp:
         timeout_ms: int,
         annotations: Mapping[str, Any] | None,
     ) -> None:
-        if not isinstance(name, str) or not name:
-            raise ValueError("an action needs a non-empty name")
+        problem = _action_name_problem(self.id, name)
+        if problem is not None:
+            raise ValueError(problem)
         if name in self._actions:
             raise ValueError(f"duplicate action name {name!r}")
         if not inspect.iscoroutinefunction(fn):
@@ -223,12 +261,18 @@ class TesseronApp:
             raise TypeError(f"action {name!r}: the handler must take (input, ctx)")
         if timeout_ms <= 0:
             raise ValueError(f"action {name!r}: timeout_ms must be positive")
-        input_type = _attrs_input_type(fn, params[0].name)
+        input_type = _attrs_input_type(name, fn, params[0].name)
         schema: dict[str, Any] | None
         if input_schema is not None:
             schema = dict(input_schema)
         elif input_type is not None:
-            schema = schema_for_type(input_type)
+            try:
+                schema = schema_for_type(input_type)
+            except (NameError, TypeError) as exc:
+                raise TypeError(
+                    f"action {name!r}: cannot derive the input schema from attrs class "
+                    f"{input_type.__qualname__}: {exc}"
+                ) from exc
         else:
             schema = None
         try:
@@ -332,9 +376,12 @@ class TesseronApp:
     ) -> AbstractAsyncContextManager[TesseronHost]:
         """Serve this app: ``async with app.listen() as host:``.
 
-        Binds a loopback WebSocket (a non-loopback *host* raises :class:`ValueError`
-        before binding), publishes the instance manifest in *manifest_dir* (``None``
-        disables it) and accepts one gateway connection at a time. Gateways send no
+        Binds a loopback WebSocket (a non-loopback *host*, or a *port* outside
+        0..65535, raises :class:`ValueError` before binding), publishes the instance
+        manifest in *manifest_dir* (``None`` disables it) and accepts one gateway
+        connection at a time. A *manifest_dir* that ``listen`` creates gets mode 0700;
+        an existing one keeps its mode, but one that is group- or world-writable
+        without the sticky bit raises :class:`ValueError`. Gateways send no
         ``Origin`` header; an upgrade from a browser page (which always sends one) is
         refused with HTTP 403 unless its origin is in *allowed_origins*. See
         :class:`TesseronHost`.
@@ -350,12 +397,28 @@ class TesseronApp:
         )
 
 
-def _attrs_input_type(fn: Callable[..., Any], param: str) -> type[Any] | None:
+def _attrs_input_type(action: str, fn: Callable[..., Any], param: str) -> type[Any] | None:
+    """The attrs class *fn*'s *param* is annotated with, or ``None`` (raw JSON input).
+
+    Only that parameter's annotation is resolved: ``ctx`` may well be annotated with a
+    name imported under ``TYPE_CHECKING``. An input annotation that cannot be resolved
+    raises, since it may name an attrs class whose schema and validation would
+    otherwise be lost without a word.
+    """
+    target = inspect.unwrap(fn)
+    raw = getattr(target, "__annotations__", {}).get(param)
+    if raw is None:
+        return None
+    # get_type_hints on a stand-in holding just this annotation, in fn's globals.
+    only = types.SimpleNamespace(__annotations__={param: raw})
     try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        return None  # unresolvable annotations: treat the input as raw JSON
-    tp = hints.get(param)
+        tp = typing.get_type_hints(only, globalns=getattr(target, "__globals__", None))[param]
+    except Exception as exc:
+        raise TypeError(
+            f"action {action!r}: cannot resolve the annotation {raw!r} of the handler's "
+            f"input parameter {param!r} ({exc}); define the class at module level, and "
+            "import it at run time rather than under TYPE_CHECKING"
+        ) from exc
     if isinstance(tp, type) and attrs.has(tp):
         return tp
     return None

@@ -12,7 +12,21 @@ Tasks in the connection's nursery:
   channel; it assigns our own outbound id, sends the frame and records the one-shot
   reply channel; the read loop routes the response back.
 - one task per invocation (the handler, in its own cancel scope) and per
-  ``resources/read``.
+  ``resources/read``; subscriptions live in :mod:`._subscriptions`.
+
+Backpressure, so that memory stays bounded whatever the gateway does:
+
+- the read loop reads more only once the writer has room (``wait_writable``, as on
+  the gateway side), and admits an invocation or resource read only while fewer than
+  :data:`MAX_IN_FLIGHT` of them, holding under :data:`MAX_IN_FLIGHT_BYTES` of request
+  text, are running;
+- every other producer waits for room *before* it builds its frame: answers of
+  invocations and reads, progress and log (``send``), sample/elicit requests (the
+  servicer takes the next one only when there is room), ``publish``; updates from a
+  subscribe hook's synchronous ``emit`` are coalesced instead (see
+  :mod:`._subscriptions`);
+- a gateway that reads nothing for ``SEND_STALL_TIMEOUT`` while a write is pending is
+  disconnected with close code 1008 by the transport's watchdog.
 
 This is the one exception-to-wire boundary: :class:`ActionError` keeps its code,
 message and data; any other exception becomes ``-32603 "Internal error"`` and is
@@ -52,6 +66,7 @@ from ._errors import (
     method_not_found,
     transport_closed,
 )
+from ._subscriptions import Subscriptions
 from ._wire import (
     ALL_CAPABILITIES,
     PROTOCOL_VERSION,
@@ -59,6 +74,7 @@ from ._wire import (
     Capabilities,
     Claimed,
     HelloParams,
+    Inbound,
     Invalid,
     Notification,
     Request,
@@ -92,40 +108,18 @@ NOTIFY_BURST: Final = 256
 WELCOME_TIMEOUT: Final = 30.0
 """Seconds a dialer has to answer ``tesseron/hello``; a silent one loses the slot."""
 
+MAX_IN_FLIGHT: Final = 16384
+"""Invocations and resource reads running at once per connection; the read loop waits
+for one to finish before admitting more (the benchmarks run 10,000 at once)."""
+
+MAX_IN_FLIGHT_BYTES: Final = 64 * 1024 * 1024
+"""Characters of request text those hold at most (one more request may pass it)."""
+
+_SPAWNING: Final = frozenset({"actions/invoke", "resources/read"})
+"""Requests that start a task, and so take an in-flight slot."""
+
 _PENDING_AGENT: Final = Agent(id="pending", name="Awaiting agent")
 _OUR_MAJOR: Final = major_version(PROTOCOL_VERSION)
-
-
-class _Subscription:
-    """One ``resources/subscribe``; :meth:`stop` runs the cleanup exactly once."""
-
-    __slots__ = ("active", "cleanup", "conn", "handle", "id")
-
-    def __init__(self, conn: _Connection, id: str, handle: ResourceHandle) -> None:
-        self.conn = conn
-        self.id = id
-        self.handle = handle
-        self.active = True
-        self.cleanup: Callable[[], object] | None = None
-
-    def frame(self, data: Any) -> str:
-        return notification_frame("resources/updated", {"subscriptionId": self.id, "value": data})
-
-    def emit(self, value: Any) -> None:
-        """The ``emit`` given to a subscribe hook: send one update now, if still subscribed."""
-        if self.active:
-            self.conn._send(self.frame(payloads.unstructure(value)))
-
-    def stop(self) -> None:
-        if not self.active:
-            return
-        self.active = False
-        cleanup, self.cleanup = self.cleanup, None
-        if cleanup is not None:
-            try:
-                cleanup()
-            except Exception:
-                _log.exception("cleanup of subscription %r failed", self.id)
 
 
 class _Connection:
@@ -147,16 +141,21 @@ class _Connection:
         self._handshake_id: int | None = None
         self._handshake_method = ""
         self._hello_versions = (0, 0)
-        self._backlog: list[Request | Notification] = []
+        self._backlog: list[tuple[Request | Notification, int]] = []
         self._invocations: dict[str, _Invocation] = {}
         self._deadlines: list[tuple[float, int, _Invocation]] = []
         self._seq = 0
         self._timer_scope: trio.CancelScope | None = None
-        self._subs: dict[str, _Subscription] = {}
+        self._subs = Subscriptions(self)
         self._nursery: trio.Nursery | None = None
         self._burst = 0
+        # Admitted invocations and reads (backlogged, running or waiting for room).
+        self._load = 0
+        self._load_bytes = 0
+        self._slot_lot = trio.lowlevel.ParkingLot()  # the read loop waits for a slot
         self._req_send, self._req_recv = trio.open_memory_channel[_OutboundRequest](0)
-        self._requests: dict[str, Callable[[Request], None]] = {
+        # Each takes the request and its admitted size (0 unless in _SPAWNING).
+        self._requests: dict[str, Callable[[Request, int], None]] = {
             "actions/invoke": self._on_invoke,
             "resources/read": self._on_read,
             "resources/subscribe": self._on_subscribe,
@@ -244,16 +243,28 @@ class _Connection:
 
     async def _read_loop(self) -> None:
         ws = self._ws
-        on_frame = self._on_frame
         while (stop := self._stop_reading) is None:
             try:
+                # A gateway that stops reading must not make our answers pile up: read
+                # more only once the writer has room (this never awaits user code).
+                await ws.wait_writable()
                 batch = await ws.receive_batch()
             except WebSocketClosed as exc:
                 self._close(exc.code, exc.reason)
                 return
             for text in batch:
                 try:
-                    on_frame(text)
+                    msg = parse_frame(text)
+                    size = 0
+                    if type(msg) is Request and msg.method in _SPAWNING:
+                        if not self._has_slot():
+                            await self._wait_for_slot()
+                            if self._stop_reading is not None or self._closed_now():
+                                break
+                        size = len(text)
+                        self._load += 1
+                        self._load_bytes += size
+                    self._on_message(msg, size)
                 except Exception:
                     # One bad frame must never take down the connection and its work.
                     _log.exception("dropping a frame that could not be handled")
@@ -262,6 +273,22 @@ class _Connection:
         code, reason = stop
         self._close(code, reason)
         await ws.aclose(code, reason)
+
+    def _has_slot(self) -> bool:
+        return self._load < MAX_IN_FLIGHT and self._load_bytes < MAX_IN_FLIGHT_BYTES
+
+    async def _wait_for_slot(self) -> None:
+        """Wait until an invocation or read finishes (or the connection closes)."""
+        while not self._has_slot() and not self._closed:
+            await self._slot_lot.park()
+
+    def _release(self, size: int) -> None:
+        """An admitted request of *size* is done (answered, refused or dropped)."""
+        if size:
+            self._load -= 1
+            self._load_bytes -= size
+            if self._slot_lot:
+                self._slot_lot.unpark_all()
 
     def _close(self, code: int | None = None, reason: str = "") -> None:
         """Tear down synchronously, in the documented order; idempotent."""
@@ -282,10 +309,8 @@ class _Connection:
             inv.answered = True
             inv.cancel()
         # 4. Stop subscriptions.
-        subs = list(self._subs.values())
-        self._subs.clear()
-        for sub in subs:
-            sub.stop()
+        self._slot_lot.unpark_all()
+        self._subs.stop_all()
         # 5. Free the host's slot so the next dial is accepted at once.
         self._host._connection_closed(self, code, reason)
         if self._nursery is not None:
@@ -384,8 +409,8 @@ class _Connection:
         if app.resources_version != self._hello_versions[1]:
             self._send_list_changed(resources=True)
         backlog, self._backlog = self._backlog, []
-        for held in backlog:
-            self._dispatch(held)
+        for held, size in backlog:
+            self._dispatch(held, size)
 
     def _fail_handshake(self, error: ActionError) -> None:
         self._host._on_handshake_failed(error)
@@ -415,19 +440,19 @@ class _Connection:
 
     # -- inbound ------------------------------------------------------------------
 
-    def _on_frame(self, text: str) -> None:
-        msg = parse_frame(text)
+    def _on_message(self, msg: Inbound, size: int) -> None:
         if type(msg) is Response:
             self._on_response(msg)
         elif type(msg) is Invalid:
             if msg.reply:
                 self._send(error_frame(msg.id, msg.error))
         elif self._welcomed:
-            self._dispatch(msg)  # type: ignore[arg-type]
+            self._dispatch(msg, size)  # type: ignore[arg-type]
         elif len(self._backlog) < MAX_BACKLOG:
             # Applied before any invoke: held messages run right after the welcome.
-            self._backlog.append(msg)  # type: ignore[arg-type]
+            self._backlog.append((msg, size))  # type: ignore[arg-type]
         elif type(msg) is Request:
+            self._release(size)
             self._send(
                 error_frame(
                     msg.id,
@@ -435,17 +460,19 @@ class _Connection:
                 )
             )
 
-    def _dispatch(self, msg: Request | Notification) -> None:
+    def _dispatch(self, msg: Request | Notification, size: int) -> None:
         if type(msg) is Request:
             handler = self._requests.get(msg.method)
             if handler is None:
                 self._send(error_frame(msg.id, method_not_found(msg.method)))
                 return
             try:
-                handler(msg)
+                handler(msg, size)
             except ActionError as exc:
+                self._release(size)
                 self._send(error_frame(msg.id, exc))
             except Exception as exc:
+                self._release(size)
                 self._send(error_frame(msg.id, ActionError.internal(exc)))
         else:
             on_notification = self._notifications.get(msg.method)
@@ -470,7 +497,7 @@ class _Connection:
 
     # -- invocations --------------------------------------------------------------
 
-    def _on_invoke(self, req: Request) -> None:
+    def _on_invoke(self, req: Request, size: int) -> None:
         params = req.params
         if not isinstance(params, dict):
             raise invalid_params("actions/invoke needs params {name, invocationId, input}")
@@ -502,29 +529,38 @@ class _Connection:
         self._invocations[invocation_id] = inv
         self._push_deadline(inv)
         assert self._nursery is not None
-        self._nursery.start_soon(self._run_invocation, action, inv, value)
+        self._nursery.start_soon(self._run_invocation, action, inv, value, size)
 
-    async def _run_invocation(self, action: _Action, inv: _Invocation, value: Any) -> None:
-        frame: str | None = None
+    async def _run_invocation(
+        self, action: _Action, inv: _Invocation, value: Any, size: int
+    ) -> None:
         try:
-            with inv.scope:
-                output = await action.handler(value, ActionContext(inv, self))
+            try:
+                with inv.scope:
+                    output = await action.handler(value, ActionContext(inv, self))
                 if inv.answered:
                     return  # cancelled or timed out: the answer went out already
+                # Room first, then build the frame: an answer the gateway does not
+                # read never exists twice (here and queued).
+                await self._ws.wait_writable()
                 frame = invoke_result_frame(
                     inv.request_id, inv.invocation_id, payloads.unstructure(output)
                 )
-        except Exception as exc:
-            frame = error_frame(inv.request_id, _as_action_error(exc))
-        self._finish(inv, frame)
+            except Exception as exc:
+                error = _as_action_error(exc)
+                if not inv.answered:
+                    await self._ws.wait_writable()
+                frame = error_frame(inv.request_id, error)
+            self._finish(inv, frame)
+        finally:
+            self._release(size)
 
-    def _finish(self, inv: _Invocation, frame: str | None) -> None:
+    def _finish(self, inv: _Invocation, frame: str) -> None:
         if inv.answered:
             return  # exactly one response per id: a late result is dropped
         inv.answered = True
         del self._invocations[inv.invocation_id]
-        if frame is not None:
-            self._send(frame)
+        self._send(frame)
         # Lazy deletion keeps finishing O(1); compact when dead entries dominate.
         if len(self._deadlines) > 2 * len(self._invocations) + 64:
             self._deadlines = [e for e in self._deadlines if not e[2].answered]
@@ -580,14 +616,18 @@ class _Connection:
 
     async def _service_requests(self) -> None:
         try:
-            async for request in self._req_recv:
+            while True:
+                # Take the next request only when there is room: a handler asking
+                # for samples or elicitations waits in its send to the channel.
+                await self._ws.wait_writable()
+                request = await self._req_recv.receive()
                 if self._closed:
                     _deliver(request.reply, _Reply(error=transport_closed()))
                     continue
                 id = request.id = self._new_id()
                 self._pending[id] = request.reply
                 self._send(request_frame(id, request.method, request.params))
-        except trio.ClosedResourceError:
+        except (trio.ClosedResourceError, trio.EndOfChannel):
             return  # closed by _close(): pending requests were failed there
 
     def abandon(self, request: _OutboundRequest) -> None:
@@ -597,7 +637,7 @@ class _Connection:
 
     # -- resources ----------------------------------------------------------------
 
-    def _on_read(self, req: Request) -> None:
+    def _on_read(self, req: Request, size: int) -> None:
         params = req.params
         name = params.get("name") if isinstance(params, dict) else None
         if not isinstance(name, str):
@@ -606,75 +646,38 @@ class _Connection:
         if handle is None:
             raise ActionError(TesseronErrorCode.ACTION_NOT_FOUND, f"Resource not readable: {name}")
         assert self._nursery is not None
-        self._nursery.start_soon(self._run_read, req.id, handle)
+        self._nursery.start_soon(self._run_read, req.id, handle, size)
 
-    async def _run_read(self, id: RequestId, handle: ResourceHandle) -> None:
+    async def _run_read(self, id: RequestId, handle: ResourceHandle, size: int) -> None:
         try:
-            frame = result_frame(id, {"value": await handle.read()})
-        except Exception as exc:
-            frame = error_frame(id, _as_action_error(exc))
-        self._send(frame)
-
-    def _on_subscribe(self, req: Request) -> None:
-        params = req.params
-        if not isinstance(params, dict):
-            raise invalid_params("resources/subscribe needs params {name, subscriptionId}")
-        name = params.get("name")
-        sub_id = params.get("subscriptionId")
-        if not isinstance(name, str) or not isinstance(sub_id, str):
-            raise invalid_params("resources/subscribe needs string name and subscriptionId")
-        handle = self._app._resources.get(name)
-        if handle is None or not handle.subscribable:
-            raise ActionError(
-                TesseronErrorCode.ACTION_NOT_FOUND, f"Resource not subscribable: {name}"
-            )
-        old = self._subs.pop(sub_id, None)
-        if old is not None:
-            old.stop()
-        # Ack first, so no update can overtake it.
-        self._send(result_frame(req.id, None))
-        sub = _Subscription(self, sub_id, handle)
-        self._subs[sub_id] = sub
-        hook = handle._subscribe
-        if hook is not None:
             try:
-                cleanup = hook(sub.emit)
-            except Exception:
-                _log.exception("subscribe hook of resource %r failed", name)
-                return
-            if sub.active:
-                sub.cleanup = cleanup
-            elif cleanup is not None:
-                cleanup()  # unsubscribed from inside the hook
+                value = await handle.read()
+                await self._ws.wait_writable()  # room first, as for invocations
+                frame = result_frame(id, {"value": value})
+            except Exception as exc:
+                error = _as_action_error(exc)
+                await self._ws.wait_writable()
+                frame = error_frame(id, error)
+            self._send(frame)
+        finally:
+            self._release(size)
 
-    def _on_unsubscribe(self, req: Request) -> None:
-        params = req.params
-        sub_id = params.get("subscriptionId") if isinstance(params, dict) else None
-        sub = self._subs.pop(sub_id, None) if isinstance(sub_id, str) else None
-        if sub is not None:
-            sub.stop()
-        # Acknowledged even for an unknown id (the protocol says so).
-        self._send(result_frame(req.id, None))
+    def _on_subscribe(self, req: Request, size: int) -> None:
+        self._subs.subscribe(req)
+
+    def _on_unsubscribe(self, req: Request, size: int) -> None:
+        self._subs.unsubscribe(req)
 
     async def publish(self, handle: ResourceHandle, data: Any) -> None:
         """Send ``resources/updated`` to each live subscription of *handle*."""
-        for sub in [s for s in self._subs.values() if s.handle is handle]:
-            if sub.active and not self._closed:
-                # Wait for room first, then check again and send at once: an
-                # unsubscribe acknowledged meanwhile must not be followed by an update.
-                await self._ws.wait_writable()
-                if sub.active and not self._closed:
-                    self._send(sub.frame(data))
+        await self._subs.publish(handle, data)
 
     def manifest_changed(
         self, *, actions: bool, resources: bool, removed: ResourceHandle | None
     ) -> None:
         """Registrations changed: stop a removed resource's subscriptions, send list_changed."""
         if removed is not None:
-            for sub_id, sub in list(self._subs.items()):
-                if sub.handle is removed:
-                    del self._subs[sub_id]
-                    sub.stop()
+            self._subs.stop_resource(removed)
         if self._welcomed and not self._closed:
             self._send_list_changed(actions=actions, resources=resources)
 

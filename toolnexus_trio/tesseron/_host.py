@@ -16,7 +16,13 @@ import trio
 from .._groups import collapse_groups
 from ._connection import _Connection
 from ._errors import ActionError
-from ._manifest import manifest_document, new_instance_id, remove_manifest, write_manifest
+from ._manifest import (
+    manifest_document,
+    new_instance_id,
+    prepare_directory,
+    remove_manifest,
+    write_manifest,
+)
 from ._wire import Agent, Capabilities, Claimed, Welcome
 from ._ws import WebSocket, serve_websocket
 
@@ -181,6 +187,15 @@ def _check_loopback(host: str) -> str:
     return host
 
 
+def _check_port(port: object) -> int:
+    if not isinstance(port, int) or isinstance(port, bool):
+        raise TypeError(f"port must be an int, got {port!r}")
+    if not 0 <= port <= 65535:
+        # The OS would silently take it modulo 65536 and bind another port.
+        raise ValueError(f"port {port} is outside 0..65535 (0 picks a free port)")
+    return port
+
+
 def _url(host: str, port: int) -> str:
     return f"ws://[{host}]:{port}/" if ":" in host else f"ws://{host}:{port}/"
 
@@ -206,7 +221,11 @@ async def listen(
 ) -> AsyncIterator[TesseronHost]:
     """Serve *app* until the block exits (see :meth:`TesseronApp.listen`)."""
     bind_host = _check_loopback(host)  # before anything binds
+    port = _check_port(port)
     directory = _manifest_directory(manifest_dir)
+    if directory is not None:
+        # Refuse an unsafe manifest_dir before binding, too.
+        await trio.to_thread.run_sync(prepare_directory, directory)
     th = TesseronHost(app)
     with collapse_groups():
         async with trio.open_nursery() as nursery:

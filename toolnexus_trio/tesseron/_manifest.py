@@ -3,7 +3,10 @@
 Written by a host, read by a gateway's ``discover()``. Blocking file I/O, run from a
 worker thread. Written atomically (a
 private temp file in the same directory, then ``os.replace``) with private modes:
-the directory 0700, the file 0600.
+the file 0600, and the directory 0700 when the host creates it. A directory that
+already exists keeps its mode (it may be shared, e.g. a sticky ``/tmp``-like one);
+one that others may write to without the sticky bit is refused, since anyone could
+then replace or delete the manifest.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import json
 import logging
 import os
 import secrets
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -39,10 +43,37 @@ def manifest_document(instance_id: str, app_name: str, url: str) -> dict[str, An
     }
 
 
+def prepare_directory(directory: Path) -> None:
+    """Create *directory* with mode 0700, or check an existing one (see the module docs).
+
+    Raises :class:`ValueError` for an existing directory that is group- or
+    world-writable without the sticky bit, or a path that is not a directory.
+    """
+    try:
+        directory.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass
+    else:
+        os.chmod(directory, 0o700)  # ours: mkdir's mode was filtered by the umask
+        return
+    info = os.stat(directory)
+    if not stat.S_ISDIR(info.st_mode):
+        raise ValueError(f"manifest_dir {str(directory)!r} exists and is not a directory")
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX:
+        raise ValueError(
+            f"refusing manifest_dir {str(directory)!r}: it is group- or world-writable "
+            f"without the sticky bit (mode {mode:#o}), so others could replace the "
+            "manifest; use a private directory, or set the sticky bit (chmod +t)"
+        )
+
+
 def write_manifest(directory: Path, document: dict[str, Any]) -> Path:
-    """Write *document* atomically to ``directory/<instanceId>.json``; return the path."""
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(directory, 0o700)  # mkdir's mode is filtered by the umask, and may pre-exist
+    """Write *document* atomically to ``directory/<instanceId>.json``; return the path.
+
+    The directory is prepared first (:func:`prepare_directory`).
+    """
+    prepare_directory(directory)
     path = directory / f"{document['instanceId']}.json"
     tmp = directory / f".{document['instanceId']}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -9,6 +9,12 @@ which measured 3-4x slower than feeding a Sans-I/O protocol straight from a
 * everything to send (frames, pongs, close frames) goes to one queue, and a single
   writer task joins what has accumulated into one ``send_all``.
 
+Backpressure: :meth:`WebSocket.send` and :meth:`WebSocket.wait_writable` wait while
+more than :data:`SEND_HIGH_WATER` bytes are queued, and read loops wait on
+``wait_writable`` before reading more. A watchdog beside the writer closes the
+connection with :data:`STALL_CLOSE_CODE` when one write has not finished within
+:data:`SEND_STALL_TIMEOUT`: the peer has stopped reading.
+
 The writer is the only code that calls ``send_all`` while it runs. Before it starts
 (the opening handshake) and after it has exited (the final close frame), the code
 that owns the connection writes directly, which cannot interleave with it.
@@ -35,6 +41,9 @@ from .._groups import collapse_groups
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "SEND_HIGH_WATER",
+    "SEND_STALL_TIMEOUT",
+    "STALL_CLOSE_CODE",
     "SUBPROTOCOL",
     "WebSocket",
     "WebSocketClosed",
@@ -52,7 +61,23 @@ RECEIVE_CHUNK = 65536
 """Bytes asked of the stream per read; a whole pipelined burst is usually one chunk."""
 
 SEND_HIGH_WATER = 1024 * 1024
-"""Queued outgoing bytes above which :meth:`WebSocket.send` waits."""
+"""Queued outgoing bytes above which :meth:`WebSocket.send` and ``wait_writable`` wait.
+
+A producer that waits adds at most one frame past it, and the writer holds at most
+one such batch in ``send_all``: when everything sent waits for room first, outgoing
+bytes stay below ``2 * (SEND_HIGH_WATER + the largest frame)`` (a read loop's
+immediate answers to the one batch it read add a little).
+"""
+
+SEND_STALL_TIMEOUT = 30.0
+"""Seconds one ``send_all`` may stay unfinished before the peer counts as not reading.
+
+On loopback a reading peer takes a batch in milliseconds.
+"""
+
+STALL_CLOSE_CODE = 1008
+"""Close code for a peer that stopped reading: 1008 (policy violation), since the
+fault is the peer's; 1013 (try again later) would blame our own load."""
 
 HANDSHAKE_TIMEOUT = 10.0
 """Seconds allowed for the HTTP upgrade, either side."""
@@ -117,6 +142,13 @@ class WebSocket:
         self._stopping = False  # tells the writer to exit once drained
         self._writer_running = False
         self._write_failed = False
+        self._sending_bytes = 0  # handed to send_all, not yet written
+        self._send_started: float | None = None  # when the current send_all began
+        self._sends = 0  # send_all calls begun; tells the watchdog one write from the next
+        self.stall_timeout = SEND_STALL_TIMEOUT
+        """Seconds one write may take before the connection is closed (see
+        :data:`SEND_STALL_TIMEOUT`)."""
+        self._watch_lot = trio.lowlevel.ParkingLot()  # the watchdog waits for a write
         self._writer_lot = trio.lowlevel.ParkingLot()  # writer waits for work
         self._drain_lot = trio.lowlevel.ParkingLot()  # aclose waits for the writer
         self._space_lot = trio.lowlevel.ParkingLot()  # send() waits below high water
@@ -133,6 +165,16 @@ class WebSocket:
             or self._aclose_started
             or self._write_failed
         )
+
+    @property
+    def writable(self) -> bool:
+        """Whether at most :data:`SEND_HIGH_WATER` bytes are queued (``send`` would not wait)."""
+        return self._out_bytes <= SEND_HIGH_WATER
+
+    @property
+    def queued_bytes(self) -> int:
+        """Outgoing bytes not yet written: the queue plus the write in progress."""
+        return self._out_bytes + self._sending_bytes
 
     def _closed_error(self) -> WebSocketClosed:
         proto = self._proto
@@ -187,7 +229,11 @@ class WebSocket:
         self._pull_output()
 
     async def wait_writable(self) -> None:
-        """Wait while more than 1 MiB is queued (at once when closed); a checkpoint."""
+        """Wait while more than 1 MiB is queued (at once when closed); a checkpoint.
+
+        Read loops call it before reading more, and producers that build a frame
+        only once there is room call it first.
+        """
         if self._out_bytes > SEND_HIGH_WATER and not self.closed:
             while self._out_bytes > SEND_HIGH_WATER and not self.closed:
                 await self._space_lot.park()
@@ -211,7 +257,14 @@ class WebSocket:
         self.send_nowait(text)
 
     async def _run_writer(self) -> None:
-        """Send queued bytes until told to stop; the only caller of ``send_all``."""
+        """Send queued bytes until told to stop, with the stall watchdog beside it."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch_writes)
+            await self._write_loop()
+            nursery.cancel_scope.cancel()
+
+    async def _write_loop(self) -> None:
+        """The writer: the only caller of ``send_all`` while it runs."""
         self._writer_running = True
         in_send = False
         try:
@@ -221,9 +274,16 @@ class WebSocket:
                     self._out.clear()
                     self._out_bytes = 0
                     self._space_lot.unpark_all()
+                    self._sending_bytes = len(data)
+                    self._send_started = trio.current_time()
+                    self._sends += 1
+                    if self._watch_lot:
+                        self._watch_lot.unpark_all()
                     in_send = True
                     await self._stream.send_all(data)
                     in_send = False
+                    self._send_started = None
+                    self._sending_bytes = 0
                     self._drain_lot.unpark_all()
                 elif self._eof_pending and not self._eof_sent:
                     self._eof_sent = True
@@ -241,9 +301,43 @@ class WebSocket:
             # A send_all interrupted half-way leaves a partial frame on the wire.
             if in_send:
                 self._write_failed = True
+            self._send_started = None
+            self._sending_bytes = 0
             self._writer_running = False
             self._drain_lot.unpark_all()
             self._space_lot.unpark_all()
+
+    async def _watch_writes(self) -> None:
+        """Close the connection when one write stays unfinished for ``stall_timeout``.
+
+        The write cannot be interrupted (half a frame would be on the wire), and
+        everything queued behind it, and every producer waiting for room, would wait
+        for as long as the peer does not read.
+        """
+        while True:
+            started = self._send_started
+            if started is None:
+                await self._watch_lot.park()  # woken when the next write begins
+                continue
+            sends = self._sends
+            await trio.sleep_until(started + self.stall_timeout)
+            if self._sends == sends and self._send_started is not None:
+                await self._stall()
+                return
+
+    async def _stall(self) -> None:
+        """The peer stopped reading: close with :data:`STALL_CLOSE_CODE`."""
+        if self._aclose_started or self.closed:
+            return
+        reason = f"peer stopped reading (no write finished in {self.stall_timeout:g} s)"
+        _log.warning("closing the WebSocket: %s", reason)
+        # Recorded as our close, so every waiter and the reader report 1008; the frame
+        # itself is never written (it would wait behind bytes the peer does not take).
+        self._proto.send_close(STALL_CLOSE_CODE, reason)
+        self._pull_output()
+        self._space_lot.unpark_all()
+        # Closing the stream ends the stuck write and wakes the reader.
+        await self._stream.aclose()
 
     async def _flush_direct(self) -> None:
         """Write the queue from the calling task; only when no writer is running."""
