@@ -104,6 +104,24 @@ async def test_action_input_structuring_is_strict_and_answers_32004() -> None:
             for bad in ({"approved": "false", "cents": 5}, {"approved": False, "cents": "5"}):
                 error = (await gw.call("refund", bad))["error"]
                 assert error["code"] == -32004, error
+                # The issue names the field and the reason, not cattrs' group summary.
+                message = error["data"][0]["message"]
+                assert "expected" in message and "@ $." in message, message
             good = await gw.call("refund", {"approved": False, "cents": 5})
             assert good["result"]["output"] is False
     assert seen == [Refund(False, 5)]
+
+
+async def test_claimed_at_true_is_not_a_timestamp() -> None:
+    with trio.fail_after(10):
+        async with serving(make_app()) as host:
+            events = host.events()
+            async with gateway(host, NO_CAPS) as gw:
+                assert isinstance(await events.receive(), Welcome)
+                gw.notify(
+                    "tesseron/claimed", {"agent": {"id": "a", "name": "A"}, "claimedAt": True}
+                )
+                claimed = await events.receive()
+                assert claimed.claimed_at is None
+                gw.notify("tesseron/claimed", {"agent": {"id": "a", "name": "A"}, "claimedAt": 17})
+                assert (await events.receive()).claimed_at == 17

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 
+from .._converter import describe_structure_error
 from .._schema import SchemaError, Validator, compile_schema, schema_for_type
 from ._context import ActionContext
 from ._errors import ActionError, TesseronErrorCode
@@ -109,7 +110,7 @@ class _Action:
             raise ActionError(
                 TesseronErrorCode.INPUT_VALIDATION,
                 "Invalid input",
-                [{"message": str(exc), "path": [], "rule": "type"}],
+                [{"message": describe_structure_error(exc), "path": [], "rule": "type"}],
             ) from exc
 
 

@@ -428,7 +428,7 @@ class _Connection:
             claimed_at = params.get("claimedAt")
             event = Claimed(
                 agent=agent,
-                claimed_at=claimed_at if isinstance(claimed_at, int) else None,
+                claimed_at=claimed_at if type(claimed_at) is int else None,  # not a bool
                 agent_capabilities=caps if isinstance(raw_caps, dict) else None,
             )
         except Exception:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import attrs
 import trio
 
+from .._converter import describe_structure_error
 from .._schema import SchemaError, compile_schema, schema_for_type
 from ._errors import ActionError, TesseronErrorCode, transport_closed
 from ._wire import (
@@ -556,7 +557,7 @@ def _structure(value: Any, cls: type[T], what: str) -> T:
         return payloads.structure(value, cls)
     except Exception as exc:
         raise ActionError.handler(
-            f"{what} does not match {cls.__name__}", {"error": str(exc)}
+            f"{what} does not match {cls.__name__}", {"error": describe_structure_error(exc)}
         ) from exc
 
 
