@@ -11,7 +11,8 @@ from __future__ import annotations
 import inspect
 import random
 import re
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import attrs
@@ -87,16 +88,32 @@ async def close_response(response: httpx2.Response) -> None:
         await response.aclose()
 
 
+@asynccontextmanager
+async def body_chunks(response: httpx2.Response) -> AsyncIterator[AsyncIterator[bytes]]:
+    """``response.aiter_bytes()``, closed on the way out even when left early or cancelled.
+
+    (Left to the garbage collector, a half-read async generator is finalized outside
+    any task.)
+    """
+    chunks = response.aiter_bytes()
+    try:
+        yield chunks
+    finally:
+        with trio.move_on_after(_CLOSE_GRACE, shield=True):
+            await chunks.aclose()
+
+
 async def read_bounded(response: httpx2.Response, limit: int = MAX_RESPONSE_BYTES) -> bytes:
     """The whole (decoded) body, refusing one larger than *limit*."""
-    chunks: list[bytes] = []
+    out: list[bytes] = []
     total = 0
-    async for chunk in response.aiter_bytes():
-        total += len(chunk)
-        if total > limit:
-            raise GenerateError(f"the model's answer is larger than {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    async with body_chunks(response) as chunks:
+        async for chunk in chunks:
+            total += len(chunk)
+            if total > limit:
+                raise GenerateError(f"the model's answer is larger than {limit} bytes")
+            out.append(chunk)
+    return b"".join(out)
 
 
 class Poster:
@@ -181,17 +198,18 @@ class Poster:
         return failure
 
     async def _error_body(self, response: httpx2.Response) -> str:
-        chunks: list[bytes] = []
+        out: list[bytes] = []
         size = 0
         try:
-            async for chunk in response.aiter_bytes():
-                chunks.append(chunk)
-                size += len(chunk)
-                if size >= _ERROR_READ_BYTES:
-                    break
+            async with body_chunks(response) as chunks:
+                async for chunk in chunks:
+                    out.append(chunk)
+                    size += len(chunk)
+                    if size >= _ERROR_READ_BYTES:
+                        break
         except httpx2.HTTPError:
             pass  # the status is the error; a body cut short is still worth quoting
-        return excerpt(b"".join(chunks)[:_ERROR_READ_BYTES], self.secret)
+        return excerpt(b"".join(out)[:_ERROR_READ_BYTES], self.secret)
 
     async def _should_retry(self, info: ErrorInfo) -> bool:
         if self.on_error is None:

@@ -24,7 +24,7 @@ from .._results import GenerateError, GenerateRequest, TranslatedToolCall, Trans
 from .._toolkit import Toolkit
 from .._turns import Emit, TranslateCall, Turn, encode_arguments, finish_reason_for
 from . import _anthropic, _openai
-from ._http import MAX_RESPONSE_BYTES, Poster, close_response, redact
+from ._http import MAX_RESPONSE_BYTES, Poster, body_chunks, close_response, redact
 from ._options import ClientOptions
 from ._shape import Parsed, decode_json
 from ._sse import SSEDecoder
@@ -176,14 +176,17 @@ class HttpTurns:
         decoder = SSEDecoder()
         received = 0
         try:
-            async for chunk in response.aiter_bytes():
-                received += len(chunk)
-                if received > MAX_RESPONSE_BYTES:
-                    raise GenerateError(f"the model's stream is larger than {MAX_RESPONSE_BYTES}")
-                for event in decoder.feed(chunk):
-                    delta = assembler.feed(event)
-                    if delta:
-                        await emit({"type": "text", "delta": delta})
+            async with body_chunks(response) as chunks:
+                async for chunk in chunks:
+                    received += len(chunk)
+                    if received > MAX_RESPONSE_BYTES:
+                        raise GenerateError(
+                            f"the model's stream is over {MAX_RESPONSE_BYTES} bytes"
+                        )
+                    for event in decoder.feed(chunk):
+                        delta = assembler.feed(event)
+                        if delta:
+                            await emit({"type": "text", "delta": delta})
         except httpx2.HTTPError as exc:
             # Not retried: deltas may already have reached the consumer.
             raise GenerateError(f"the model's stream broke: {self._detail(exc)}") from exc
