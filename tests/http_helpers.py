@@ -43,9 +43,11 @@ async def served(
     style: str, script: list[Any], **kw: Any
 ) -> AsyncIterator[tuple[FakeProvider, Client]]:
     """A provider playing *script* and a client of *style* pointed at it."""
-    async with open_fake_provider(script) as provider:
-        async with create_client(options(provider, style, **kw)) as client:
-            yield provider, client
+    async with (
+        open_fake_provider(script) as provider,
+        create_client(options(provider, style, **kw)) as client,
+    ):
+        yield provider, client
 
 
 def calls_step(*pairs: tuple[int, int], text: str = "") -> dict[str, Any]:
@@ -72,8 +74,5 @@ def assert_balanced(messages: list[dict[str, Any]]) -> None:
 
 async def run_events(client: Client, prompt: str, toolkit: Toolkit | None) -> list[dict[str, Any]]:
     """Every event of one ``client.stream`` run, in order."""
-    out = []
     async with client.stream(prompt, toolkit) as events:
-        async for event in events:
-            out.append(event)
-    return out
+        return [event async for event in events]

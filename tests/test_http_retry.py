@@ -3,6 +3,7 @@ and error messages that are short and never carry the key."""
 
 from __future__ import annotations
 
+import itertools
 import socket
 from typing import Any
 
@@ -17,7 +18,7 @@ from toolnexus_trio.models._http import backoff_seconds, retry_after_seconds
 
 def gaps(provider: Any) -> list[float]:
     times = [r.received_at for r in provider.requests]
-    return [b - a for a, b in zip(times, times[1:], strict=False)]
+    return [b - a for a, b in itertools.pairwise(times)]
 
 
 @pytest.mark.parametrize(

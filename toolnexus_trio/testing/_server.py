@@ -29,8 +29,9 @@ class ReceivedRequest:
     """One request the provider read, and what became of its answer.
 
     ``headers`` has lower-case names; ``json`` is the decoded body (``None`` when it
-    is not JSON); ``received_at`` is ``trio.current_time()`` when it was read. ``step`` is the scripted step that answered it (``None`` when the
-    script had run out or the path was unknown). ``events_sent`` counts the SSE
+    is not JSON); ``received_at`` is ``trio.current_time()`` when it was read.
+    ``step`` is the scripted step that answered it (``None`` when the script had run
+    out or the path was unknown). ``events_sent`` counts the SSE
     events written so far; ``closed`` is set (and ``closed_at`` stamped with
     ``trio.current_time()``) when the provider saw the client hang up on this request
     before the answer was complete.
