@@ -103,8 +103,9 @@ async def body_chunks(response: httpx2.Response) -> AsyncIterator[AsyncIterator[
             await chunks.aclose()
 
 
-async def read_bounded(response: httpx2.Response, limit: int = MAX_RESPONSE_BYTES) -> bytes:
-    """The whole (decoded) body, refusing one larger than *limit*."""
+async def read_bounded(response: httpx2.Response, limit: int | None = None) -> bytes:
+    """The whole (decoded) body, refusing one larger than *limit* (``MAX_RESPONSE_BYTES``)."""
+    limit = MAX_RESPONSE_BYTES if limit is None else limit
     out: list[bytes] = []
     total = 0
     async with body_chunks(response) as chunks:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._results import GenerateError, InProcessResponse, Message
 from .._toolkit import Toolkit
-from .._turns import TranslateCall, _usage
+from .._turns import TranslateCall, _usage, encode_arguments
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call
 from ._sse import SSEEvent
 
@@ -205,7 +205,7 @@ def _string_arguments(message: Message) -> Message:
         if isinstance(c, Mapping) and isinstance(c.get("function"), Mapping):
             function = dict(c["function"])
             if not isinstance(function.get("arguments"), str):
-                function["arguments"] = json.dumps(function.get("arguments") or {})
+                function["arguments"] = encode_arguments(function.get("arguments") or {})
             c = {**c, "function": function}
         fixed.append(c)
     return {**message, "tool_calls": fixed}
