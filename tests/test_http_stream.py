@@ -75,3 +75,19 @@ async def test_backpressure_reaches_the_server(style: str) -> None:
     assert sent_while_paused < count // 2
     assert len(texts) == count and all(t == delta for t in texts)
     assert len(result.text) == count * len(delta)
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_a_server_that_ignores_stream_still_works(style: str) -> None:
+    body = {
+        "openai": '{"choices": [{"index": 0, "message": {"role": "assistant", "content": "whole"},'
+        ' "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 2}}',
+        "anthropic": '{"type": "message", "content": [{"type": "text", "text": "whole"}],'
+        ' "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 2}}',
+    }[style]
+    step = {"body": body, "content_type": "application/json"}
+    async with served(style, [step]) as (_, client):
+        events = await run_events(client, "hi", None)
+    assert [e["type"] for e in events] == ["text", "usage", "done"]
+    assert events[0]["delta"] == "whole"
+    assert events[-1]["result"].usage["total_tokens"] == 3

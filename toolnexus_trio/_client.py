@@ -52,7 +52,8 @@ from ._toolcalls import ToolCalls, _Call, _call_hook, _ms, _Run
 from ._toolkit import Toolkit
 from ._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
 from ._wire import Answer
-from .models import ClientOptions, HttpTurns
+from .models import ClientOptions
+from .models._source import HttpTurns
 
 logger = logging.getLogger("toolnexus_trio")
 

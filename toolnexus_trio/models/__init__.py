@@ -8,6 +8,5 @@ per wire style (``_openai``, ``_anthropic``), the shared POST with retries
 
 from ._http import ErrorInfo as ErrorInfo
 from ._options import ClientOptions as ClientOptions
-from ._source import HttpTurns as HttpTurns
 
-__all__ = ["ClientOptions", "ErrorInfo", "HttpTurns"]
+__all__ = ["ClientOptions", "ErrorInfo"]

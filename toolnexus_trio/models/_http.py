@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import random
 import re
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -117,6 +118,18 @@ async def read_bounded(response: httpx2.Response, limit: int | None = None) -> b
     return b"".join(out)
 
 
+_ssl_context: ssl.SSLContext | None = None
+
+
+def _new_client() -> httpx2.AsyncClient:
+    """A pool for one client; the first call per process loads the CA bundle (blocking)."""
+    global _ssl_context
+    if _ssl_context is None:
+        _ssl_context = httpx2.create_ssl_context()
+    # A model answer can take minutes; the run's own deadline is run_timeout_ms.
+    return httpx2.AsyncClient(verify=_ssl_context, timeout=httpx2.Timeout(600.0, connect=30.0))
+
+
 class Poster:
     """Posts a model request with retries; one per client.
 
@@ -134,8 +147,7 @@ class Poster:
         secret: str | None,
     ) -> None:
         self._owned = http_client is None
-        # A model answer can take minutes; the run's own deadline is run_timeout_ms.
-        self.http = http_client or httpx2.AsyncClient(timeout=httpx2.Timeout(600.0, connect=30.0))
+        self.http: httpx2.AsyncClient | None = http_client
         self.retries = retries
         self.retry_base_ms = retry_base_ms
         self.retryable = DEFAULT_RETRYABLE_STATUSES | frozenset(retryable_statuses or ())
@@ -157,8 +169,9 @@ class Poster:
             delay: int | None = None
             failure: GenerateError
             try:
-                request = self.http.build_request("POST", url, headers=headers, content=content)
-                response = await self.http.send(request, stream=True)
+                http = self.http or await self._make_client()
+                request = http.build_request("POST", url, headers=headers, content=content)
+                response = await http.send(request, stream=True)
             except httpx2.TransportError as exc:
                 info = ErrorInfo(exc, None, attempt, True)
                 failure = self._network_failure(url, exc)
@@ -229,5 +242,16 @@ class Poster:
 
     async def aclose(self) -> None:
         """Close the connection pool when this poster made it."""
-        if self._owned:
+        if self._owned and self.http is not None:
             await self.http.aclose()
+
+    async def _make_client(self) -> httpx2.AsyncClient:
+        # The first pool of the process loads the CA bundle and httpcore2 (tens of ms
+        # of blocking I/O): that one is made in a worker thread; later ones are cheap.
+        if _ssl_context is None:
+            made = await trio.to_thread.run_sync(_new_client)
+        else:
+            made = _new_client()
+        if self.http is None:
+            self.http = made
+        return self.http

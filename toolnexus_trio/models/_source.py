@@ -24,7 +24,14 @@ from .._results import GenerateError, GenerateRequest, TranslatedToolCall, Trans
 from .._toolkit import Toolkit
 from .._turns import Emit, TranslateCall, Turn, encode_arguments, finish_reason_for
 from . import _anthropic, _openai
-from ._http import MAX_RESPONSE_BYTES, Poster, body_chunks, close_response, redact
+from ._http import (
+    MAX_RESPONSE_BYTES,
+    Poster,
+    body_chunks,
+    close_response,
+    read_bounded,
+    redact,
+)
 from ._options import ClientOptions
 from ._shape import Parsed, decode_json
 from ._sse import SSEDecoder
@@ -172,6 +179,18 @@ class HttpTurns:
             raise
         except Exception as exc:
             raise self._failure(exc) from exc
+        if response.headers.get("content-type", "").startswith("application/json"):
+            # A server that ignores "stream": the whole answer at once, one delta.
+            try:
+                body = await read_bounded(response)
+            except httpx2.HTTPError as exc:
+                raise GenerateError(f"the model's answer broke: {self._detail(exc)}") from exc
+            finally:
+                await close_response(response)
+            whole: Parsed = self.wire.parse(decode_json(body, "the model's answer"))
+            if whole.response.content:
+                await emit({"type": "text", "delta": whole.response.content})
+            return whole
         assembler = self.wire.StreamAssembler(model)
         decoder = SSEDecoder()
         received = 0

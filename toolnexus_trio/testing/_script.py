@@ -43,7 +43,9 @@ class Step:
 
     Faults: ``status`` (not 200: that status with ``body`` or a JSON error body, plus
     ``Retry-After: retry_after`` when set); ``body`` with status 200 replaces the
-    answer with these raw bytes (non-JSON, wrong shape); ``delay_ms`` waits before
+    answer with these raw bytes (non-JSON, wrong shape), sent as ``content_type``
+    (default: ``text/event-stream`` when the request asked to stream, else
+    ``application/json``); ``delay_ms`` waits before
     answering; ``stall`` never answers and waits for the client to hang up;
     ``stall_after=N`` streams N events then stalls; ``drop_after=N`` closes the
     connection after N events (JSON: halfway through the body) without ending it;
@@ -60,6 +62,7 @@ class Step:
     status: int = 200
     retry_after: str | None = None
     body: str | None = None
+    content_type: str | None = None
     delay_ms: int = 0
     stall: bool = False
     stall_after: int | None = None

@@ -212,10 +212,12 @@ class FakeProvider:
             )
             await _send_simple(conn, stream, step.status, body, extra)
             return True
-        if step.body is not None:
-            await _send_simple(conn, stream, 200, step.body.encode(), extra)
-            return True
         request = received.json if isinstance(received.json, dict) else {}
+        if step.body is not None:
+            streamed = request.get("stream") is True
+            kind = step.content_type or ("text/event-stream" if streamed else "application/json")
+            await _send_simple(conn, stream, 200, step.body.encode(), extra, kind)
+            return True
         model = str(request.get("model", "fake"))
         serial = len(self.requests)
         if request.get("stream") is True:
@@ -257,8 +259,9 @@ async def _send_simple(
     status: int,
     body: bytes,
     extra: list[tuple[bytes, bytes]] | None = None,
+    content_type: str = "application/json",
 ) -> None:
-    await _send_head(conn, stream, status, "application/json", len(body), extra)
+    await _send_head(conn, stream, status, content_type, len(body), extra)
     await stream.send_all(conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage()))
 
 
