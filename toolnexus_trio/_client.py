@@ -144,9 +144,11 @@ class Client(ToolCalls):
 
         Cancelling *cancel* ends the run with ``status="cancelled"``; ``run_timeout_ms``
         raises :class:`RunTimeout`; cancelling an enclosing Trio scope raises
-        ``trio.Cancelled`` as usual. A failing ``generate`` raises :class:`GenerateError`
-        (the original exception is its ``__cause__``) and a failing LLM hook
-        :class:`HookError`; both carry the balanced transcript so far in ``result``.
+        ``trio.Cancelled`` as usual; each aborts an in-flight HTTP request at once and is
+        never retried. A failing model call (``generate``, or the HTTP call once its
+        retries are spent) raises :class:`GenerateError` (the original exception is its
+        ``__cause__``) and a failing LLM hook :class:`HookError`; both carry the balanced
+        transcript so far in ``result``.
         """
         run = self._new_run(prompt, toolkit, history)
         return await self._drive(run, cancel, self._loop(run))
@@ -168,6 +170,10 @@ class Client(ToolCalls):
         ``progress {id, tool, invocation_id, percent, message, data}`` and ``log {id,
         tool, level, message, meta}``. Leaving the block early cancels the run; an
         exception from the run is raised out of the block.
+
+        An HTTP client streams the model call (SSE) and sends each text delta as it
+        arrives, read in the run's own task: a slow consumer slows the socket, nothing
+        is queued. The in-process client sends a turn's text as one delta.
         """
         # Size 0: the loop waits for the consumer, so events are never queued up.
         send, receive = trio.open_memory_channel[dict[str, Any]](0)
