@@ -15,3 +15,12 @@ def socket_autojump_clock() -> trio.testing.MockClock:
     time first means only a truly idle run is fast-forwarded.
     """
     return trio.testing.MockClock(autojump_threshold=0.05)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _http_pool_warm() -> None:
+    """Make the process's first HTTP pool before any test: it is made in a worker thread,
+    which under a virtual clock could let time jump in the middle of a test."""
+    from toolnexus_trio.models import _http
+
+    _http._new_client()

@@ -46,11 +46,13 @@ def raw_tool(name: str = "t", execute: Any = _ok, schema: dict[str, Any] | None 
 
 def test_public_names_are_pinned() -> None:
     expected = {
-        "Answer", "BuiltinsConfig", "CancelToken", "Client", "GenerateError", "GenerateRequest",
-        "HookError", "Hooks", "InProcessOptions", "InProcessResponse", "InProcessToolCall",
-        "Request", "RunError", "RunResult", "RunTimeout", "SchemaError", "SuspendedCall", "Tool",
-        "ToolCallRecord", "ToolContext", "ToolHints", "ToolResult", "ToolSource", "Toolkit",
-        "ToolkitOptions", "create_in_process_client", "create_toolkit", "define_tool",
+        "Answer", "BuiltinsConfig", "CancelToken", "Client", "ClientOptions", "Conversation",
+        "ConversationStore", "ErrorInfo", "GenerateError", "GenerateRequest", "HookError",
+        "Hooks", "InMemoryConversationStore", "InProcessOptions", "InProcessResponse",
+        "InProcessToolCall", "Request", "RunError", "RunResult", "RunTimeout", "SchemaError",
+        "SuspendedCall", "Tool", "ToolCallRecord", "ToolContext", "ToolHints", "ToolResult",
+        "ToolSource", "Toolkit", "ToolkitOptions", "TranslateResult", "TranslatedToolCall",
+        "create_client", "create_in_process_client", "create_toolkit", "define_tool",
         "empty_schema", "pending", "pending_of", "tool",
     }  # fmt: skip
     assert set(tn.__all__) == expected

@@ -22,7 +22,13 @@ from ._client import RunResult as RunResult
 from ._client import RunTimeout as RunTimeout
 from ._client import SuspendedCall as SuspendedCall
 from ._client import ToolCallRecord as ToolCallRecord
+from ._client import create_client as create_client
 from ._client import create_in_process_client as create_in_process_client
+from ._conversation import Conversation as Conversation
+from ._conversation import ConversationStore as ConversationStore
+from ._conversation import InMemoryConversationStore as InMemoryConversationStore
+from ._results import TranslatedToolCall as TranslatedToolCall
+from ._results import TranslateResult as TranslateResult
 from ._schema import SchemaError as SchemaError
 from ._schema import empty_schema as empty_schema
 from ._toolkit import Toolkit as Toolkit
@@ -40,16 +46,23 @@ from ._tools import tool as tool
 from ._version import __version__ as __version__
 from ._wire import Answer as Answer
 from ._wire import Request as Request
+from .models import ClientOptions as ClientOptions
+from .models import ErrorInfo as ErrorInfo
 
 __all__ = [
     "Answer",
     "BuiltinsConfig",
     "CancelToken",
     "Client",
+    "ClientOptions",
+    "Conversation",
+    "ConversationStore",
+    "ErrorInfo",
     "GenerateError",
     "GenerateRequest",
     "HookError",
     "Hooks",
+    "InMemoryConversationStore",
     "InProcessOptions",
     "InProcessResponse",
     "InProcessToolCall",
@@ -67,6 +80,9 @@ __all__ = [
     "ToolSource",
     "Toolkit",
     "ToolkitOptions",
+    "TranslateResult",
+    "TranslatedToolCall",
+    "create_client",
     "create_in_process_client",
     "create_toolkit",
     "define_tool",
@@ -82,6 +98,6 @@ for _name in __all__:
     _obj = globals()[_name]
     if isinstance(_obj, type) and _attrs.has(_obj):
         _attrs.resolve_types(_obj)
-    if getattr(_obj, "__module__", "").startswith("toolnexus_trio._"):
+    if getattr(_obj, "__module__", "").startswith(("toolnexus_trio._", "toolnexus_trio.models._")):
         _obj.__module__ = __name__
 del _name, _obj

@@ -1,8 +1,13 @@
-"""The in-process client: the agent loop, with one Trio nursery per turn.
+"""The agent loop, with one Trio nursery per turn; both client kinds run it.
 
-Each model message's tool calls run as tasks in the turn's nursery; the turn's
-:class:`CancelToken` is bound to that nursery's cancel scope, so cancelling the token
-ends every in-flight call of the turn and nothing else. Results go back to the model
+:func:`create_in_process_client` and :func:`create_client` build the same
+:class:`Client`; they differ only in the :class:`~toolnexus_trio._turns.TurnSource` that
+produces each model turn (a host's ``generate``, or an HTTP wire style).
+
+Each model message's tool calls run as tasks in the turn's nursery
+(:mod:`toolnexus_trio._toolcalls`); the turn's :class:`CancelToken` is bound to that
+nursery's cancel scope, so cancelling the token ends every in-flight call of the turn
+and nothing else. Results go back to the model
 in call order. The run itself sits in a cancel scope bound to the run's token and to
 ``run_timeout_ms``, so a cancel or a deadline also covers model calls, tools and
 ``wait_for``. No task outlives :meth:`Client.run`.
@@ -13,301 +18,48 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any
 
-import attrs
 import trio
 
 from ._cancel import CancelToken
+from ._conversation import Conversation, ConversationStore, InMemoryConversationStore
+from ._conversation import ask as _ask
 from ._groups import collapse_groups
+from ._metrics import PrometheusRegistry
+
+# The result types moved to _results; they are re-exported here for old imports.
+from ._results import GenerateError as GenerateError
+from ._results import GenerateRequest as GenerateRequest
+from ._results import HookError as HookError
+from ._results import HookFn as HookFn
+from ._results import Hooks as Hooks
+from ._results import InProcessOptions as InProcessOptions
+from ._results import InProcessResponse as InProcessResponse
+from ._results import InProcessToolCall as InProcessToolCall
+from ._results import Message as Message
+from ._results import RunError as RunError
+from ._results import RunResult as RunResult
+from ._results import RunStatus as RunStatus
+from ._results import RunTimeout as RunTimeout
+from ._results import SuspendedCall as SuspendedCall
+from ._results import ToolCallRecord as ToolCallRecord
+from ._results import TranslateResult as TranslateResult
 from ._runctx import RunServices, current_run
 from ._schema import MAX_JSON_DEPTH, nested_too_deeply
+from ._toolcalls import ToolCalls, _Call, _call_hook, _ms, _Run
 from ._toolkit import Toolkit
-from ._tools import ToolContext, ToolResult, describe_exception, is_async_callable, pending_of
-from ._wire import Answer, Request
+from ._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
+from ._wire import Answer
+from .models import ClientOptions
+from .models._source import HttpTurns
 
 logger = logging.getLogger("toolnexus_trio")
 
-Message = dict[str, Any]
-"""An OpenAI-shaped chat message (``role``, ``content``, ``tool_calls``, ``tool_call_id``)."""
-
-RunStatus = Literal["done", "pending", "incomplete", "cancelled"]
-
-
-@attrs.frozen
-class InProcessToolCall:
-    """One tool call of a model message; a missing id becomes ``call_<i>``.
-
-    ``arguments`` may be a dict or a JSON string.
-    """
-
-    id: str = ""
-    name: str = ""
-    arguments: dict[str, Any] | str = attrs.field(factory=dict)
-
-
-@attrs.frozen
-class InProcessResponse:
-    """One assistant message from ``generate``: text, tool calls, optional usage."""
-
-    content: str = ""
-    tool_calls: Sequence[InProcessToolCall] = ()
-    usage: Mapping[str, Any] | None = None
-
-
-@attrs.frozen
-class GenerateRequest:
-    """What ``generate`` receives.
-
-    ``messages`` is the live transcript: read it during the call, do not mutate or keep
-    it (it is not copied per call, on purpose). ``tools`` is the OpenAI tool list, or
-    ``None`` when there are no tools. ``turn`` is 0-based. ``max_tokens`` caps the
-    answer when the caller asked for a cap (a Tesseron host's sampling request does).
-    """
-
-    model: str
-    messages: Sequence[Message]
-    tools: list[dict[str, Any]] | None
-    turn: int
-    max_tokens: int | None = None
-
-
-HookFn = Callable[[dict[str, Any]], Any]
-"""A hook: sync or async, takes one event dict, may return a dict (see :class:`Hooks`)."""
-
-
-@attrs.frozen
-class Hooks:
-    """Lifecycle hooks (SPEC §8); each is sync or async and gets one dict.
-
-    - ``before_llm({messages, tools, model, turn})`` may return ``{messages?, tools?,
-      model?}``: ``messages`` replaces the transcript for the rest of the run; ``tools``
-      and ``model`` apply to that turn.
-    - ``after_llm({response, model, turn})`` observes.
-    - ``before_tool({name, args, id, turn, cancel})`` may return ``{result}`` to
-      short-circuit the tool (``after_tool`` then does not run) or ``{args}`` to rewrite.
-    - ``after_tool({name, args, result, id, turn, cancel})`` may return ``{result}``.
-
-    ``cancel`` is the turn's :class:`CancelToken`. A raising tool hook becomes that
-    call's error result; a raising LLM hook fails the run with :class:`HookError`.
-    """
-
-    before_llm: HookFn | None = None
-    after_llm: HookFn | None = None
-    before_tool: HookFn | None = None
-    after_tool: HookFn | None = None
-
-
-Generate = Callable[[GenerateRequest], Any]
-WaitFor = Callable[[Request], Awaitable[Answer]]
-OnMetric = Callable[[dict[str, Any]], None]
-
-
-@attrs.frozen
-class InProcessOptions:
-    """Options of :func:`create_in_process_client`.
-
-    ``generate`` is ``async (GenerateRequest) -> InProcessResponse`` (a dict with
-    ``content`` / ``tool_calls`` / ``usage`` is accepted too); a plain function also
-    works and runs in a worker thread. ``wait_for`` resolves §10 suspensions.
-    ``tool_timeout_ms`` bounds each tool call, ``run_timeout_ms`` the whole run
-    (0 = unbounded). ``on_metric`` receives ``llm``, ``tool`` and ``run`` events (and
-    ``progress`` / ``log`` from Tesseron tools).
-    """
-
-    model: str
-    generate: Generate
-    wait_for: WaitFor | None = None
-    system_prompt: str | None = None
-    max_turns: int = 10
-    hooks: Hooks | Mapping[str, HookFn] | None = None
-    tool_timeout_ms: int = 0
-    run_timeout_ms: int = 0
-    on_metric: OnMetric | None = None
-
-
-@attrs.frozen
-class ToolCallRecord:
-    """One executed tool call and its final result."""
-
-    id: str
-    name: str
-    args: Any
-    output: str
-    is_error: bool
-    metadata: dict[str, Any] | None = None
-
-
-@attrs.frozen
-class SuspendedCall:
-    """A call left suspended by a run that returned ``status="pending"``."""
-
-    id: str
-    name: str
-    args: dict[str, Any]
-    request: Request
-    message_index: int
-    record_index: int
-
-
-@attrs.frozen
-class RunResult:
-    """The outcome of a run.
-
-    ``status`` is ``"done"``, ``"pending"`` (a tool suspended and there is no
-    ``wait_for``; ``pending`` is the first suspended request in call order),
-    ``"incomplete"`` (``limit`` says which limit: ``"maxTurns"``, or ``"runTimeout"`` on
-    :attr:`RunTimeout.result`) or ``"cancelled"``
-    (the run's token was cancelled). ``messages`` is the whole transcript, balanced:
-    every tool call has its tool message.
-    """
-
-    text: str
-    status: RunStatus
-    messages: list[Message]
-    tool_calls: list[ToolCallRecord]
-    turns: int
-    usage: dict[str, int]
-    model: str
-    pending: Request | None = None
-    limit: str | None = None
-    suspended: tuple[SuspendedCall, ...] = ()
-    _toolkit: Toolkit | None = attrs.field(default=None, repr=False, eq=False, alias="toolkit")
-
-    @property
-    def tool_call_count(self) -> int:
-        """``len(tool_calls)``."""
-        return len(self.tool_calls)
-
-
-class RunTimeout(TimeoutError):
-    """``run_timeout_ms`` elapsed; :attr:`result` holds the balanced transcript so far.
-
-    That result has ``status="incomplete"`` and ``limit="runTimeout"``.
-    """
-
-    def __init__(self, message: str, result: RunResult) -> None:
-        super().__init__(message)
-        self.result = result
-
-
-class RunError(RuntimeError):
-    """A run stopped on an error; :attr:`result` keeps the balanced transcript so far.
-
-    The original exception, if any, is ``__cause__``.
-    """
-
-    result: RunResult | None = None
-
-
-class HookError(RunError):
-    """An LLM hook (``before_llm`` / ``after_llm``) raised; the run stops."""
-
-
-class GenerateError(RunError):
-    """``generate`` raised, or returned something that is not a model message."""
-
 
 # ---------------------------------------------------------------------------
-
-
-@attrs.define
-class _Call:
-    id: str
-    name: str
-    args: Any
-    arguments_json: str
-    error: str | None = None
-
-
-@attrs.define
-class _Run:
-    toolkit: Toolkit | None
-    messages: list[Message]
-    records: list[ToolCallRecord] = attrs.field(factory=list)
-    usage: dict[str, int] = attrs.field(
-        factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    )
-    turns: int = 0
-    text: str = ""
-    status: RunStatus = "done"
-    limit: str | None = None
-    suspended: list[SuspendedCall] = attrs.field(factory=list)
-    emit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
-
-
-async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
-    out = fn(event)
-    if inspect.isawaitable(out):
-        out = await out
-    return out
-
-
-def _int(value: Any, key: str = "usage") -> int:
-    if isinstance(value, float) and not math.isfinite(value):
-        # int() would raise a bare ValueError (NaN) or OverflowError (infinity).
-        raise GenerateError(f"generate returned a non-finite usage number: {key}={value}")
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-
-def _usage(raw: Mapping[str, Any] | None) -> dict[str, int]:
-    if not raw:
-        return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    prompt = _int(raw.get("prompt_tokens", raw.get("promptTokens")), "prompt_tokens")
-    completion = _int(
-        raw.get("completion_tokens", raw.get("completionTokens")), "completion_tokens"
-    )
-    total = raw.get("total_tokens", raw.get("totalTokens"))
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": _int(total, "total_tokens") if total is not None else prompt + completion,
-    }
-
-
-def _parse_call(item: object) -> InProcessToolCall:
-    if isinstance(item, InProcessToolCall):
-        call = item
-    elif isinstance(item, Mapping):
-        call = InProcessToolCall(
-            id=item.get("id") or "",
-            name=item.get("name") or "",
-            arguments=item.get("arguments", {}),
-        )
-    else:
-        raise GenerateError(f"generate returned a tool call of type {type(item).__name__}")
-    if not isinstance(call.id, str) or not isinstance(call.name, str):
-        raise GenerateError(f"generate returned a tool call with a non-string id or name: {call!r}")
-    return call
-
-
-def _parse_response(raw: object) -> InProcessResponse:
-    if isinstance(raw, InProcessResponse):
-        content, calls_raw, usage = raw.content, raw.tool_calls, raw.usage
-    elif isinstance(raw, Mapping):
-        content = raw.get("content") or ""
-        calls_raw = raw.get("tool_calls", raw.get("toolCalls")) or ()
-        usage = raw.get("usage")
-    else:
-        raise GenerateError(
-            f"generate returned {type(raw).__name__}; expected an InProcessResponse "
-            "or a dict with 'content' and/or 'tool_calls'"
-        )
-    if not isinstance(content, str):
-        raise GenerateError(f"generate returned content of type {type(content).__name__}")
-    if not isinstance(calls_raw, list | tuple):
-        raise GenerateError(f"generate returned tool_calls of type {type(calls_raw).__name__}")
-    if usage is not None and not isinstance(usage, Mapping):
-        raise GenerateError(f"generate returned usage of type {type(usage).__name__}")
-    calls = tuple(_parse_call(item) for item in calls_raw)
-    if isinstance(raw, InProcessResponse) and all(
-        a is b for a, b in zip(calls, calls_raw, strict=True)
-    ):
-        return raw
-    return InProcessResponse(content=content, tool_calls=calls, usage=usage)
 
 
 _TOO_DEEP = f"Invalid JSON arguments: nested too deeply (more than {MAX_JSON_DEPTH} levels)"
@@ -353,67 +105,46 @@ def _to_calls(response: InProcessResponse) -> list[_Call]:
     return calls
 
 
-class _Gate:
-    """Orders calls so that a ``concurrency_safe=False`` call never overlaps another."""
+class Client(ToolCalls):
+    """The agent loop around a model.
 
-    def __init__(self, exclusive: list[bool]) -> None:
-        self.done = [trio.Event() for _ in exclusive]
-        self.waits: list[list[int]] = []
-        last_exclusive = -1
-        since_exclusive: list[int] = []
-        for i, excl in enumerate(exclusive):
-            if excl:
-                self.waits.append(
-                    ([last_exclusive] if last_exclusive >= 0 else []) + since_exclusive
-                )
-                last_exclusive, since_exclusive = i, []
-            else:
-                self.waits.append([last_exclusive] if last_exclusive >= 0 else [])
-                since_exclusive.append(i)
+    Create with :func:`create_in_process_client` (a host's ``generate``) or
+    :func:`create_client` (an HTTP endpoint). An HTTP client holds a connection pool:
+    use it as ``async with create_client(...) as client:`` or call :meth:`aclose`.
+    """
 
-    async def wait_turn(self, index: int) -> None:
-        for other in self.waits[index]:
-            await self.done[other].wait()
+    options: InProcessOptions | ClientOptions
 
-
-def _gate_for(toolkit: Toolkit | None, names: Sequence[str]) -> _Gate | None:
-    """A gate when any call goes to a ``concurrency_safe=False`` tool, else ``None``."""
-    if toolkit is None:
-        return None
-    exclusive = []
-    for name in names:
-        found = toolkit.get(name)
-        exclusive.append(found is not None and found.concurrency_safe is False)
-    return _Gate(exclusive) if any(exclusive) else None
-
-
-@attrs.frozen
-class _Outcome:
-    result: ToolResult
-    args: Any
-
-
-@attrs.define
-class _Meter:
-    """Per-call metric state: one ``tool`` event per execution, or one for the call."""
-
-    started: float
-    source: str = "unknown"
-    metered: bool = False
-
-
-class Client:
-    """The agent loop around an in-process model. Create with :func:`create_in_process_client`."""
-
-    def __init__(self, options: InProcessOptions) -> None:
-        if not callable(options.generate):
-            raise TypeError("create_in_process_client requires a callable `generate`")
+    def __init__(
+        self, options: InProcessOptions | ClientOptions, source: TurnSource | None = None
+    ) -> None:
+        if source is None:
+            if not isinstance(options, InProcessOptions):
+                raise TypeError("an HTTP client is made with create_client")
+            source = InProcessTurns(options)
         if options.max_turns < 1:
             raise ValueError("max_turns must be at least 1")
         self.options = options
         hooks = options.hooks
         self._hooks = Hooks(**hooks) if isinstance(hooks, Mapping) else (hooks or Hooks())
-        self._generate_is_async = is_async_callable(options.generate)
+        self._source = source
+        self._store: ConversationStore = (
+            options.store if options.store is not None else InMemoryConversationStore()
+        )
+        self._registry = PrometheusRegistry()
+
+    # -- lifecycle ----------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool the client made (not one passed in). Idempotent."""
+        await self._source.aclose()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with trio.move_on_after(1, shield=True):
+            await self.aclose()
 
     # -- public API ---------------------------------------------------------
 
@@ -429,9 +160,11 @@ class Client:
 
         Cancelling *cancel* ends the run with ``status="cancelled"``; ``run_timeout_ms``
         raises :class:`RunTimeout`; cancelling an enclosing Trio scope raises
-        ``trio.Cancelled`` as usual. A failing ``generate`` raises :class:`GenerateError`
-        (the original exception is its ``__cause__``) and a failing LLM hook
-        :class:`HookError`; both carry the balanced transcript so far in ``result``.
+        ``trio.Cancelled`` as usual; each aborts an in-flight HTTP request at once and is
+        never retried. A failing model call (``generate``, or the HTTP call once its
+        retries are spent) raises :class:`GenerateError` (the original exception is its
+        ``__cause__``) and a failing LLM hook :class:`HookError`; both carry the balanced
+        transcript so far in ``result``.
         """
         run = self._new_run(prompt, toolkit, history)
         return await self._drive(run, cancel, self._loop(run))
@@ -453,6 +186,10 @@ class Client:
         ``progress {id, tool, invocation_id, percent, message, data}`` and ``log {id,
         tool, level, message, meta}``. Leaving the block early cancels the run; an
         exception from the run is raised out of the block.
+
+        An HTTP client streams the model call (SSE) and sends each text delta as it
+        arrives, read in the run's own task: a slow consumer slows the socket, nothing
+        is queued. The in-process client sends a turn's text as one delta.
         """
         # Size 0: the loop waits for the consumer, so events are never queued up.
         send, receive = trio.open_memory_channel[dict[str, Any]](0)
@@ -520,6 +257,99 @@ class Client:
 
         return await self._drive(run, cancel, body())
 
+    @property
+    def store(self) -> ConversationStore:
+        """The :class:`ConversationStore` of :meth:`ask` (the one passed in, else the
+        client's own in-memory store)."""
+        return self._store
+
+    async def ask(
+        self,
+        prompt: str,
+        toolkit: Toolkit | None = None,
+        *,
+        id: str | None = None,
+        on_text: Callable[[str], Any] | None = None,
+    ) -> RunResult:
+        """:meth:`run` with conversation memory (SPEC §8).
+
+        With *id*, the transcript saved under it in :attr:`store` is the history and the
+        new transcript is saved back; without, the store is untouched. *on_text* (sync
+        or async) gets each text delta, and makes the model call stream.
+        """
+        return await _ask(self, self._store, prompt, toolkit, id=id, on_text=on_text)
+
+    def conversation(self, toolkit: Toolkit | None = None) -> Conversation:
+        """A :class:`Conversation` (``send``, ``messages``, ``reset``) over this client."""
+        return Conversation(self, toolkit)
+
+    def metrics(self) -> str:
+        """The Prometheus text (SPEC §8 "Observability") of this client's activity."""
+        return self._registry.render()
+
+    async def translate(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        toolkit: Toolkit | None = None,
+        tool_choice: Any = None,
+        system: str | None = None,
+        max_tokens: int = 0,
+        cancel: CancelToken | None = None,
+    ) -> TranslateResult:
+        """One model call on OpenAI-shaped input, nothing executed (SPEC §11).
+
+        *messages*, *tools* and *tool_choice* are OpenAI's, verbatim; *toolkit* is only
+        declared (its tools first). ``before_llm`` and ``after_llm`` run once, tool
+        hooks never; retries and the ``llm`` metric are the loop's. A cancelled *cancel*
+        or ``run_timeout_ms`` raises :class:`GenerateError`.
+        """
+        declared = (toolkit.to_openai() if toolkit is not None else []) + [
+            dict(t) for t in tools or ()
+        ]
+        model = self.options.model
+        msgs: Sequence[Message] = messages
+        cancel = cancel or CancelToken()
+        timeout_ms = self.options.run_timeout_ms
+        with trio.CancelScope() as scope, cancel.bound(scope):
+            if timeout_ms > 0:
+                scope.deadline = trio.current_time() + timeout_ms / 1000
+            if self._hooks.before_llm is not None:
+                change = await self._llm_hook(
+                    self._hooks.before_llm,
+                    {"messages": msgs, "tools": declared, "model": model, "turn": 0},
+                )
+                if isinstance(change, Mapping):
+                    if change.get("messages") is not None:
+                        msgs = list(change["messages"])
+                    if change.get("tools") is not None:
+                        declared = list(change["tools"])
+                    if change.get("model"):
+                        model = str(change["model"])
+            call = TranslateCall(model, msgs, declared, tool_choice, system, max_tokens)
+            started = trio.current_time()
+            try:
+                result = await self._source.translate(call)
+            except Exception:
+                self._metric(
+                    {"event": "llm", "model": model, "status": "error", "ms": _ms(started),
+                     "prompt_tokens": 0, "completion_tokens": 0}
+                )  # fmt: skip
+                raise
+            self._metric(
+                {"event": "llm", "model": model, "status": "ok", "ms": _ms(started),
+                 "prompt_tokens": result.usage["prompt_tokens"],
+                 "completion_tokens": result.usage["completion_tokens"]}
+            )  # fmt: skip
+            if self._hooks.after_llm is not None:
+                await self._llm_hook(
+                    self._hooks.after_llm, {"response": result.raw, "model": model, "turn": 0}
+                )
+            return result
+        what = "cancelled" if cancel.is_cancelled else f"timed out after {timeout_ms}ms"
+        raise GenerateError(f"translate {what}")
+
     # -- the loop -----------------------------------------------------------
 
     def _new_run(
@@ -576,8 +406,7 @@ class Client:
                 turn=0,
                 max_tokens=max_tokens,
             )
-            response, _ = await self._call_model(request)
-            return response.content
+            return (await self._call_model(request)).response.content
 
         return RunServices(
             emit=run.emit,
@@ -608,7 +437,7 @@ class Client:
                 run.status, run.limit = "incomplete", "maxTurns"
                 return
             turn = run.turns
-            tools = run.toolkit.to_openai() if run.toolkit is not None else []
+            tools = self._source.tools_for(run.toolkit)
             model = opts.model
             if self._hooks.before_llm is not None:
                 change = await self._llm_hook(
@@ -622,15 +451,17 @@ class Client:
                         tools = list(change["tools"])
                     if change.get("model"):
                         model = str(change["model"])
-            response, usage = await self._call_model(
-                GenerateRequest(model=model, messages=run.messages, tools=tools or None, turn=turn)
+            produced = await self._call_model(
+                GenerateRequest(model=model, messages=run.messages, tools=tools or None, turn=turn),
+                run.emit,
             )
+            response, usage = produced.response, produced.usage
             run.turns += 1
             for key, value in usage.items():
                 run.usage[key] += value
             if self._hooks.after_llm is not None:
                 await self._llm_hook(
-                    self._hooks.after_llm, {"response": response, "model": model, "turn": turn}
+                    self._hooks.after_llm, {"response": produced.raw, "model": model, "turn": turn}
                 )
             calls = _to_calls(response)
             assistant: Message = {"role": "assistant"}
@@ -647,47 +478,35 @@ class Client:
                 ]
             run.messages.append(assistant)
             run.text = response.content
+            # A streamed turn already sent its text as deltas.
+            text = "" if produced.streamed else response.content
             if not calls:
-                if response.content and run.emit is not None:
-                    await run.emit({"type": "text", "delta": response.content})
+                if text and run.emit is not None:
+                    await run.emit({"type": "text", "delta": text})
                 run.status = "done"
                 return
-            await self._turn(run, calls, turn, response.content)
+            await self._turn(run, calls, turn, text)
             if run.suspended:
                 run.status, run.text = "pending", run.suspended[0].request.prompt
                 return
 
-    async def _call_model(
-        self, request: GenerateRequest
-    ) -> tuple[InProcessResponse, dict[str, int]]:
-        generate = self.options.generate
+    async def _call_model(self, request: GenerateRequest, emit: Emit | None = None) -> Turn:
         started = trio.current_time()
         try:
-            if self._generate_is_async:
-                raw = await generate(request)
-            else:
-                # A worker thread is abandoned when the run is cancelled, so it gets its
-                # own copy of the transcript rather than the live list.
-                snapshot = attrs.evolve(request, messages=list(request.messages))
-                raw = await trio.to_thread.run_sync(generate, snapshot, abandon_on_cancel=True)
-                if inspect.isawaitable(raw):
-                    raw = await raw
-            response = _parse_response(raw)
-            usage = _usage(response.usage)
-        except Exception as exc:
+            produced = await self._source.turn(request, emit)
+        except Exception:
             self._metric(
                 {"event": "llm", "model": request.model, "status": "error", "ms": _ms(started),
                  "prompt_tokens": 0, "completion_tokens": 0}
             )  # fmt: skip
-            if isinstance(exc, GenerateError):
-                raise
-            raise GenerateError(f"generate raised {type(exc).__name__}: {exc}") from exc
+            raise
+        usage = produced.usage
         self._metric(
             {"event": "llm", "model": request.model, "status": "ok", "ms": _ms(started),
              "prompt_tokens": usage["prompt_tokens"],
              "completion_tokens": usage["completion_tokens"]}
         )  # fmt: skip
-        return response, usage
+        return produced
 
     async def _llm_hook(self, fn: HookFn, event: dict[str, Any]) -> Any:
         try:
@@ -696,267 +515,7 @@ class Client:
             name = getattr(fn, "__name__", "hook")
             raise HookError(f"LLM hook {name} failed: {exc}") from exc
 
-    # -- one turn -----------------------------------------------------------
-
-    async def _turn(self, run: _Run, calls: list[_Call], turn: int, text: str) -> None:
-        token = CancelToken()
-        outcomes: list[_Outcome | None] = [None] * len(calls)
-        gate = _gate_for(run.toolkit, [c.name for c in calls])
-        try:
-            # Inside the try: a cancel while these events wait for the consumer still
-            # leaves every call with its tool message.
-            if run.emit is not None:
-                if text:
-                    await run.emit({"type": "text", "delta": text})
-                for c in calls:
-                    await run.emit(
-                        {"type": "tool_call", "id": c.id, "name": c.name, "args": c.args,
-                         "cancel": token}
-                    )  # fmt: skip
-            async with trio.open_nursery() as nursery:
-                # The turn's token *is* this nursery's cancel scope.
-                token.attach(nursery.cancel_scope)
-                for i, call in enumerate(calls):
-                    nursery.start_soon(self._call_task, run, call, i, turn, token, gate, outcomes)
-        finally:
-            # Runs on every exit, a run cancel or timeout included: each call gets its
-            # tool message so the transcript stays balanced.
-            self._record_turn(run, calls, outcomes)
-        if run.emit is not None:
-            for c, outcome in zip(calls, outcomes, strict=True):
-                assert outcome is not None
-                await run.emit(
-                    {"type": "tool_result", "id": c.id, "name": c.name,
-                     "output": outcome.result.output, "is_error": outcome.result.is_error}
-                )  # fmt: skip
-
-    def _record_turn(self, run: _Run, calls: list[_Call], outcomes: list[_Outcome | None]) -> None:
-        for i, call in enumerate(calls):
-            outcome = outcomes[i]
-            if outcome is None:
-                outcome = outcomes[i] = _Outcome(ToolResult.error("cancelled"), call.args)
-            result = outcome.result
-            request = pending_of(result)
-            if request is not None:
-                run.suspended.append(
-                    SuspendedCall(call.id, call.name, dict(outcome.args), request,
-                                  len(run.messages), len(run.records))
-                )  # fmt: skip
-            record, message = _record_and_message(call.id, call.name, outcome.args, result)
-            run.records.append(record)
-            run.messages.append(message)
-
-    async def _call_task(
-        self,
-        run: _Run,
-        call: _Call,
-        index: int,
-        turn: int,
-        token: CancelToken,
-        gate: _Gate | None,
-        outcomes: list[_Outcome | None],
-    ) -> None:
-        meter = _Meter(trio.current_time() if self.options.on_metric is not None else 0.0)
-        try:
-            if gate is not None:
-                await gate.wait_turn(index)
-            outcomes[index] = await self._run_call(run, call, turn, token, meter)
-        except* Exception as group:
-            # Only a tool whose own nursery failed while being cancelled gets here (any
-            # other exception is already a result); the Cancelled part propagates.
-            outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
-        finally:
-            if gate is not None:
-                gate.done[index].set()
-            if not meter.metered:
-                outcome = outcomes[index]
-                final = outcome.result if outcome is not None else ToolResult.error("cancelled")
-                self._metric_tool(call.name, final, meter)
-
-    async def _run_call(
-        self, run: _Run, call: _Call, turn: int, token: CancelToken, meter: _Meter
-    ) -> _Outcome:
-        hooks = self._hooks
-        args = call.args
-        if call.error is not None:
-            return _Outcome(ToolResult.error(f"{call.error} (tool '{call.name}')"), args)
-        short_circuit: ToolResult | None = None
-        if hooks.before_tool is not None:
-            event = {"name": call.name, "args": args, "id": call.id, "turn": turn, "cancel": token}
-            try:
-                change = await _call_hook(hooks.before_tool, event)
-            except Exception as exc:
-                return _Outcome(ToolResult.error(f"before_tool hook failed: {exc}"), args)
-            if isinstance(change, Mapping):
-                if "result" in change:
-                    if not isinstance(change["result"], ToolResult):
-                        # Fail closed: a guard that meant to deny must not let the tool run.
-                        kind = type(change["result"]).__name__
-                        message = f"before_tool hook returned a {kind} result, not a ToolResult"
-                        return _Outcome(ToolResult.error(message), args)
-                    short_circuit = change["result"]
-                elif "args" in change:
-                    if not isinstance(change["args"], dict):
-                        kind = type(change["args"]).__name__
-                        message = f"before_tool hook returned {kind} args, not a dict"
-                        return _Outcome(ToolResult.error(message), args)
-                    args = change["args"]
-        if short_circuit is not None and pending_of(short_circuit) is None:
-            return _Outcome(short_circuit, args)
-        ctx = ToolContext(cancel=token, call_id=call.id, timeout_ms=self.options.tool_timeout_ms)
-        result = short_circuit or await self._execute(run, call.name, args, ctx, meter)
-        request = pending_of(result)
-        if request is not None:
-            if self.options.wait_for is None:
-                if run.emit is not None:
-                    await run.emit({"type": "pending", "request": request})
-                return _Outcome(result, args)
-            result = await self._resolve(run, call, args, request, token, meter)
-        return _Outcome(await self._after_tool(call, args, result, turn, token), args)
-
-    async def _execute(
-        self, run: _Run, name: str, args: dict[str, Any], ctx: ToolContext, meter: _Meter
-    ) -> ToolResult:
-        started = trio.current_time() if self.options.on_metric is not None else 0.0
-        toolkit = run.toolkit
-        found = toolkit.get(name) if toolkit is not None else None
-        if found is None:
-            result = ToolResult.error(f"Unknown tool: {name}")
-        else:
-            meter.source = found.source.value
-            result = await found._call(args, ctx, own_scope=False)
-        meter.metered = True
-        if self.options.on_metric is not None:
-            self._metric_tool(name, result, attrs.evolve(meter, started=started))
-        return result
-
-    async def _resolve(
-        self,
-        run: _Run,
-        call: _Call,
-        args: dict[str, Any],
-        request: Request,
-        token: CancelToken,
-        meter: _Meter,
-    ) -> ToolResult:
-        assert self.options.wait_for is not None
-        if run.emit is not None:
-            await run.emit({"type": "pending", "request": request})
-        try:
-            answer: object = await self.options.wait_for(request)
-        except Exception as exc:
-            return ToolResult.error(f"wait_for failed: {exc}")
-        if answer is not None and not isinstance(answer, Answer):
-            kind = type(answer).__name__
-            return ToolResult.error(f"wait_for returned {kind}, not an Answer")
-        return await self._answered(run, call.id, call.name, args, request, answer, token, meter)
-
-    async def _answered(
-        self,
-        run: _Run,
-        call_id: str,
-        name: str,
-        args: dict[str, Any],
-        request: Request,
-        answer: Answer | None,
-        token: CancelToken,
-        meter: _Meter,
-    ) -> ToolResult:
-        if answer is None or not answer.ok:
-            return ToolResult.error(f"declined/expired: {request.prompt}")
-        ctx = ToolContext(
-            cancel=token, call_id=call_id, timeout_ms=self.options.tool_timeout_ms, answer=answer
-        )
-        retried = await self._execute(run, name, args, ctx, meter)
-        if pending_of(retried) is not None:
-            return ToolResult.error(f"unresolved: {request.prompt}")
-        return retried
-
-    async def _after_tool(
-        self, call: _Call, args: Any, result: ToolResult, turn: int, token: CancelToken
-    ) -> ToolResult:
-        if self._hooks.after_tool is None:
-            return result
-        event = {
-            "name": call.name,
-            "args": args,
-            "result": result,
-            "id": call.id,
-            "turn": turn,
-            "cancel": token,
-        }
-        try:
-            change = await _call_hook(self._hooks.after_tool, event)
-        except Exception as exc:
-            return ToolResult.error(f"after_tool hook failed: {exc}")
-        replaced = change.get("result") if isinstance(change, Mapping) else None
-        return replaced if isinstance(replaced, ToolResult) else result
-
-    async def _resume_turn(
-        self, run: _Run, suspended: Sequence[SuspendedCall], answers: Mapping[str, Answer]
-    ) -> None:
-        token = CancelToken()
-        results: list[ToolResult | None] = [None] * len(suspended)
-        gate = _gate_for(run.toolkit, [s.name for s in suspended])
-
-        async def redo(i: int, s: SuspendedCall) -> None:
-            meter = _Meter(trio.current_time() if self.options.on_metric is not None else 0.0)
-            try:
-                if gate is not None:
-                    await gate.wait_turn(i)
-                answer = answers.get(s.request.id)
-                if answer is None:
-                    results[i] = ToolResult.error(f"unresolved: {s.request.prompt}")
-                    return
-                result = await self._answered(
-                    run, s.id, s.name, s.args, s.request, answer, token, meter
-                )
-                call = _Call(s.id, s.name, s.args, "")
-                results[i] = await self._after_tool(call, s.args, result, run.turns - 1, token)
-            except* Exception as group:
-                results[i] = ToolResult.error(describe_exception(group))
-            finally:
-                if gate is not None:
-                    gate.done[i].set()
-
-        try:
-            async with trio.open_nursery() as nursery:
-                token.attach(nursery.cancel_scope)
-                for i, s in enumerate(suspended):
-                    nursery.start_soon(redo, i, s)
-        finally:
-            for s, result in zip(suspended, results, strict=True):
-                final = result or ToolResult.error("cancelled")
-                record, message = _record_and_message(s.id, s.name, s.args, final)
-                run.records[s.record_index] = record
-                run.messages[s.message_index] = message
-
-    # -- metrics ------------------------------------------------------------
-
-    def _metric(self, event: dict[str, Any]) -> None:
-        sink = self.options.on_metric
-        if sink is None:
-            return
-        try:
-            sink(event)
-        except Exception:
-            logger.exception("toolnexus_trio: on_metric raised; event dropped")
-
-    def _metric_tool(self, name: str, result: ToolResult, meter: _Meter) -> None:
-        if self.options.on_metric is None:
-            return
-        suspended = pending_of(result) is not None
-        event: dict[str, Any] = {
-            "event": "tool", "tool": name, "source": meter.source,
-            "is_error": result.is_error and not suspended, "ms": _ms(meter.started),
-        }  # fmt: skip
-        if suspended:
-            event["pending"] = True
-        self._metric(event)
-
     def _metric_run(self, run: _Run, started: float, error: str | None = None) -> None:
-        if self.options.on_metric is None:
-            return
         event: dict[str, Any] = {
             "event": "run",
             "model": self.options.model,
@@ -971,19 +530,18 @@ class Client:
         self._metric(event)
 
 
-def _record_and_message(
-    call_id: str, name: str, args: Any, result: ToolResult
-) -> tuple[ToolCallRecord, Message]:
-    """A call's record and its tool message, built the same way for a turn and a resume."""
-    record = ToolCallRecord(call_id, name, args, result.output, result.is_error, result.metadata)
-    return record, {"role": "tool", "tool_call_id": call_id, "content": result.output}
-
-
-def _ms(started: float) -> float:
-    elapsed = (trio.current_time() - started) * 1000
-    return 0.0 if math.isnan(elapsed) else elapsed
-
-
 def create_in_process_client(options: InProcessOptions) -> Client:
     """A :class:`Client` around a host-supplied ``generate`` (no wire, no key, no retries)."""
     return Client(options)
+
+
+def create_client(options: ClientOptions) -> Client:
+    """A :class:`Client` whose model is an OpenAI- or Anthropic-style HTTP endpoint.
+
+    The same loop as :func:`create_in_process_client`: hooks, tools, suspension,
+    metrics and results behave alike. ``RunResult.messages`` is OpenAI-shaped for both
+    styles (the Anthropic wire gets it translated on every call), so a transcript can be
+    passed back as ``history`` to either. Close the client (``async with`` or
+    :meth:`Client.aclose`) to release its connections.
+    """
+    return Client(options, HttpTurns(options))

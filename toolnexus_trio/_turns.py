@@ -1,0 +1,241 @@
+"""How one model turn is produced: the seam between the one loop and its models.
+
+The loop (:mod:`toolnexus_trio._client`) asks a :class:`TurnSource` for each assistant
+message. :class:`InProcessTurns` calls a host's ``generate``; the HTTP source in
+:mod:`toolnexus_trio.models` speaks a provider's wire. Everything else (hooks, tools,
+suspension, metrics, the transcript) is the loop's and is the same for both.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from ._results import (
+    GenerateError,
+    GenerateRequest,
+    InProcessOptions,
+    InProcessResponse,
+    InProcessToolCall,
+    Message,
+    TranslatedToolCall,
+    TranslateResult,
+)
+from ._toolkit import Toolkit
+from ._tools import is_async_callable
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+"""Send one stream event to the consumer (waits for it: the channel has no buffer)."""
+
+
+@attrs.frozen
+class Turn:
+    """One produced assistant message.
+
+    ``usage`` is already normalised (``prompt_tokens`` / ``completion_tokens`` /
+    ``total_tokens``); ``raw`` is what ``after_llm`` receives as ``response``;
+    ``streamed`` says the text already went out as ``text`` events.
+    """
+
+    response: InProcessResponse
+    usage: dict[str, int]
+    raw: Any
+    streamed: bool = False
+
+
+@attrs.frozen
+class TranslateCall:
+    """One §11 translation request as the source receives it (hooks already applied).
+
+    ``messages`` and ``tools`` are OpenAI-shaped, verbatim from the caller.
+    """
+
+    model: str
+    messages: Sequence[Message]
+    tools: list[dict[str, Any]]
+    tool_choice: Any = None
+    system: str | None = None
+    max_tokens: int = 0
+
+
+class TurnSource(Protocol):
+    """Produces model turns for the loop (in-process or over HTTP)."""
+
+    def tools_for(self, toolkit: Toolkit | None) -> list[dict[str, Any]]:
+        """The toolkit's tool declarations in this source's shape."""
+        ...
+
+    async def turn(self, request: GenerateRequest, emit: Emit | None) -> Turn:
+        """One assistant message for *request*; streams ``text`` events when *emit* is set.
+
+        Raises :class:`GenerateError` when no valid message can be had.
+        """
+        ...
+
+    async def translate(self, call: TranslateCall) -> TranslateResult:
+        """One provider call for §11 ``translate`` (``raw`` is the decoded response)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the source holds (an owned HTTP connection pool)."""
+        ...
+
+
+def _int(value: Any, key: str = "usage") -> int:
+    if isinstance(value, float) and not math.isfinite(value):
+        # int() would raise a bare ValueError (NaN) or OverflowError (infinity).
+        raise GenerateError(f"generate returned a non-finite usage number: {key}={value}")
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _usage(raw: Mapping[str, Any] | None) -> dict[str, int]:
+    if not raw:
+        return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    prompt = _int(raw.get("prompt_tokens", raw.get("promptTokens")), "prompt_tokens")
+    completion = _int(
+        raw.get("completion_tokens", raw.get("completionTokens")), "completion_tokens"
+    )
+    total = raw.get("total_tokens", raw.get("totalTokens"))
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": _int(total, "total_tokens") if total is not None else prompt + completion,
+    }
+
+
+def _parse_call(item: object) -> InProcessToolCall:
+    if isinstance(item, InProcessToolCall):
+        call = item
+    elif isinstance(item, Mapping):
+        call = InProcessToolCall(
+            id=item.get("id") or "",
+            name=item.get("name") or "",
+            arguments=item.get("arguments", {}),
+        )
+    else:
+        raise GenerateError(f"generate returned a tool call of type {type(item).__name__}")
+    if not isinstance(call.id, str) or not isinstance(call.name, str):
+        raise GenerateError(f"generate returned a tool call with a non-string id or name: {call!r}")
+    return call
+
+
+def _parse_response(raw: object) -> InProcessResponse:
+    if isinstance(raw, InProcessResponse):
+        content, calls_raw, usage = raw.content, raw.tool_calls, raw.usage
+    elif isinstance(raw, Mapping):
+        content = raw.get("content") or ""
+        calls_raw = raw.get("tool_calls", raw.get("toolCalls")) or ()
+        usage = raw.get("usage")
+    else:
+        raise GenerateError(
+            f"generate returned {type(raw).__name__}; expected an InProcessResponse "
+            "or a dict with 'content' and/or 'tool_calls'"
+        )
+    if not isinstance(content, str):
+        raise GenerateError(f"generate returned content of type {type(content).__name__}")
+    if not isinstance(calls_raw, list | tuple):
+        raise GenerateError(f"generate returned tool_calls of type {type(calls_raw).__name__}")
+    if usage is not None and not isinstance(usage, Mapping):
+        raise GenerateError(f"generate returned usage of type {type(usage).__name__}")
+    calls = tuple(_parse_call(item) for item in calls_raw)
+    if isinstance(raw, InProcessResponse) and all(
+        a is b for a, b in zip(calls, calls_raw, strict=True)
+    ):
+        return raw
+    return InProcessResponse(content=content, tool_calls=calls, usage=usage)
+
+
+def encode_arguments(arguments: Any) -> str:
+    """Tool-call arguments as the JSON string of the OpenAI wire (kept when already one)."""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, separators=(",", ":"))
+
+
+def finish_reason_for(has_calls: bool, provider_reason: object) -> Any:
+    """SPEC §11: any tool call ⇒ ``tool_calls``; max-tokens ⇒ ``length``; a refusal or
+    filter ⇒ ``content_filter``; everything else ⇒ ``stop``."""
+    if has_calls:
+        return "tool_calls"
+    if provider_reason in ("length", "max_tokens"):
+        return "length"
+    if provider_reason in ("content_filter", "refusal"):
+        return "content_filter"
+    return "stop"
+
+
+class InProcessTurns:
+    """A :class:`TurnSource` around a host-supplied ``generate`` (no wire, no retries)."""
+
+    def __init__(self, options: InProcessOptions) -> None:
+        if not callable(options.generate):
+            raise TypeError("create_in_process_client requires a callable `generate`")
+        self.generate = options.generate
+        self._generate_is_async = is_async_callable(options.generate)
+
+    def tools_for(self, toolkit: Toolkit | None) -> list[dict[str, Any]]:
+        """OpenAI-shaped, as ``generate`` has always received them."""
+        return toolkit.to_openai() if toolkit is not None else []
+
+    async def turn(self, request: GenerateRequest, emit: Emit | None) -> Turn:
+        """Call ``generate`` once; the loop emits its text as one delta."""
+        response = await self._generate(request)
+        return Turn(response, _usage(response.usage), response)
+
+    async def _generate(self, request: GenerateRequest) -> InProcessResponse:
+        generate = self.generate
+        try:
+            if self._generate_is_async:
+                raw = await generate(request)
+            else:
+                # A worker thread is abandoned when the run is cancelled, so it gets its
+                # own copy of the transcript rather than the live list.
+                snapshot = attrs.evolve(request, messages=list(request.messages))
+                raw = await trio.to_thread.run_sync(generate, snapshot, abandon_on_cancel=True)
+                if inspect.isawaitable(raw):
+                    raw = await raw
+            return _parse_response(raw)
+        except GenerateError:
+            raise
+        except Exception as exc:
+            raise GenerateError(f"generate raised {type(exc).__name__}: {exc}") from exc
+
+    async def translate(self, call: TranslateCall) -> TranslateResult:
+        """``generate`` once with the caller's messages (a ``system`` goes first)."""
+        messages: list[Message] = list(call.messages)
+        if call.system is not None:
+            messages = [m for m in messages if m.get("role") not in ("system", "developer")]
+            messages.insert(0, {"role": "system", "content": call.system})
+        request = GenerateRequest(
+            model=call.model,
+            messages=messages,
+            tools=call.tools or None,
+            turn=0,
+            max_tokens=call.max_tokens or None,
+        )
+        response = await self._generate(request)
+        try:
+            calls = tuple(
+                TranslatedToolCall(tc.id or f"call_{i}", tc.name, encode_arguments(tc.arguments))
+                for i, tc in enumerate(response.tool_calls)
+            )
+        except (TypeError, ValueError) as exc:
+            raise GenerateError(f"generate returned arguments that are not JSON: {exc}") from exc
+        result = TranslateResult(
+            text=response.content,
+            tool_calls=calls,
+            finish_reason=finish_reason_for(bool(calls), None),
+            usage=_usage(response.usage),
+            model=call.model,
+            raw=response,
+        )
+        return result
+
+    async def aclose(self) -> None:
+        """Nothing to release."""

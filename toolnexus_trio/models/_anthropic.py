@@ -1,0 +1,322 @@
+"""The Anthropic messages wire (``style="anthropic"``), SPEC §8 and §11.
+
+``POST {base_url}/messages`` (``/v1`` added when the URL does not end in it) with
+``x-api-key`` and ``anthropic-version: 2023-06-01``. The loop's transcript is
+OpenAI-shaped; it is translated at send time by the §11 inbound rules: assistant
+``tool_calls`` become ``tool_use`` blocks (arguments parsed back into objects), tool
+messages become ``tool_result`` blocks with consecutive ones merged into one user
+turn, system messages are hoisted into ``system``. A message whose content is already
+a list of Anthropic blocks (``tool_use``, ``tool_result``, ``image``, ...) passes
+through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._results import GenerateError, InProcessResponse, InProcessToolCall, Message
+from .._toolkit import Toolkit
+from .._turns import TranslateCall, _usage
+from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call
+from ._sse import SSEEvent
+
+VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+_NATIVE_BLOCKS = frozenset(
+    {"tool_use", "tool_result", "image", "document", "thinking", "redacted_thinking"}
+)
+
+
+def endpoint(base_url: str) -> str:
+    """``{base_url}/messages``, with ``/v1`` appended to a base URL lacking it."""
+    base = base_url.rstrip("/")
+    if not base.endswith("/v1"):
+        base += "/v1"
+    return base + "/messages"
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """``x-api-key`` (when there is a key) and ``anthropic-version``."""
+    headers = {"anthropic-version": VERSION}
+    if api_key:
+        headers["x-api-key"] = api_key
+    return headers
+
+
+def tools_for(toolkit: Toolkit | None) -> list[dict[str, Any]]:
+    """``toolkit.to_anthropic()``."""
+    return toolkit.to_anthropic() if toolkit is not None else []
+
+
+def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """OpenAI ``{"type": "function", ...}`` tools to Anthropic ones; others kept as they are."""
+    out: list[Mapping[str, Any]] = []
+    for t in tools:
+        function = t.get("function")
+        if t.get("type") == "function" and isinstance(function, Mapping):
+            out.append(
+                {
+                    "name": function.get("name", ""),
+                    "description": function.get("description", ""),
+                    "input_schema": function.get("parameters") or {"type": "object"},
+                }
+            )
+        else:
+            out.append(t)
+    return out
+
+
+def convert_tool_choice(choice: Any) -> Any:
+    """OpenAI ``tool_choice`` to Anthropic's (``required`` → ``any``, a function → ``tool``)."""
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice in ("required", "any"):
+        return {"type": "any"}
+    if isinstance(choice, Mapping):
+        function = choice.get("function")
+        if choice.get("type") == "function" and isinstance(function, Mapping):
+            return {"type": "tool", "name": function.get("name", "")}
+    return choice
+
+
+def convert_messages(
+    messages: Sequence[Message], system: str | None = None
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """OpenAI-shaped messages to ``(system, messages)`` of the Anthropic wire (§11)."""
+    systems: list[str] = []
+    out: list[dict[str, Any]] = []
+    merging = False  # the last message out is a user turn made of tool results
+    for m in messages:
+        role = m.get("role")
+        content = m.get("content")
+        if role in ("system", "developer"):
+            systems.append(text_of(content))
+            continue
+        if role == "tool":
+            block = {
+                "type": "tool_result",
+                "tool_use_id": m.get("tool_call_id") or "",
+                "content": text_of(content),
+            }
+            if merging:
+                out[-1]["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+                merging = True
+            continue
+        merging = False
+        if _native(content):
+            out.append({"role": role, "content": content})
+        elif role == "assistant":
+            out.append({"role": "assistant", "content": _assistant_blocks(m)})
+        else:
+            out.append({"role": "user", "content": text_of(content)})
+    hoisted = "\n\n".join(s for s in systems if s) or None
+    return (system if system is not None else hoisted), out
+
+
+def body(
+    model: str,
+    messages: Sequence[Message],
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    max_tokens: int | None,
+    stream: bool,
+    system: str | None = None,
+    tool_choice: Any = None,
+) -> dict[str, Any]:
+    """The request body; ``tools`` is left out when there are none."""
+    hoisted, converted = convert_messages(messages, system)
+    out: dict[str, Any] = {"model": model, "max_tokens": max_tokens or DEFAULT_MAX_TOKENS}
+    if hoisted:
+        out["system"] = hoisted
+    out["messages"] = converted
+    if tools:
+        out["tools"] = convert_tools(tools)
+        if tool_choice is not None:
+            out["tool_choice"] = convert_tool_choice(tool_choice)
+    if stream:
+        out["stream"] = True
+    return out
+
+
+def translate_body(call: TranslateCall) -> dict[str, Any]:
+    """§11: the caller's OpenAI messages and tools, translated."""
+    return body(
+        call.model,
+        call.messages,
+        call.tools,
+        max_tokens=call.max_tokens or None,
+        stream=False,
+        system=call.system,
+        tool_choice=call.tool_choice,
+    )
+
+
+def parse(payload: object) -> Parsed:
+    """A ``message`` payload."""
+    data = mapping(payload, "the message")
+    error = provider_error(data)
+    if error is not None or data.get("type") == "error":
+        raise GenerateError(f"the provider answered with an error: {error}")
+    content = data.get("content")
+    if not isinstance(content, list):
+        raise GenerateError("the message's content is not a list of blocks")
+    text: list[str] = []
+    calls: list[InProcessToolCall] = []
+    for i, item in enumerate(content):
+        block = mapping(item, f"content[{i}]")
+        kind = block.get("type")
+        if kind == "text":
+            text.append(string(block.get("text"), f"content[{i}].text"))
+        elif kind == "tool_use":
+            calls.append(
+                tool_call(block.get("id"), block.get("name"), block.get("input"), f"content[{i}]")
+            )
+    usage = data.get("usage")
+    if usage is not None and not isinstance(usage, Mapping):
+        raise GenerateError("the message's usage is not an object")
+    mapped = _mapped_usage(usage)
+    response = InProcessResponse("".join(text), tuple(calls), mapped)
+    reason = data.get("stop_reason")
+    return Parsed(response, _usage(mapped), reason if isinstance(reason, str) else None, data)
+
+
+class StreamAssembler:
+    """Builds one answer from ``message_*`` / ``content_block_*`` events."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.done = False
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._usage: dict[str, Any] = {}
+        self._reason: str | None = None
+
+    def feed(self, event: SSEEvent) -> str:
+        """Take one event; return its text delta (``""`` when none)."""
+        if self.done:
+            return ""
+        try:
+            data = mapping(json.loads(event.data), f"a {event.event} event")
+        except (ValueError, RecursionError) as exc:
+            raise GenerateError(f"a stream event is not JSON: {event.data[:200]!r}") from exc
+        kind = data.get("type", event.event)
+        if kind == "error":
+            raise GenerateError(f"the provider sent an error mid-stream: {provider_error(data)}")
+        if kind == "message_start":
+            message = mapping(data.get("message") or {}, "message_start.message")
+            self._take_usage(message.get("usage"))
+        elif kind == "content_block_start":
+            block = mapping(data.get("content_block"), "content_block_start.content_block")
+            slot: dict[str, Any] = {
+                "type": block.get("type"),
+                "id": block.get("id"),
+                "name": block.get("name"),
+                "parts": [],
+            }
+            self._blocks[self._index(data)] = slot
+            if block.get("type") == "text" and block.get("text"):
+                return self._add(slot, string(block["text"], "a text block"))
+        elif kind == "content_block_delta":
+            found = self._blocks.get(self._index(data))
+            if found is None:
+                raise GenerateError("a content_block_delta for a block that never started")
+            delta = mapping(data.get("delta"), "content_block_delta.delta")
+            if delta.get("type") == "text_delta":
+                return self._add(found, string(delta.get("text"), "a text_delta"))
+            if delta.get("type") == "input_json_delta":
+                found["parts"].append(string(delta.get("partial_json"), "an input_json_delta"))
+        elif kind == "message_delta":
+            delta = mapping(data.get("delta") or {}, "message_delta.delta")
+            if isinstance(delta.get("stop_reason"), str):
+                self._reason = delta["stop_reason"]
+            self._take_usage(data.get("usage"))
+        elif kind == "message_stop":
+            self.done = True
+        return ""
+
+    def _add(self, slot: dict[str, Any], text: str) -> str:
+        slot["parts"].append(text)
+        return text
+
+    def _index(self, data: Mapping[str, Any]) -> int:
+        index = data.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise GenerateError(f"a content block event has index {index!r}")
+        return index
+
+    def _take_usage(self, usage: object) -> None:
+        if isinstance(usage, Mapping):
+            self._usage.update(usage)
+
+    def result(self) -> Parsed:
+        """The assembled answer; a stream that ended before ``message_stop`` is an error."""
+        if not self.done:
+            raise GenerateError("the model's stream ended before message_stop (truncated)")
+        text: list[str] = []
+        calls: list[InProcessToolCall] = []
+        content: list[dict[str, Any]] = []
+        for i, slot in sorted(self._blocks.items()):
+            joined = "".join(slot["parts"])
+            if slot["type"] == "text":
+                text.append(joined)
+                content.append({"type": "text", "text": joined})
+            elif slot["type"] == "tool_use":
+                call = tool_call(slot["id"], slot["name"], joined or "{}", f"content[{i}]")
+                calls.append(call)
+                content.append({"type": "tool_use", "id": call.id, "name": call.name,
+                                "input": _loads_or_raw(joined)})  # fmt: skip
+        mapped = _mapped_usage(self._usage)
+        raw = {"type": "message", "role": "assistant", "model": self.model, "content": content,
+               "stop_reason": self._reason, "usage": dict(self._usage)}  # fmt: skip
+        response = InProcessResponse("".join(text), tuple(calls), mapped)
+        return Parsed(response, _usage(mapped), self._reason, raw)
+
+
+def _mapped_usage(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Anthropic ``input_tokens`` / ``output_tokens`` as prompt / completion tokens."""
+    if not usage:
+        return None
+    return {
+        "prompt_tokens": usage.get("input_tokens"),
+        "completion_tokens": usage.get("output_tokens"),
+    }
+
+
+def _native(content: object) -> bool:
+    return isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") in _NATIVE_BLOCKS for b in content
+    )
+
+
+def _assistant_blocks(message: Message) -> list[dict[str, Any]] | str:
+    text = text_of(message.get("content"))
+    calls = message.get("tool_calls") or []
+    if not calls:
+        return text
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    for c in calls:
+        function = c.get("function") or {} if isinstance(c, Mapping) else {}
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            arguments = _loads_or_raw(arguments)
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": c.get("id", "") if isinstance(c, Mapping) else "",
+                "name": function.get("name", ""),
+                # A call whose arguments were not a JSON object went back as an error
+                # result; the wire still needs an object here.
+                "input": arguments if isinstance(arguments, Mapping) else {},
+            }
+        )
+    return blocks
+
+
+def _loads_or_raw(text: str) -> Any:
+    try:
+        return json.loads(text) if text.strip() else {}
+    except (ValueError, RecursionError):
+        return text

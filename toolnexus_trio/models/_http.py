@@ -1,0 +1,257 @@
+"""One model POST with the SPEC §8 retry rules, and bounded reads of the answer.
+
+Everything runs in the caller's task and cancel scope: a run's cancel, its deadline or
+an enclosing scope aborts the request on the socket at once (httpx2 on Trio), and the
+backoff sleeps are plain ``trio.sleep``. ``trio.Cancelled`` is never caught, so an
+abort is never retried nor shown to ``on_error``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+import re
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import attrs
+import httpx2
+import trio
+
+from .._results import GenerateError
+
+DEFAULT_RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""A model answer larger than this (decoded) is refused: memory stays bounded."""
+ERROR_EXCERPT_CHARS = 500
+_ERROR_READ_BYTES = 64 * 1024
+_CLOSE_GRACE = 1.0
+_DELAY_SECONDS = re.compile(r"[0-9]+")
+_MAX_RETRY_AFTER = 2147483647
+_REDACTED = "[redacted]"
+
+
+@attrs.frozen
+class ErrorInfo:
+    """One failed model call attempt, as ``on_error`` sees it (SPEC §8).
+
+    ``error`` is the network exception (``None`` for an HTTP error answer); ``status``
+    the HTTP status of a non-2xx answer (``None`` for a network error); ``attempt`` is
+    zero-based; ``retryable`` says whether the default rule would retry (429, 5xx of
+    the default set, ``retryable_statuses``, network errors).
+    """
+
+    error: Exception | None
+    status: int | None
+    attempt: int
+    retryable: bool
+
+
+OnError = Callable[[ErrorInfo], "Literal['retry', 'fail'] | Awaitable[Literal['retry', 'fail']]"]
+
+
+def retry_after_seconds(value: str | None) -> int | None:
+    """``Retry-After`` in delay-seconds form (ASCII digits, ``0`` to 2**31-1), else ``None``."""
+    if value is None:
+        return None
+    value = value.strip(" \t")
+    if not _DELAY_SECONDS.fullmatch(value):
+        return None
+    seconds = int(value)
+    return seconds if seconds <= _MAX_RETRY_AFTER else None
+
+
+def backoff_seconds(retry_base_ms: int, attempt: int) -> float:
+    """``retry_base_ms * 2**attempt`` ms plus up to 100 ms of jitter."""
+    return float(retry_base_ms * 2**attempt / 1000 + random.random() * 0.1)
+
+
+def redact(text: str, secret: str | None) -> str:
+    """*text* with every occurrence of *secret* replaced."""
+    if secret:
+        text = text.replace(secret, _REDACTED)
+    return text
+
+
+def excerpt(body: bytes, secret: str | None) -> str:
+    """An error body for a message: decoded, redacted, then cut to a few hundred chars."""
+    text = redact(body.decode("utf-8", "replace"), secret).strip()
+    if len(text) > ERROR_EXCERPT_CHARS:
+        text = text[:ERROR_EXCERPT_CHARS] + "…"
+    return text or "(empty body)"
+
+
+async def close_response(response: httpx2.Response) -> None:
+    """Close *response* even while the caller is being cancelled (bounded, shielded)."""
+    with trio.move_on_after(_CLOSE_GRACE, shield=True):
+        await response.aclose()
+
+
+@asynccontextmanager
+async def body_chunks(response: httpx2.Response) -> AsyncIterator[AsyncIterator[bytes]]:
+    """``response.aiter_bytes()``, closed on the way out even when left early or cancelled.
+
+    (Left to the garbage collector, a half-read async generator is finalized outside
+    any task.)
+    """
+    chunks = response.aiter_bytes()
+    try:
+        yield chunks
+    finally:
+        with trio.move_on_after(_CLOSE_GRACE, shield=True):
+            await chunks.aclose()
+
+
+async def read_bounded(response: httpx2.Response, limit: int | None = None) -> bytes:
+    """The whole (decoded) body, refusing one larger than *limit* (``MAX_RESPONSE_BYTES``)."""
+    limit = MAX_RESPONSE_BYTES if limit is None else limit
+    out: list[bytes] = []
+    total = 0
+    async with body_chunks(response) as chunks:
+        async for chunk in chunks:
+            total += len(chunk)
+            if total > limit:
+                raise GenerateError(f"the model's answer is larger than {limit} bytes")
+            out.append(chunk)
+    return b"".join(out)
+
+
+_ssl_context: ssl.SSLContext | None = None
+
+
+def _new_client() -> httpx2.AsyncClient:
+    """A pool for one client; the first call per process loads the CA bundle (blocking)."""
+    global _ssl_context
+    if _ssl_context is None:
+        _ssl_context = httpx2.create_ssl_context()
+    # A model answer can take minutes; the run's own deadline is run_timeout_ms.
+    return httpx2.AsyncClient(verify=_ssl_context, timeout=httpx2.Timeout(600.0, connect=30.0))
+
+
+class Poster:
+    """Posts a model request with retries; one per client.
+
+    Owns an ``httpx2.AsyncClient`` unless it was given one.
+    """
+
+    def __init__(
+        self,
+        *,
+        http_client: httpx2.AsyncClient | None,
+        retries: int,
+        retry_base_ms: int,
+        retryable_statuses: Collection[int] | None,
+        on_error: OnError | None,
+        secret: str | None,
+    ) -> None:
+        self._owned = http_client is None
+        self.http: httpx2.AsyncClient | None = http_client
+        self.retries = retries
+        self.retry_base_ms = retry_base_ms
+        self.retryable = DEFAULT_RETRYABLE_STATUSES | frozenset(retryable_statuses or ())
+        self.on_error = on_error
+        self.secret = secret
+
+    async def post(
+        self, url: str, headers: Mapping[str, str], content: bytes, *, stream: bool
+    ) -> tuple[httpx2.Response, bytes | None]:
+        """POST until a 2xx answer, retrying as SPEC §8 says.
+
+        With ``stream=False`` the body is read (a network error while reading is retried
+        too) and the response is closed; with ``stream=True`` the response is returned
+        open for the caller to read and close. Raises :class:`GenerateError` when the
+        attempts are spent or ``on_error`` says ``"fail"``.
+        """
+        attempt = 0
+        while True:
+            delay: int | None = None
+            failure: GenerateError
+            try:
+                http = self.http or await self._make_client()
+                request = http.build_request("POST", url, headers=headers, content=content)
+                response = await http.send(request, stream=True)
+            except httpx2.TransportError as exc:
+                info = ErrorInfo(exc, None, attempt, True)
+                failure = self._network_failure(url, exc)
+            else:
+                if response.is_success:
+                    if stream:
+                        return response, None
+                    try:
+                        return response, await read_bounded(response)
+                    except httpx2.TransportError as exc:
+                        info = ErrorInfo(exc, None, attempt, True)
+                        failure = self._network_failure(url, exc)
+                    finally:
+                        await close_response(response)
+                else:
+                    status = response.status_code
+                    try:
+                        body = await self._error_body(response)
+                    finally:
+                        await close_response(response)
+                    info = ErrorInfo(None, status, attempt, status in self.retryable)
+                    failure = GenerateError(f"HTTP {status} from POST {url}: {body}")
+                    failure.status = status
+                    delay = retry_after_seconds(response.headers.get("retry-after"))
+            if not await self._should_retry(info) or attempt >= self.retries:
+                raise failure
+            await trio.sleep(delay if delay is not None else self.backoff(attempt))
+            attempt += 1
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait before attempt ``attempt + 1``."""
+        return backoff_seconds(self.retry_base_ms, attempt)
+
+    def _network_failure(self, url: str, exc: Exception) -> GenerateError:
+        detail = redact(str(exc), self.secret) or type(exc).__name__
+        failure = GenerateError(f"POST {url} failed: {type(exc).__name__}: {detail}")
+        failure.__cause__ = exc
+        return failure
+
+    async def _error_body(self, response: httpx2.Response) -> str:
+        out: list[bytes] = []
+        size = 0
+        try:
+            async with body_chunks(response) as chunks:
+                async for chunk in chunks:
+                    out.append(chunk)
+                    size += len(chunk)
+                    if size >= _ERROR_READ_BYTES:
+                        break
+        except httpx2.HTTPError:
+            pass  # the status is the error; a body cut short is still worth quoting
+        return excerpt(b"".join(out)[:_ERROR_READ_BYTES], self.secret)
+
+    async def _should_retry(self, info: ErrorInfo) -> bool:
+        if self.on_error is None:
+            return info.retryable
+        try:
+            decision: Any = self.on_error(info)
+            if inspect.isawaitable(decision):
+                decision = await decision
+        except Exception as exc:
+            raise GenerateError(f"on_error raised {type(exc).__name__}: {exc}") from exc
+        if decision == "retry":
+            return True
+        if decision == "fail":
+            return False
+        raise GenerateError(f"on_error returned {decision!r}; expected 'retry' or 'fail'")
+
+    async def aclose(self) -> None:
+        """Close the connection pool when this poster made it."""
+        if self._owned and self.http is not None:
+            await self.http.aclose()
+
+    async def _make_client(self) -> httpx2.AsyncClient:
+        # The first pool of the process loads the CA bundle and httpcore2 (tens of ms
+        # of blocking I/O): that one is made in a worker thread; later ones are cheap.
+        if _ssl_context is None:
+            made = await trio.to_thread.run_sync(_new_client)
+        else:
+            made = _new_client()
+        if self.http is None:
+            self.http = made
+        return self.http

@@ -1,0 +1,211 @@
+"""The OpenAI chat-completions wire (``style="openai"``), SPEC §8.
+
+``POST {base_url}/chat/completions`` with ``Authorization: Bearer <key>``; the transcript
+is already OpenAI-shaped, so it goes out as it is. Streaming asks for
+``stream_options.include_usage`` and joins tool-call fragments by their ``index``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._results import GenerateError, InProcessResponse, Message
+from .._toolkit import Toolkit
+from .._turns import TranslateCall, _usage, encode_arguments
+from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call
+from ._sse import SSEEvent
+
+
+def endpoint(base_url: str) -> str:
+    """``{base_url}/chat/completions``."""
+    return base_url.rstrip("/") + "/chat/completions"
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """``Authorization: Bearer <key>`` (nothing without a key)."""
+    return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def tools_for(toolkit: Toolkit | None) -> list[dict[str, Any]]:
+    """``toolkit.to_openai()``."""
+    return toolkit.to_openai() if toolkit is not None else []
+
+
+def body(
+    model: str,
+    messages: Sequence[Message],
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    max_tokens: int | None,
+    stream: bool,
+    tool_choice: Any = "auto",
+) -> dict[str, Any]:
+    """The request body; ``tools`` and ``tool_choice`` are left out when there are no tools."""
+    out: dict[str, Any] = {"model": model, "messages": messages}
+    if tools:
+        out["tools"] = tools
+        if tool_choice is not None:
+            out["tool_choice"] = tool_choice
+    if max_tokens:
+        out["max_tokens"] = max_tokens
+    if stream:
+        out["stream"] = True
+        out["stream_options"] = {"include_usage": True}
+    return out
+
+
+def translate_body(call: TranslateCall) -> dict[str, Any]:
+    """§11: the caller's messages, with ``system`` overriding theirs and object
+    ``arguments`` re-encoded as the JSON string the wire wants."""
+    messages = [_string_arguments(m) for m in call.messages]
+    if call.system is not None:
+        messages = [m for m in messages if m.get("role") not in ("system", "developer")]
+        messages.insert(0, {"role": "system", "content": call.system})
+    return body(
+        call.model,
+        messages,
+        call.tools,
+        max_tokens=call.max_tokens or None,
+        stream=False,
+        tool_choice=call.tool_choice,
+    )
+
+
+def parse(payload: object) -> Parsed:
+    """A ``chat.completion`` payload."""
+    data = mapping(payload, "the chat completion")
+    error = provider_error(data)
+    if error is not None and "choices" not in data:
+        raise GenerateError(f"the provider answered with an error: {error}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise GenerateError("the chat completion has no choices")
+    choice = mapping(choices[0], "choices[0]")
+    message = mapping(choice.get("message"), "choices[0].message")
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise GenerateError("choices[0].message.tool_calls is not a list")
+    calls = []
+    for i, item in enumerate(raw_calls):
+        tc = mapping(item, f"tool_calls[{i}]")
+        function = mapping(tc.get("function"), f"tool_calls[{i}].function")
+        calls.append(
+            tool_call(tc.get("id"), function.get("name"), function.get("arguments"), f"tc[{i}]")
+        )
+    usage = data.get("usage")
+    if usage is not None and not isinstance(usage, Mapping):
+        raise GenerateError("the chat completion's usage is not an object")
+    response = InProcessResponse(text_of(message.get("content")), tuple(calls), usage)
+    reason = choice.get("finish_reason")
+    return Parsed(response, _usage(usage), reason if isinstance(reason, str) else None, data)
+
+
+class StreamAssembler:
+    """Builds one answer from ``chat.completion.chunk`` events; ``feed`` gives text deltas."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.done = False
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._usage: Mapping[str, Any] | None = None
+        self._reason: str | None = None
+
+    def feed(self, event: SSEEvent) -> str:
+        """Take one event; return its text delta (``""`` when none)."""
+        if self.done:
+            return ""
+        if event.data == "[DONE]":
+            self.done = True
+            return ""
+        try:
+            chunk = mapping(json.loads(event.data), "a stream chunk")
+        except (ValueError, RecursionError) as exc:
+            raise GenerateError(f"a stream chunk is not JSON: {event.data[:200]!r}") from exc
+        error = provider_error(chunk)
+        if error is not None:
+            raise GenerateError(f"the provider sent an error mid-stream: {error}")
+        usage = chunk.get("usage")
+        if isinstance(usage, Mapping):
+            self._usage = usage
+        delta_text = ""
+        choices = chunk.get("choices") or []
+        if not isinstance(choices, list):
+            raise GenerateError("a stream chunk's choices is not a list")
+        for raw_choice in choices:
+            choice = mapping(raw_choice, "a stream choice")
+            if choice.get("index", 0) != 0:
+                continue
+            delta = mapping(choice.get("delta") or {}, "a stream delta")
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                self._text.append(content)
+                delta_text += content
+            for fragment in delta.get("tool_calls") or []:
+                self._fragment(mapping(fragment, "a tool-call fragment"))
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str):
+                self._reason = reason
+        return delta_text
+
+    def _fragment(self, fragment: Mapping[str, Any]) -> None:
+        index = fragment.get("index", len(self._calls))
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise GenerateError(f"a tool-call fragment has index {index!r}")
+        slot = self._calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+        if fragment.get("id"):
+            slot["id"] = string(fragment["id"], "a tool-call fragment id")
+        function = mapping(fragment.get("function") or {}, "a tool-call fragment function")
+        name = function.get("name")
+        if name:
+            slot["name"] += string(name, "a tool-call fragment name")
+        arguments = function.get("arguments")
+        if arguments:
+            slot["arguments"].append(string(arguments, "a tool-call fragment's arguments"))
+
+    def result(self) -> Parsed:
+        """The assembled answer; a stream that ended before ``[DONE]`` is an error."""
+        if not self.done:
+            raise GenerateError("the model's stream ended before [DONE] (truncated)")
+        text = "".join(self._text)
+        calls = [
+            tool_call(slot["id"], slot["name"], "".join(slot["arguments"]), f"tool call {i}")
+            for i, slot in sorted(self._calls.items())
+        ]
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function",
+                 "function": {"name": c.name, "arguments": c.arguments}}
+                for c in calls
+            ]  # fmt: skip
+        raw = {
+            "object": "chat.completion",
+            "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": self._reason}],
+            "usage": dict(self._usage) if self._usage is not None else None,
+        }
+        response = InProcessResponse(text, tuple(calls), self._usage)
+        return Parsed(response, _usage(self._usage), self._reason, raw)
+
+
+def _string_arguments(message: Message) -> Message:
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list) or all(
+        isinstance(c, Mapping)
+        and isinstance(c.get("function"), Mapping)
+        and isinstance(c["function"].get("arguments"), str)
+        for c in calls
+    ):
+        return message
+    fixed = []
+    for c in calls:
+        if isinstance(c, Mapping) and isinstance(c.get("function"), Mapping):
+            function = dict(c["function"])
+            if not isinstance(function.get("arguments"), str):
+                function["arguments"] = encode_arguments(function.get("arguments") or {})
+            c = {**c, "function": function}
+        fixed.append(c)
+    return {**message, "tool_calls": fixed}

@@ -1,0 +1,68 @@
+"""Options of :func:`~toolnexus_trio.create_client` (SPEC §8)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+import httpx2
+
+from .._results import ConversationStore, HookFn, Hooks, OnMetric, WaitFor
+from ._http import OnError
+
+Style = Literal["openai", "anthropic"]
+BodyTransform = Callable[[dict[str, Any]], dict[str, Any] | Awaitable[dict[str, Any]]]
+"""Gets the assembled request body (after ``request_params``); returns the body to send."""
+
+
+@attrs.frozen
+class ClientOptions:
+    """Options of :func:`~toolnexus_trio.create_client`: a model behind an HTTP endpoint.
+
+    - ``base_url``, ``style`` (``"openai"`` posts to ``{base_url}/chat/completions``;
+      ``"anthropic"`` to ``{base_url}/messages``, adding ``/v1`` when the URL does not
+      end in it), ``model`` (sent verbatim on every call).
+    - ``api_key``: when ``None``, read once from ``ANTHROPIC_API_KEY`` (anthropic style)
+      or ``OPENAI_API_KEY`` then ``OPENROUTER_API_KEY`` (openai style; an openrouter.ai
+      URL prefers ``OPENROUTER_API_KEY``). No key at all sends no auth header (local
+      servers). The key never appears in reprs or error messages.
+    - ``headers``: extra request headers (they win over the defaults).
+    - ``system_prompt``, ``max_turns``, ``hooks``, ``wait_for``, ``tool_timeout_ms``,
+      ``run_timeout_ms``, ``on_metric``, ``store``: as for
+      :class:`~toolnexus_trio.InProcessOptions`.
+    - ``retries`` (default 2) and ``retry_base_ms`` (default 500): a failed call is
+      retried on 429/500/502/503/504, on ``retryable_statuses`` and on network errors,
+      after ``retry_base_ms * 2**attempt`` ms plus up to 100 ms of jitter, or after
+      ``Retry-After`` seconds when the server sends that header in delay-seconds form.
+    - ``on_error(ErrorInfo) -> "retry" | "fail"`` (sync or async) classifies each
+      failed attempt instead of that default; a ``"retry"`` is still bounded by
+      ``retries``. Cancellation and deadlines are never retried nor classified.
+    - ``request_params``: merged into every request body (its keys win);
+      ``messages``, ``tools`` and ``stream`` are dropped from it with a warning.
+    - ``body_transform(body) -> body`` (sync or async): the last word on the body.
+    - ``http_client``: an ``httpx2.AsyncClient`` you own (custom transport, proxy,
+      mTLS); the client never closes it. Without it the client makes its own, closed
+      by :meth:`Client.aclose <toolnexus_trio.Client.aclose>`.
+    """
+
+    base_url: str
+    style: Style
+    model: str
+    api_key: str | None = attrs.field(default=None, repr=False)
+    headers: Mapping[str, str] | None = None
+    system_prompt: str | None = None
+    max_turns: int = 10
+    hooks: Hooks | Mapping[str, HookFn] | None = None
+    retries: int = 2
+    retry_base_ms: int = 500
+    retryable_statuses: Sequence[int] | None = None
+    on_error: OnError | None = None
+    run_timeout_ms: int = 0
+    tool_timeout_ms: int = 0
+    wait_for: WaitFor | None = None
+    store: ConversationStore | None = None
+    on_metric: OnMetric | None = None
+    request_params: Mapping[str, Any] | None = None
+    body_transform: BodyTransform | None = None
+    http_client: httpx2.AsyncClient | None = attrs.field(default=None, repr=False)

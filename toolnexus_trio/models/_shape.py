@@ -1,0 +1,92 @@
+"""What both wire styles parse a model answer into, and the strict readers they share."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from .._results import GenerateError, InProcessResponse, InProcessToolCall
+
+_WORDS = 200
+
+
+@attrs.frozen
+class Parsed:
+    """One assistant answer: the message the loop consumes, usage, reason, raw payload.
+
+    ``usage`` is normalised; ``finish_reason`` is the provider's own word (mapped by
+    :func:`~toolnexus_trio._turns.finish_reason_for` where the SPEC asks); ``raw`` is the
+    decoded payload (for a stream: the payload a non-streamed call would have given).
+    """
+
+    response: InProcessResponse
+    usage: dict[str, int]
+    finish_reason: str | None
+    raw: Any
+
+
+def decode_json(body: bytes, what: str) -> Any:
+    """*body* as JSON, or a :class:`GenerateError` quoting its start."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+        start = body[:_WORDS].decode("utf-8", "replace")
+        raise GenerateError(f"{what} is not JSON ({exc}): {start!r}") from exc
+
+
+def mapping(value: object, what: str) -> Mapping[str, Any]:
+    """*value* when it is a JSON object, else a clear :class:`GenerateError`."""
+    if not isinstance(value, Mapping):
+        raise GenerateError(f"{what} is {_kind(value)}, expected an object")
+    return value
+
+
+def string(value: object, what: str, *, optional: bool = True) -> str:
+    """*value* when it is a string (``None`` gives ``""`` when optional)."""
+    if value is None and optional:
+        return ""
+    if not isinstance(value, str):
+        raise GenerateError(f"{what} is {_kind(value)}, expected a string")
+    return value
+
+
+def provider_error(payload: Mapping[str, Any]) -> str | None:
+    """The message of an ``{"error": ...}`` payload, if it is one."""
+    error = payload.get("error")
+    if error is None:
+        return None
+    if isinstance(error, Mapping):
+        return str(error.get("message") or error.get("type") or dict(error))
+    return str(error)
+
+
+def tool_call(call_id: object, name: object, arguments: object, what: str) -> InProcessToolCall:
+    """A tool call read off the wire; ``arguments`` stays a string or an object."""
+    if not isinstance(arguments, str | Mapping):
+        arguments = "" if arguments is None else json.dumps(arguments)
+    return InProcessToolCall(
+        id=string(call_id, f"{what} id"),
+        name=string(name, f"{what} name", optional=False),
+        arguments=dict(arguments) if isinstance(arguments, Mapping) else arguments,
+    )
+
+
+def text_of(content: object) -> str:
+    """Message content as text: a string, or the text of a list of parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p.get("text", "") if isinstance(p, Mapping) and isinstance(p.get("text"), str) else ""
+            for p in content
+        )
+    return str(content)
+
+
+def _kind(value: object) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"

@@ -1,0 +1,221 @@
+"""The HTTP :class:`~toolnexus_trio._turns.TurnSource`: one model turn over a wire style.
+
+A turn builds the style's body, applies ``request_params`` then ``body_transform``,
+posts it with retries (:mod:`._http`) and parses the answer. When the loop streams,
+the SSE body is read and parsed in the run's own task: each text delta is awaited into
+the consumer's channel before the next bytes are read, so a slow consumer slows the
+socket (TCP backpressure) and nothing is queued or dropped.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+
+from .._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
+from .._toolkit import Toolkit
+from .._turns import Emit, TranslateCall, Turn, encode_arguments, finish_reason_for
+from . import _anthropic, _openai
+from ._http import (
+    MAX_RESPONSE_BYTES,
+    Poster,
+    body_chunks,
+    close_response,
+    read_bounded,
+    redact,
+)
+from ._options import ClientOptions
+from ._shape import Parsed, decode_json
+from ._sse import SSEDecoder
+
+logger = logging.getLogger("toolnexus_trio")
+
+_FORBIDDEN_PARAMS = ("messages", "tools", "stream")
+
+
+def api_key_for(options: ClientOptions) -> str | None:
+    """The explicit key, else the style's environment variable (SPEC §8)."""
+    if options.api_key is not None:
+        return options.api_key
+    if options.style == "anthropic":
+        names = ["ANTHROPIC_API_KEY"]
+    elif "openrouter.ai" in (urlsplit(options.base_url).hostname or ""):
+        names = ["OPENROUTER_API_KEY", "OPENAI_API_KEY"]
+    else:
+        names = ["OPENAI_API_KEY", "OPENROUTER_API_KEY"]
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def _clean_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    cleaned = dict(params or {})
+    for key in _FORBIDDEN_PARAMS:
+        if key in cleaned:
+            del cleaned[key]
+            logger.warning("toolnexus_trio: request_params may not set %r; it was dropped", key)
+    return cleaned
+
+
+class HttpTurns:
+    """Model turns over HTTP in one wire style (one per :class:`Client`)."""
+
+    def __init__(self, options: ClientOptions) -> None:
+        if options.style not in ("openai", "anthropic"):
+            raise ValueError(f"style must be 'openai' or 'anthropic', not {options.style!r}")
+        scheme = urlsplit(options.base_url).scheme
+        if scheme not in ("http", "https"):
+            raise ValueError(f"base_url must be an http(s) URL, not {options.base_url!r}")
+        if options.retries < 0 or options.retry_base_ms < 0:
+            raise ValueError("retries and retry_base_ms must not be negative")
+        self.wire: ModuleType = _openai if options.style == "openai" else _anthropic
+        self.url: str = self.wire.endpoint(options.base_url)
+        self.secret = api_key_for(options)
+        self.headers = {
+            "content-type": "application/json",
+            **self.wire.auth_headers(self.secret),
+            **{k.lower(): v for k, v in (options.headers or {}).items()},
+        }
+        self.params = _clean_params(options.request_params)
+        self.transform = options.body_transform
+        self.poster = Poster(
+            http_client=options.http_client,
+            retries=options.retries,
+            retry_base_ms=options.retry_base_ms,
+            retryable_statuses=options.retryable_statuses,
+            on_error=options.on_error,
+            secret=self.secret,
+        )
+
+    def tools_for(self, toolkit: Toolkit | None) -> list[dict[str, Any]]:
+        """``to_openai()`` or ``to_anthropic()``, by style."""
+        tools: list[dict[str, Any]] = self.wire.tools_for(toolkit)
+        return tools
+
+    async def turn(self, request: GenerateRequest, emit: Emit | None) -> Turn:
+        """One model call; streamed (SSE) when *emit* is set."""
+        stream = emit is not None
+        body = self.wire.body(
+            request.model,
+            request.messages,
+            request.tools or (),
+            max_tokens=request.max_tokens,
+            stream=stream,
+        )
+        content = await self._encode(body)
+        if emit is None:
+            parsed = await self._call(content)
+            return Turn(parsed.response, parsed.usage, parsed.raw)
+        parsed = await self._stream(content, request.model, emit)
+        return Turn(parsed.response, parsed.usage, parsed.raw, streamed=True)
+
+    async def translate(self, call: TranslateCall) -> TranslateResult:
+        """§11: one non-streamed call, read back into OpenAI shapes."""
+        parsed = await self._call(await self._encode(self.wire.translate_body(call)))
+        calls = tuple(
+            TranslatedToolCall(tc.id or f"call_{i}", tc.name, encode_arguments(tc.arguments))
+            for i, tc in enumerate(parsed.response.tool_calls)
+        )
+        return TranslateResult(
+            text=parsed.response.content,
+            tool_calls=calls,
+            finish_reason=finish_reason_for(bool(calls), parsed.finish_reason),
+            usage=parsed.usage,
+            model=call.model,
+            raw=parsed.raw,
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool if this client made it."""
+        await self.poster.aclose()
+
+    # -- internals ----------------------------------------------------------
+
+    async def _encode(self, body: dict[str, Any]) -> bytes:
+        body.update(self.params)
+        if self.transform is not None:
+            if isinstance(body.get("messages"), list):
+                # The transform may edit the list in place; the run's transcript is not its.
+                body["messages"] = list(body["messages"])
+            try:
+                out = self.transform(body)
+                if inspect.isawaitable(out):
+                    out = await out
+            except Exception as exc:
+                raise GenerateError(f"body_transform raised {type(exc).__name__}: {exc}") from exc
+            if not isinstance(out, dict):
+                raise GenerateError(f"body_transform returned {type(out).__name__}, not a dict")
+            body = out
+        try:
+            return json.dumps(body, separators=(",", ":")).encode()
+        except (TypeError, ValueError) as exc:
+            raise GenerateError(f"the request body is not JSON: {exc}") from exc
+
+    async def _call(self, content: bytes) -> Parsed:
+        try:
+            _, raw = await self.poster.post(self.url, self.headers, content, stream=False)
+        except GenerateError:
+            raise
+        except Exception as exc:  # e.g. a closed pool: still this model call's failure
+            raise self._failure(exc) from exc
+        assert raw is not None
+        parsed: Parsed = self.wire.parse(decode_json(raw, "the model's answer"))
+        return parsed
+
+    async def _stream(self, content: bytes, model: str, emit: Emit) -> Parsed:
+        try:
+            response, _ = await self.poster.post(self.url, self.headers, content, stream=True)
+        except GenerateError:
+            raise
+        except Exception as exc:
+            raise self._failure(exc) from exc
+        if response.headers.get("content-type", "").startswith("application/json"):
+            # A server that ignores "stream": the whole answer at once, one delta.
+            try:
+                body = await read_bounded(response)
+            except httpx2.HTTPError as exc:
+                raise GenerateError(f"the model's answer broke: {self._detail(exc)}") from exc
+            finally:
+                await close_response(response)
+            whole: Parsed = self.wire.parse(decode_json(body, "the model's answer"))
+            if whole.response.content:
+                await emit({"type": "text", "delta": whole.response.content})
+            return whole
+        assembler = self.wire.StreamAssembler(model)
+        decoder = SSEDecoder()
+        received = 0
+        try:
+            async with body_chunks(response) as chunks:
+                async for chunk in chunks:
+                    received += len(chunk)
+                    if received > MAX_RESPONSE_BYTES:
+                        raise GenerateError(
+                            f"the model's stream is over {MAX_RESPONSE_BYTES} bytes"
+                        )
+                    for event in decoder.feed(chunk):
+                        delta = assembler.feed(event)
+                        if delta:
+                            await emit({"type": "text", "delta": delta})
+        except httpx2.HTTPError as exc:
+            # Not retried: deltas may already have reached the consumer.
+            raise GenerateError(f"the model's stream broke: {self._detail(exc)}") from exc
+        finally:
+            await close_response(response)
+        parsed: Parsed = assembler.result()
+        return parsed
+
+    def _detail(self, exc: Exception) -> str:
+        return f"{type(exc).__name__}: {redact(str(exc), self.secret)}"
+
+    def _failure(self, exc: Exception) -> GenerateError:
+        return GenerateError(f"POST {self.url} failed: {self._detail(exc)}")
