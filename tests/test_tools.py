@@ -54,6 +54,8 @@ def test_public_names_are_pinned() -> None:
         "ToolSource", "Toolkit", "ToolkitOptions", "TranslateResult", "TranslatedToolCall",
         "create_client", "create_in_process_client", "create_toolkit", "define_tool",
         "empty_schema", "pending", "pending_of", "tool",
+        "AlreadyAnswered", "PendingExpired", "PendingState", "PendingStore",
+        "SqliteConversationStore",
     }  # fmt: skip
     assert set(tn.__all__) == expected
     assert tn.Tool.__module__ == "toolnexus_trio"

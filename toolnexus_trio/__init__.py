@@ -27,10 +27,15 @@ from ._client import create_in_process_client as create_in_process_client
 from ._conversation import Conversation as Conversation
 from ._conversation import ConversationStore as ConversationStore
 from ._conversation import InMemoryConversationStore as InMemoryConversationStore
+from ._conversation import PendingState as PendingState
+from ._conversation import PendingStore as PendingStore
+from ._durable import AlreadyAnswered as AlreadyAnswered
+from ._durable import PendingExpired as PendingExpired
 from ._results import TranslatedToolCall as TranslatedToolCall
 from ._results import TranslateResult as TranslateResult
 from ._schema import SchemaError as SchemaError
 from ._schema import empty_schema as empty_schema
+from ._sqlite_store import SqliteConversationStore as SqliteConversationStore
 from ._toolkit import Toolkit as Toolkit
 from ._toolkit import ToolkitOptions as ToolkitOptions
 from ._toolkit import create_toolkit as create_toolkit
@@ -50,6 +55,7 @@ from .models import ClientOptions as ClientOptions
 from .models import ErrorInfo as ErrorInfo
 
 __all__ = [
+    "AlreadyAnswered",
     "Answer",
     "BuiltinsConfig",
     "CancelToken",
@@ -66,11 +72,15 @@ __all__ = [
     "InProcessOptions",
     "InProcessResponse",
     "InProcessToolCall",
+    "PendingExpired",
+    "PendingState",
+    "PendingStore",
     "Request",
     "RunError",
     "RunResult",
     "RunTimeout",
     "SchemaError",
+    "SqliteConversationStore",
     "SuspendedCall",
     "Tool",
     "ToolCallRecord",

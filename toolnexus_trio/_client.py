@@ -27,6 +27,7 @@ import trio
 from ._cancel import CancelToken
 from ._conversation import Conversation, ConversationStore, InMemoryConversationStore
 from ._conversation import ask as _ask
+from ._durable import answer as _answer
 from ._groups import collapse_groups
 from ._metrics import PrometheusRegistry
 
@@ -234,9 +235,18 @@ class Client(ToolCalls):
         and a call with no answer ``"unresolved: <prompt>"``. Its placeholder tool message
         is replaced, and the loop goes on (no new user message). An answer whose id
         matches no suspended request raises :class:`ValueError`.
+
+        *result* may come from :meth:`RunResult.from_json` in another process; it then
+        has no toolkit, and *toolkit* is required. For answers that must not be
+        replayed, see :meth:`answer`.
         """
         if result.status != "pending":
             raise ValueError(f"resume needs a pending result, not status={result.status!r}")
+        if toolkit is None and result._toolkit is None:
+            raise ValueError(
+                "resume needs toolkit=...: this result carries no toolkit "
+                "(RunResult.from_json never restores one)"
+            )
         by_id = dict(answers) if isinstance(answers, Mapping) else {a.id: a for a in answers}
         known = {s.request.id for s in result.suspended}
         for key, answer in by_id.items():
@@ -256,6 +266,30 @@ class Client(ToolCalls):
                 await self._loop(run)
 
         return await self._drive(run, cancel, body())
+
+    async def answer(
+        self,
+        id: str,
+        answers: Mapping[str, Answer] | Iterable[Answer],
+        *,
+        toolkit: Toolkit,
+        cancel: CancelToken | None = None,
+    ) -> RunResult:
+        """Answer the pending run that :meth:`ask` saved under *id*, exactly once.
+
+        Loads the pending state from :attr:`store` (a :class:`PendingStore`, possibly
+        written by another process), takes it atomically *before* any tool re-runs,
+        resumes as :meth:`resume` does (same rules for declines and missing answers)
+        and saves the outcome under *id*. A second answer for the same pending state,
+        concurrent or later, from any process, raises :class:`AlreadyAnswered` and runs
+        nothing. An answer id that matches no suspended request raises
+        :class:`ValueError` and consumes nothing; *id* with no pending run raises
+        :class:`LookupError`. Answers to requests past their ``expires_at`` are refused:
+        those calls get ``"declined/expired: <prompt>"``, the run goes on and is saved,
+        then :class:`PendingExpired` is raised with the result. See "Durable approvals"
+        in the docs for the whole lifecycle and what a crash leaves behind.
+        """
+        return await _answer(self, self._store, id, answers, toolkit=toolkit, cancel=cancel)
 
     @property
     def store(self) -> ConversationStore:

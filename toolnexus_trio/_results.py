@@ -170,6 +170,33 @@ class RunResult:
         """``len(tool_calls)``."""
         return len(self.tool_calls)
 
+    def to_json(self) -> dict[str, Any]:
+        """A versioned, JSON-safe form: ``{"version": 1, ...}``, for :meth:`from_json`.
+
+        It holds what :meth:`Client.resume` needs (transcript, tool-call records, turns,
+        usage, model, status, and each suspended call with its ``Request`` and where its
+        placeholder sits), never the toolkit or another live object. Every key is
+        written (``null`` when empty). Tool metadata values that are not JSON become
+        their ``repr``; a transcript or arguments that are not JSON raise
+        :class:`ValueError`.
+        """
+        from ._runjson import run_result_to_json  # it imports this module
+
+        return run_result_to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> RunResult:
+        """Read a :meth:`to_json` document (after ``json.loads``, in any process).
+
+        A newer version, a missing or unknown key, a value of the wrong JSON kind or
+        parts that disagree (a suspended call that does not point at its own tool
+        message) raise :class:`ValueError` saying which and why. The result has no
+        toolkit: pass ``toolkit=`` to :meth:`Client.resume`.
+        """
+        from ._runjson import run_result_from_json
+
+        return run_result_from_json(data)
+
 
 class RunTimeout(TimeoutError):
     """``run_timeout_ms`` elapsed; :attr:`result` holds the balanced transcript so far.
