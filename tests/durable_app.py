@@ -62,7 +62,9 @@ async def generate(req: GenerateRequest) -> InProcessResponse:
         if done < len(words) - 1:
             name = words[1 + done]
             return InProcessResponse(
-                tool_calls=[InProcessToolCall(id=f"call-{name}", name="deploy", arguments={"v": name})]
+                tool_calls=[
+                    InProcessToolCall(id=f"call-{name}", name="deploy", arguments={"v": name})
+                ]
             )
         return InProcessResponse(content="finished: " + "; ".join(tail))
     if tail:

@@ -48,7 +48,9 @@ def tool_contents(messages: Sequence[dict[str, Any]]) -> list[str]:
     return [m["content"] for m in messages if m["role"] == "tool"]
 
 
-async def test_a_pending_ask_is_answered_once_and_a_replay_is_refused(store: Any, tmp_path: Path) -> None:
+async def test_a_pending_ask_is_answered_once_and_a_replay_is_refused(
+    store: Any, tmp_path: Path
+) -> None:
     ledger = tmp_path / "ledger"
     tk = await toolkit(ledger)
     c = client(store)
@@ -73,10 +75,19 @@ async def test_a_pending_ask_is_answered_once_and_a_replay_is_refused(store: Any
     # the conversation goes on from the answered transcript
     more = await c.ask("thanks", tk, id="t")
     assert more.text == "re: thanks"
-    assert [m["role"] for m in more.messages] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+    assert [m["role"] for m in more.messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+    ]
 
 
-async def test_concurrent_answers_in_one_process_run_the_tool_once(store: Any, tmp_path: Path) -> None:
+async def test_concurrent_answers_in_one_process_run_the_tool_once(
+    store: Any, tmp_path: Path
+) -> None:
     ledger = tmp_path / "ledger"
     tk = await toolkit(ledger)
     c = client(store)
@@ -122,7 +133,9 @@ async def test_two_stores_on_one_file_racing_past_the_load_take_once(
 
         async def answer(store: SqliteConversationStore) -> None:
             try:
-                outcomes.append(await client(store).answer("t", [Answer("req-v1-call-v1", True)], toolkit=tk))
+                outcomes.append(
+                    await client(store).answer("t", [Answer("req-v1-call-v1", True)], toolkit=tk)
+                )
             except AlreadyAnswered as exc:
                 outcomes.append(exc)
 
@@ -139,10 +152,15 @@ async def test_two_stores_on_one_file_racing_past_the_load_take_once(
 async def test_take_pending_is_a_conditional_update(store: Any) -> None:
     assert isinstance(store, PendingStore)
     assert await store.get_pending("t") is None
-    await store.save_pending("t", [{"role": "user", "content": "a"}], PendingState("k1", "pending", {"x": 1}))
+    await store.save_pending(
+        "t", [{"role": "user", "content": "a"}], PendingState("k1", "pending", {"x": 1})
+    )
     assert not await store.take_pending("t", "other-key", [])
     assert not await store.take_pending("nobody", "k1", [])
-    interrupted = [{"role": "user", "content": "a"}, {"role": "tool", "tool_call_id": "c", "content": "interrupted"}]
+    interrupted = [
+        {"role": "user", "content": "a"},
+        {"role": "tool", "tool_call_id": "c", "content": "interrupted"},
+    ]
     assert await store.take_pending("t", "k1", interrupted)
     assert not await store.take_pending("t", "k1", [])
     assert await store.get_pending("t") == PendingState("k1", "taken")
@@ -159,23 +177,35 @@ async def test_take_pending_is_a_conditional_update(store: Any) -> None:
 # Behaviour 5: declines, partial answers and expiries follow the resume rules -----------
 
 
-async def test_declines_and_partial_answers_follow_the_resume_rules(store: Any, tmp_path: Path) -> None:
+async def test_declines_and_partial_answers_follow_the_resume_rules(
+    store: Any, tmp_path: Path
+) -> None:
     ledger = tmp_path / "ledger"
     tk = await toolkit(ledger)
     c = client(store)
     halted = await c.ask("deploy a b c", tk, id="t")
-    assert [s.request.id for s in halted.suspended] == ["req-a-call-a", "req-b-call-b", "req-c-call-c"]
+    assert [s.request.id for s in halted.suspended] == [
+        "req-a-call-a",
+        "req-b-call-b",
+        "req-c-call-c",
+    ]
     answers = [Answer("req-a-call-a", True), Answer("req-b-call-b", False, reason="declined")]
     # what the in-memory resume of the same result gives, on a copy of the ledger
     reference_ledger = tmp_path / "reference"
-    reference = await client(InMemoryConversationStore()).resume(halted, answers, toolkit=await toolkit(reference_ledger))
+    reference = await client(InMemoryConversationStore()).resume(
+        halted, answers, toolkit=await toolkit(reference_ledger)
+    )
 
     done = await c.answer("t", answers, toolkit=tk)
-    assert tool_contents(done.messages) == tool_contents(reference.messages) == [
-        "deployed a",
-        "declined/expired: Deploy b?",
-        "unresolved: Deploy c?",
-    ]
+    assert (
+        tool_contents(done.messages)
+        == tool_contents(reference.messages)
+        == [
+            "deployed a",
+            "declined/expired: Deploy b?",
+            "unresolved: Deploy c?",
+        ]
+    )
     assert done.text == reference.text
     assert ledger_lines(ledger) == ["a"]
     with pytest.raises(AlreadyAnswered):
@@ -183,13 +213,19 @@ async def test_declines_and_partial_answers_follow_the_resume_rules(store: Any, 
     assert ledger_lines(ledger) == ["a"]
 
 
-async def test_an_expired_request_refuses_its_answer_and_is_declined(store: Any, tmp_path: Path) -> None:
+async def test_an_expired_request_refuses_its_answer_and_is_declined(
+    store: Any, tmp_path: Path
+) -> None:
     ledger = tmp_path / "ledger"
     tk = await toolkit(ledger, expires_at={"old": PAST, "new": FUTURE})
     c = client(store)
     await c.ask("deploy old new", tk, id="t")
-    with pytest.raises(PendingExpired, match="expired before it was answered \\('Deploy old\\?'\\)") as caught:
-        await c.answer("t", [Answer("req-old-call-old", True), Answer("req-new-call-new", True)], toolkit=tk)
+    with pytest.raises(
+        PendingExpired, match="expired before it was answered \\('Deploy old\\?'\\)"
+    ) as caught:
+        await c.answer(
+            "t", [Answer("req-old-call-old", True), Answer("req-new-call-new", True)], toolkit=tk
+        )
     assert caught.value.request_ids == ["req-old-call-old"]
     result = caught.value.result
     assert tool_contents(result.messages) == ["declined/expired: Deploy old?", "deployed new"]
@@ -202,12 +238,17 @@ async def test_an_expired_request_refuses_its_answer_and_is_declined(store: Any,
         await c.answer("t", [Answer("req-old-call-old", True)], toolkit=tk)
 
 
-async def test_an_unanswered_expired_request_is_declined_without_an_error(store: Any, tmp_path: Path) -> None:
+async def test_an_unanswered_expired_request_is_declined_without_an_error(
+    store: Any, tmp_path: Path
+) -> None:
     tk = await toolkit(tmp_path / "ledger", expires_at={"old": PAST})
     c = client(store)
     await c.ask("deploy old new", tk, id="t")
     done = await c.answer("t", [Answer("req-new-call-new", False)], toolkit=tk)
-    assert tool_contents(done.messages) == ["declined/expired: Deploy old?", "declined/expired: Deploy new?"]
+    assert tool_contents(done.messages) == [
+        "declined/expired: Deploy old?",
+        "declined/expired: Deploy new?",
+    ]
 
 
 @pytest.mark.parametrize("expires_at", ["tomorrow", "2999-01-01T00:00:00"])
@@ -275,7 +316,9 @@ async def test_a_later_ask_supersedes_the_pending_run(store: Any, tmp_path: Path
     assert await store.get("t") == moved.messages
 
 
-async def test_a_resumed_run_that_suspends_again_is_answerable_again(store: Any, tmp_path: Path) -> None:
+async def test_a_resumed_run_that_suspends_again_is_answerable_again(
+    store: Any, tmp_path: Path
+) -> None:
     ledger = tmp_path / "ledger"
     tk = await toolkit(ledger)
     c = client(store)
@@ -300,7 +343,9 @@ async def test_a_resumed_run_that_suspends_again_is_answerable_again(store: Any,
 # What an answer that stops half-way leaves behind ----------------------------------
 
 
-async def test_a_cancelled_answer_leaves_the_interrupted_outcome(store: Any, tmp_path: Path) -> None:
+async def test_a_cancelled_answer_leaves_the_interrupted_outcome(
+    store: Any, tmp_path: Path
+) -> None:
     ledger = tmp_path / "ledger"
     ran = trio.Event()
 
@@ -328,7 +373,9 @@ async def test_a_cancelled_answer_leaves_the_interrupted_outcome(store: Any, tmp
     assert ledger_lines(ledger) == ["v1"]
 
 
-async def test_a_model_failure_after_the_tools_ran_saves_what_they_did(store: Any, tmp_path: Path) -> None:
+async def test_a_model_failure_after_the_tools_ran_saves_what_they_did(
+    store: Any, tmp_path: Path
+) -> None:
     ledger = tmp_path / "ledger"
     tk = await toolkit(ledger)
     await client(store).ask("deploy v1", tk, id="t")
@@ -350,7 +397,9 @@ async def test_a_model_failure_after_the_tools_ran_saves_what_they_did(store: An
 # Behaviour 6 in one process: many tasks, different ids, nothing lost ---------------------
 
 
-async def test_many_tasks_ask_and_answer_different_ids_and_nothing_is_lost(store: Any, tmp_path: Path) -> None:
+async def test_many_tasks_ask_and_answer_different_ids_and_nothing_is_lost(
+    store: Any, tmp_path: Path
+) -> None:
     ledger = tmp_path / "ledger"
     tk = await toolkit(ledger)
     c = client(store)
@@ -432,7 +481,9 @@ async def test_sqlite_refuses_a_newer_file_and_damaged_rows(tmp_path: Path) -> N
         await store.get("t")
 
 
-async def test_sqlite_waits_for_another_writer_in_a_thread_not_on_the_event_loop(tmp_path: Path) -> None:
+async def test_sqlite_waits_for_another_writer_in_a_thread_not_on_the_event_loop(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "threads.db"
     async with SqliteConversationStore(path, timeout=10) as store:
         await store.save("t", [])

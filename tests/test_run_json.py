@@ -46,7 +46,9 @@ json_scalars = (
 )
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 json_objects = st.dictionaries(st.text(max_size=6), json_values, max_size=3)
@@ -87,10 +89,14 @@ def run_results(draw: st.DrawFn) -> RunResult:
         last = turn == turns - 1
         for cid, name in calls:
             args = draw(json_objects)
-            if last and halts and draw(st.booleans()) or (last and halts and not suspended):
+            if (last and halts and draw(st.booleans())) or (last and halts and not suspended):
                 request = draw(requests())
-                suspended.append(SuspendedCall(cid, name, args, request, len(messages), len(records)))
-                records.append(ToolCallRecord(cid, name, args, request.prompt, True, {"pending": request}))
+                suspended.append(
+                    SuspendedCall(cid, name, args, request, len(messages), len(records))
+                )
+                records.append(
+                    ToolCallRecord(cid, name, args, request.prompt, True, {"pending": request})
+                )
                 messages.append({"role": "tool", "tool_call_id": cid, "content": request.prompt})
                 continue
             output = draw(st.text(max_size=20))
@@ -101,7 +107,9 @@ def run_results(draw: st.DrawFn) -> RunResult:
         status, limit = "pending", None
     else:
         status = draw(st.sampled_from(["done", "incomplete", "cancelled"]))
-        limit = draw(st.sampled_from(["maxTurns", "runTimeout"])) if status == "incomplete" else None
+        limit = (
+            draw(st.sampled_from(["maxTurns", "runTimeout"])) if status == "incomplete" else None
+        )
     prompt, completion = draw(st.integers(0, 10**9)), draw(st.integers(0, 10**9))
     return RunResult(
         text=draw(st.text(max_size=20)),
@@ -109,7 +117,11 @@ def run_results(draw: st.DrawFn) -> RunResult:
         messages=messages,
         tool_calls=records,
         turns=turns,
-        usage={"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        usage={
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
         model=draw(st.text(min_size=1, max_size=10)),
         pending=suspended[0].request if suspended else None,
         limit=limit,
@@ -130,13 +142,24 @@ def test_to_json_and_back_is_the_same_result(result: RunResult) -> None:
 
 
 def sample_document() -> dict[str, Any]:
-    request = Request(id="req-1", kind="approval", prompt="Deploy?", expires_at="2031-01-01T00:00:00Z")
+    request = Request(
+        id="req-1", kind="approval", prompt="Deploy?", expires_at="2031-01-01T00:00:00Z"
+    )
     return RunResult(
         text="Deploy?",
         status="pending",
         messages=[
             {"role": "user", "content": "go"},
-            {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "deploy", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "deploy", "arguments": "{}"},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": "c1", "content": "Deploy?"},
         ],
         tool_calls=[ToolCallRecord("c1", "deploy", {}, "Deploy?", True, {"pending": request})],
@@ -154,7 +177,12 @@ def test_the_document_shape_is_pinned() -> None:
         "version", "text", "status", "messages", "tool_calls", "turns", "usage", "model",
         "pending", "limit", "suspended",
     ]  # fmt: skip
-    assert document["pending"] == {"id": "req-1", "kind": "approval", "prompt": "Deploy?", "expiresAt": "2031-01-01T00:00:00Z"}
+    assert document["pending"] == {
+        "id": "req-1",
+        "kind": "approval",
+        "prompt": "Deploy?",
+        "expiresAt": "2031-01-01T00:00:00Z",
+    }
     assert document["suspended"][0] == {
         "id": "c1", "name": "deploy", "args": {}, "request": document["pending"],
         "message_index": 2, "record_index": 0,
@@ -165,7 +193,9 @@ def test_the_document_shape_is_pinned() -> None:
 
 def test_a_newer_version_is_refused_clearly() -> None:
     document = sample_document() | {"version": 2}
-    with pytest.raises(ValueError, match=r"version 2 is newer than this toolnexus_trio reads \(up to 1\)"):
+    with pytest.raises(
+        ValueError, match=r"version 2 is newer than this toolnexus_trio reads \(up to 1\)"
+    ):
         RunResult.from_json(document)
 
 
@@ -186,14 +216,18 @@ def test_no_version_is_refused() -> None:
 def test_a_missing_field_is_named(key: str) -> None:
     document = sample_document()
     del document[key]
-    with pytest.raises(ValueError, match=rf"invalid RunResult document: required field missing @ \$\.{key}"):
+    with pytest.raises(
+        ValueError, match=rf"invalid RunResult document: required field missing @ \$\.{key}"
+    ):
         RunResult.from_json(document)
 
 
 def test_a_missing_nested_field_is_named() -> None:
     document = sample_document()
     del document["suspended"][0]["record_index"]
-    with pytest.raises(ValueError, match=r"required field missing @ \$\.suspended\[0\]\.record_index"):
+    with pytest.raises(
+        ValueError, match=r"required field missing @ \$\.suspended\[0\]\.record_index"
+    ):
         RunResult.from_json(document)
 
 
@@ -222,14 +256,24 @@ def mutate(path: str, value: Any) -> dict[str, Any]:
         ("suspended.0.message_index", 1, "does not point at the tool message of 'c1'"),
         ("suspended.0.message_index", 7, "message_index 7 is out of range"),
         ("suspended.0.record_index", 3, "record_index 3 is out of range"),
-        ("suspended.0.request", {"id": "req-1", "kind": 1, "prompt": "x"}, r"suspended\[0\]\.request: invalid Request"),
+        (
+            "suspended.0.request",
+            {"id": "req-1", "kind": 1, "prompt": "x"},
+            r"suspended\[0\]\.request: invalid Request",
+        ),
         ("suspended", [], "status is 'pending' but 'pending' or 'suspended' is empty"),
-        ("pending", {"id": "other", "kind": "approval", "prompt": "Deploy?"}, "not the first suspended call's request"),
+        (
+            "pending",
+            {"id": "other", "kind": "approval", "prompt": "Deploy?"},
+            "not the first suspended call's request",
+        ),
         ("limit", "maxTurns", "'limit' is set but status is 'pending'"),
         ("status", "done", "status is 'done' but the document has suspended calls"),
     ],
 )
-def test_malformed_documents_are_refused_with_the_reason(path: str, value: Any, message: str) -> None:
+def test_malformed_documents_are_refused_with_the_reason(
+    path: str, value: Any, message: str
+) -> None:
     with pytest.raises(ValueError, match=message):
         RunResult.from_json(mutate(path, value))
 
@@ -279,13 +323,17 @@ async def test_a_pending_run_resumes_from_its_json_in_a_fresh_client() -> None:
     async def generate(req: GenerateRequest) -> InProcessResponse:
         if req.messages[-1]["role"] == "tool":
             return InProcessResponse(content=f"finished: {req.messages[-1]['content']}")
-        return InProcessResponse(tool_calls=[InProcessToolCall(id="c1", name="deploy", arguments={"v": "v2"})])
+        return InProcessResponse(
+            tool_calls=[InProcessToolCall(id="c1", name="deploy", arguments={"v": "v2"})]
+        )
 
     def new_client() -> Any:
         return create_in_process_client(InProcessOptions(model="m", generate=generate))
 
     tool = Tool("deploy", "", empty_schema(), ToolSource.CUSTOM, deploy)
-    toolkit = await create_toolkit(ToolkitOptions(extra_tools=[tool], builtins=BuiltinsConfig.off()))
+    toolkit = await create_toolkit(
+        ToolkitOptions(extra_tools=[tool], builtins=BuiltinsConfig.off())
+    )
     halted = await new_client().run("ship it", toolkit)
     text = json.dumps(halted.to_json())
 
