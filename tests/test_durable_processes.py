@@ -233,3 +233,32 @@ async def test_two_processes_and_many_tasks_lose_nothing(tmp_path: Path) -> None
             state = await store.get_pending(thread)
             assert saved is not None and saved[-1]["content"] == f"finished: deployed {thread}"
             assert state is not None and state.status == "answered"
+
+
+# The demo command -------------------------------------------------------------------
+
+
+async def test_the_durable_demo_approves_once_after_a_restart_and_refuses_a_replay() -> None:
+    with trio.fail_after(LIMIT_S):
+        done = await trio.run_process(
+            [sys.executable, "-m", "toolnexus_trio", "demo", "--durable"],
+            stdin=subprocess.DEVNULL,
+            capture_stdout=True,
+            capture_stderr=True,
+            start_new_session=True,
+            check=False,
+        )
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    lines = out.splitlines()
+    halted = lines.index("    the run halts: Deploy v2 to production? (status=pending)")
+    restart = next(i for i, line in enumerate(lines) if line.startswith("[restart]"))
+    found = lines.index("[after the restart] pending run found: status=pending")
+    ran = lines.index("    deploy(v2) runs: deployment #1")
+    assert halted < restart < found < ran
+    assert "    assistant: Done: v2 is live. (status=done)" in lines
+    assert any(
+        line.startswith("    refused: the pending run of 'release-42' was already answered")
+        for line in lines
+    )
+    assert lines[-1] == "deploy ran 1 time(s)"

@@ -16,6 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument(
         "--ask", action="store_true", help="ask confirmations and questions on the terminal"
     )
+    demo.add_argument(
+        "--durable", action="store_true", help="only the approval that survives a restart"
+    )
     host = commands.add_parser("host", help="serve the demo's todo app as a Tesseron host")
     host.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any)")
     host.add_argument(
@@ -24,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     gateway = commands.add_parser("gateway", help="dial a Tesseron host and list its tools")
     gateway.add_argument("--url", required=True, help="the host's ws://127.0.0.1:<port>/ URL")
     args = parser.parse_args(argv)
+    if args.command == "demo" and args.durable:
+        from ._demo_durable import run_durable_demo
+
+        return 0 if trio.run(run_durable_demo) else 1
     if args.command == "demo":
         from ._demo import run_demo
         from ._demo_app import run_app_demo
