@@ -60,7 +60,7 @@ class ConversationStore(Protocol):
     Implement these two methods over a file, a database or Redis to keep threads
     across processes; :class:`InMemoryConversationStore` is the default. Messages are
     OpenAI-shaped dicts, treated as immutable values: the library never changes a
-    message in place.
+    message in place. :class:`PendingStore` adds what :meth:`Client.answer` needs.
     """
 
     async def get(self, id: str) -> list[Message] | None:
