@@ -45,7 +45,7 @@ class DynamicToolSource(Protocol):
         ...
 
 
-def _check_skills_dir(_: object, __: object, value: object) -> None:
+def _check_skills_dir(_: object, __: object, value: Any) -> None:
     if value is None or isinstance(value, str | os.PathLike):
         return
     if isinstance(value, bytes) or not isinstance(value, Sequence):
@@ -55,7 +55,7 @@ def _check_skills_dir(_: object, __: object, value: object) -> None:
             raise TypeError(f"skills_dir holds paths, not {type(item).__name__}")
 
 
-def _check_skills(_: object, __: object, value: object) -> None:
+def _check_skills(_: object, __: object, value: Any) -> None:
     if isinstance(value, str | bytes | os.PathLike) or not isinstance(value, Sequence):
         raise TypeError("skills takes a list of SkillDef; give folders as skills_dir")
     for item in value:
@@ -63,7 +63,7 @@ def _check_skills(_: object, __: object, value: object) -> None:
             raise TypeError(f"skills holds SkillDef objects, not {type(item).__name__}")
 
 
-def _check_filter(_: object, __: object, value: object) -> None:
+def _check_filter(_: object, __: object, value: Any) -> None:
     if value is None:
         return
     if not isinstance(value, Mapping):
@@ -73,7 +73,7 @@ def _check_filter(_: object, __: object, value: object) -> None:
             raise TypeError(f"skills_filter maps names to booleans; got {key!r}: {flag!r}")
 
 
-def _check_sample_limit(_: object, __: object, value: object) -> None:
+def _check_sample_limit(_: object, __: object, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < -1:
         raise ValueError(f"skill_sample_limit is -1, 0 or a positive int, not {value!r}")
 
