@@ -261,7 +261,7 @@ async def test_a_toolkit_logs_each_skip(tmp_path: Path, caplog: pytest.LogCaptur
         tk = await toolkit(skills_dir=[tmp_path, tmp_path / "missing"])
     assert f"skill skipped (missing-name) at {tmp_path}/a/SKILL.md" in caplog.text
     assert f"skill skipped (duplicate-name) at {tmp_path}/c/SKILL.md" in caplog.text
-    assert f"skills dir not found: {tmp_path}/missing" in caplog.text
+    assert f"skills dir not found (or not a directory): {tmp_path}/missing" in caplog.text
     assert "- **x**: d" in tk.skills_prompt()
 
 

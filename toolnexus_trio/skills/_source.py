@@ -173,7 +173,9 @@ async def gather_skills(
         found.extend(from_dirs)
         for root in missing:
             if log:
-                logger.warning("toolnexus_trio: skills dir not found: %s", root)
+                logger.warning(
+                    "toolnexus_trio: skills dir not found (or not a directory): %s", root
+                )
     found.extend(_from_def(d, "data") for d in skills)
     if skill_provider is not None:
         try:
