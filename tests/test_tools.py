@@ -50,10 +50,10 @@ def test_public_names_are_pinned() -> None:
         "ConversationStore", "ErrorInfo", "GenerateError", "GenerateRequest", "HookError",
         "Hooks", "InMemoryConversationStore", "InProcessOptions", "InProcessResponse",
         "InProcessToolCall", "Request", "RunError", "RunResult", "RunTimeout", "SchemaError",
-        "SuspendedCall", "Tool", "ToolCallRecord", "ToolContext", "ToolHints", "ToolResult",
+        "SkillDef", "SkillInfo", "SkillInventory", "SkillSkip", "SkipReason", "SuspendedCall", "Tool", "ToolCallRecord", "ToolContext", "ToolHints", "ToolResult",
         "ToolSource", "Toolkit", "ToolkitOptions", "TranslateResult", "TranslatedToolCall",
         "create_client", "create_in_process_client", "create_toolkit", "define_tool",
-        "empty_schema", "pending", "pending_of", "tool",
+        "empty_schema", "http_tool", "list_skills", "pending", "pending_of", "tool",
         "AlreadyAnswered", "PendingExpired", "PendingState", "PendingStore",
         "SqliteConversationStore",
     }  # fmt: skip

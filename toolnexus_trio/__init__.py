@@ -51,8 +51,15 @@ from ._tools import tool as tool
 from ._version import __version__ as __version__
 from ._wire import Answer as Answer
 from ._wire import Request as Request
+from .http_tools import http_tool as http_tool
 from .models import ClientOptions as ClientOptions
 from .models import ErrorInfo as ErrorInfo
+from .skills import SkillDef as SkillDef
+from .skills import SkillInfo as SkillInfo
+from .skills import SkillInventory as SkillInventory
+from .skills import SkillSkip as SkillSkip
+from .skills import SkipReason as SkipReason
+from .skills import list_skills as list_skills
 
 __all__ = [
     "AlreadyAnswered",
@@ -80,6 +87,11 @@ __all__ = [
     "RunResult",
     "RunTimeout",
     "SchemaError",
+    "SkillDef",
+    "SkillInfo",
+    "SkillInventory",
+    "SkillSkip",
+    "SkipReason",
     "SqliteConversationStore",
     "SuspendedCall",
     "Tool",
@@ -97,6 +109,8 @@ __all__ = [
     "create_toolkit",
     "define_tool",
     "empty_schema",
+    "http_tool",
+    "list_skills",
     "pending",
     "pending_of",
     "tool",
@@ -108,6 +122,8 @@ for _name in __all__:
     _obj = globals()[_name]
     if isinstance(_obj, type) and _attrs.has(_obj):
         _attrs.resolve_types(_obj)
-    if getattr(_obj, "__module__", "").startswith(("toolnexus_trio._", "toolnexus_trio.models._")):
+    if getattr(_obj, "__module__", "").startswith(
+        ("toolnexus_trio._", "toolnexus_trio.models._", "toolnexus_trio.skills._")
+    ):
         _obj.__module__ = __name__
 del _name, _obj

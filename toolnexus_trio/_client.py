@@ -390,8 +390,13 @@ class Client(ToolCalls):
         self, prompt: str, toolkit: Toolkit | None, history: Sequence[Message] | None
     ) -> _Run:
         messages: list[Message] = list(history) if history else []
-        if not messages and self.options.system_prompt:
-            messages.append({"role": "system", "content": self.options.system_prompt})
+        if not messages:
+            # SPEC §8 step 1: system_prompt + "\n\n" + skills_prompt(), either part
+            # left out when empty (no system message at all when both are).
+            catalog = toolkit.skills_prompt() if toolkit is not None else ""
+            system = "\n\n".join(p for p in (self.options.system_prompt, catalog) if p)
+            if system:
+                messages.append({"role": "system", "content": system})
         messages.append({"role": "user", "content": prompt})
         return _Run(toolkit=toolkit, messages=messages)
 

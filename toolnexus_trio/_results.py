@@ -99,6 +99,8 @@ class InProcessOptions:
     ``generate`` is ``async (GenerateRequest) -> InProcessResponse`` (a dict with
     ``content`` / ``tool_calls`` / ``usage`` is accepted too); a plain function also
     works and runs in a worker thread. ``wait_for`` resolves §10 suspensions.
+    ``system_prompt`` opens a new run's transcript, followed by a blank line and the
+    toolkit's :meth:`~toolnexus_trio.Toolkit.skills_prompt` when that is not empty.
     ``tool_timeout_ms`` bounds each tool call, ``run_timeout_ms`` the whole run
     (0 = unbounded). ``on_metric`` receives ``llm``, ``tool`` and ``run`` events (and
     ``progress`` / ``log`` from Tesseron tools). ``store`` keeps the transcripts of

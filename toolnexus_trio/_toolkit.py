@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
@@ -12,6 +13,8 @@ import trio
 
 from ._builtins import BuiltinsConfig, builtin_tools
 from ._tools import Tool, ToolContext, ToolResult
+from .skills._source import PathArg, SkillCatalog, load_catalog
+from .skills._types import SkillDef, SkillProvider
 
 logger = logging.getLogger("toolnexus_trio")
 
@@ -42,6 +45,39 @@ class DynamicToolSource(Protocol):
         ...
 
 
+def _check_skills_dir(_: object, __: object, value: Any) -> None:
+    if value is None or isinstance(value, str | os.PathLike):
+        return
+    if isinstance(value, bytes) or not isinstance(value, Sequence):
+        raise TypeError("skills_dir is a path or a list of paths")
+    for item in value:
+        if not isinstance(item, str | os.PathLike):
+            raise TypeError(f"skills_dir holds paths, not {type(item).__name__}")
+
+
+def _check_skills(_: object, __: object, value: Any) -> None:
+    if isinstance(value, str | bytes | os.PathLike) or not isinstance(value, Sequence):
+        raise TypeError("skills takes a list of SkillDef; give folders as skills_dir")
+    for item in value:
+        if not isinstance(item, SkillDef):
+            raise TypeError(f"skills holds SkillDef objects, not {type(item).__name__}")
+
+
+def _check_filter(_: object, __: object, value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        raise TypeError("skills_filter is a mapping of skill name to bool")
+    for key, flag in value.items():
+        if not isinstance(key, str) or not isinstance(flag, bool):
+            raise TypeError(f"skills_filter maps names to booleans; got {key!r}: {flag!r}")
+
+
+def _check_sample_limit(_: object, __: object, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < -1:
+        raise ValueError(f"skill_sample_limit is -1, 0 or a positive int, not {value!r}")
+
+
 @attrs.frozen
 class ToolkitOptions:
     """What goes into a toolkit.
@@ -50,12 +86,38 @@ class ToolkitOptions:
     on); ``disable_tools`` drops names; ``tesseron`` adds a dynamic source, a
     :class:`toolnexus_trio.tesseron.Gateway`, whose claimed hosts' actions become
     tools (closing the toolkit closes it).
+
+    Skills (SPEC §3; any of the first three turns the ``skill`` tool on):
+
+    - ``skills_dir``: one folder or a list, searched for ``**/SKILL.md``;
+    - ``skills``: :class:`~toolnexus_trio.SkillDef` s, skills supplied as data;
+    - ``skill_provider``: a function (plain or ``async``) returning ``SkillDef`` s,
+      called once at build; if it fails, the other sources still load;
+    - ``skills_filter``: ``name -> bool``; empty keeps all, one ``True`` makes an
+      allowlist, only ``False`` drops those names; unknown names are logged;
+    - ``disable_skills``: names dropped after the filter;
+    - ``skill_sample_limit``: files listed per skill, ``0`` = 10, ``-1`` = no list.
     """
 
     extra_tools: Sequence[Tool] = ()
     builtins: BuiltinsConfig | bool | None = None
     disable_tools: Sequence[str] = ()
     tesseron: DynamicToolSource | None = None
+    skills_dir: PathArg | Sequence[PathArg] | None = attrs.field(
+        default=None, validator=_check_skills_dir
+    )
+    skills: Sequence[SkillDef] = attrs.field(default=(), validator=_check_skills)
+    skill_provider: SkillProvider | None = None
+    skills_filter: Mapping[str, bool] | None = attrs.field(default=None, validator=_check_filter)
+    disable_skills: Sequence[str] = ()
+    skill_sample_limit: int = attrs.field(default=0, validator=_check_sample_limit)
+
+
+def _skills_configured(options: ToolkitOptions) -> bool:
+    """Whether a skill source is configured (the toolkit then has a ``skill`` tool)."""
+    dirs = options.skills_dir
+    has_dirs = dirs is not None and (isinstance(dirs, str | os.PathLike) or len(dirs) > 0)
+    return has_dirs or len(options.skills) > 0 or options.skill_provider is not None
 
 
 def _builtins_config(value: BuiltinsConfig | bool | None) -> BuiltinsConfig:
@@ -69,9 +131,12 @@ def _builtins_config(value: BuiltinsConfig | bool | None) -> BuiltinsConfig:
 class Toolkit:
     """An ordered, name-unique set of tools. Use ``async with`` or call :meth:`aclose`.
 
-    Assembly (SPEC §4): builtins a host tool shadows are dropped, then builtins come
-    before extra tools, ``disable_tools`` names are removed, and on a duplicate name
-    the first tool wins (a warning is logged).
+    Assembly (SPEC §4), in :func:`create_toolkit`: builtins an extra tool shadows are
+    dropped; then the order is MCP tools (a slot for the MCP source, which does not
+    exist yet), the ``skill`` tool, builtins, extra tools; ``disable_tools`` names are
+    removed; on a duplicate name the first tool wins (a warning is logged), so MCP beats
+    ``skill`` beats builtins, and an extra tool beats only a builtin. A dynamic source's
+    tools (a Tesseron gateway) come after all of these.
     """
 
     def __init__(
@@ -88,7 +153,22 @@ class Toolkit:
         self._adapters: dict[str, list[dict[str, Any]]] = {}
         self._seen: tuple[int, ...] | None = None
         self._closed = False
+        self._skills: SkillCatalog | None = None
         self.register(*tools)
+
+    def skills_prompt(self) -> str:
+        """The skill catalog for the system prompt (SPEC §3 "System-prompt helper").
+
+        The fixed preamble and ``## Available Skills`` with one ``- **name**:
+        description`` line per described skill (sorted by name), or ``"No skills are
+        currently available."`` when there is none. ``""`` when the toolkit has no skill
+        source, or when its ``skill`` tool is not in the toolkit (dropped by
+        ``disable_tools`` or shadowed): the model is never told to use a tool it lacks.
+        """
+        catalog = self._skills
+        if catalog is None or self.get("skill") is not catalog.tool:
+            return ""
+        return catalog.prompt()
 
     def register(self, *tools: Tool) -> None:
         """Add tools; a name already present keeps its first tool (a warning is logged)."""
@@ -216,7 +296,11 @@ class Toolkit:
 
 
 async def create_toolkit(options: ToolkitOptions | None = None) -> Toolkit:
-    """Assemble a :class:`Toolkit` from *options* (SPEC §4 order)."""
+    """Assemble a :class:`Toolkit` from *options* (SPEC §4 order).
+
+    Skill folders are read in a worker thread (the event loop never waits on the
+    disk); cancelling the build abandons the walk at once.
+    """
     options = options or ToolkitOptions()
     extra_names = {t.name for t in options.extra_tools}
     builtins = [
@@ -224,9 +308,21 @@ async def create_toolkit(options: ToolkitOptions | None = None) -> Toolkit:
     ]
     disabled = set(options.disable_tools)
     sources = [options.tesseron] if options.tesseron is not None else []
-    await trio.lowlevel.checkpoint()
-    return Toolkit(
-        (t for t in [*builtins, *options.extra_tools] if t.name not in disabled),
-        sources,
-        disabled,
-    )
+    mcp_tools: list[Tool] = []  # SPEC §4 slot (1): the MCP source, once it exists
+    catalog: SkillCatalog | None = None
+    if _skills_configured(options):
+        catalog = await load_catalog(
+            skills_dir=options.skills_dir,
+            skills=options.skills,
+            skill_provider=options.skill_provider,
+            skills_filter=options.skills_filter,
+            disable_skills=options.disable_skills,
+            sample_limit=options.skill_sample_limit,
+        )
+    else:
+        await trio.lowlevel.checkpoint()
+    skill_tools = [catalog.tool] if catalog is not None else []
+    assembled = [*mcp_tools, *skill_tools, *builtins, *options.extra_tools]
+    toolkit = Toolkit((t for t in assembled if t.name not in disabled), sources, disabled)
+    toolkit._skills = catalog
+    return toolkit
