@@ -32,12 +32,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from ._demo import run_demo
         from ._demo_app import run_app_demo
+        from ._demo_http import run_http_demo
 
         async def both() -> bool:
             first = await run_demo()
             print("\n=== From agent to app: a Tesseron host driven by the same loop ===\n")
             second = await run_app_demo(ask=args.ask)
-            return first.status == second.status == "done"
+            print("\n=== Real models: the same loop over HTTP (a local FakeProvider) ===\n")
+            third = await run_http_demo()
+            return first.status == second.status == third.status == "done"
 
         return 0 if trio.run(both) else 1
     from ._cli import run_gateway, run_host
