@@ -20,6 +20,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
+from benchmarks.http_suite import http_rows
+
 if TYPE_CHECKING:
     from benchmarks.run import Config
 
@@ -343,6 +346,7 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
                 higher_is_better=True,
             )
         )
+    rows += http_rows(raw, cfg)
     return rows
 
 
@@ -421,7 +425,7 @@ def machine_info() -> str:
 
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for dist in ("toolnexus-trio", "toolnexus", "tesseron", "trio", "websockets"):
+    for dist in ("toolnexus-trio", "toolnexus", "tesseron", "trio", "websockets", "httpx2"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -609,6 +613,7 @@ def _rst(
         "7. **Progress storm**: one invocation sends 100,000 progress updates, every tenth",
         "   asking for a lower percent; the load generator checks that the percent on the",
         "   wire never decreases and stays within 0..100.",
+        *HTTP_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

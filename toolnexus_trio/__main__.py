@@ -1,4 +1,4 @@
-"""Command line: ``python -m toolnexus_trio demo | host | gateway``."""
+"""Command line: ``python -m toolnexus_trio demo | host | gateway | ask``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import argparse
 import sys
 
 import trio
+
+from ._ask_cli import add_ask_command, main_ask
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     gateway = commands.add_parser("gateway", help="dial a Tesseron host and list its tools")
     gateway.add_argument("--url", required=True, help="the host's ws://127.0.0.1:<port>/ URL")
+    add_ask_command(commands)
     args = parser.parse_args(argv)
+    if args.command == "ask":
+        return main_ask(args)
     if args.command == "demo" and args.durable:
         from ._demo_durable import run_durable_demo
 
@@ -34,12 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from ._demo import run_demo
         from ._demo_app import run_app_demo
+        from ._demo_http import run_http_demo
 
         async def both() -> bool:
             first = await run_demo()
             print("\n=== From agent to app: a Tesseron host driven by the same loop ===\n")
             second = await run_app_demo(ask=args.ask)
-            return first.status == second.status == "done"
+            print("\n=== Real models: the same loop over HTTP (a local FakeProvider) ===\n")
+            third = await run_http_demo()
+            return first.status == second.status == third.status == "done"
 
         return 0 if trio.run(both) else 1
     from ._cli import run_gateway, run_host
