@@ -10,8 +10,8 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 import trio
 
-from ._builtins import BuiltinsConfig, builtin_tools
 from ._tools import Tool, ToolContext, ToolResult
+from .builtins import BuiltinsConfig, builtin_tools
 
 logger = logging.getLogger("toolnexus_trio")
 
