@@ -31,7 +31,9 @@ async def _serve_one(stream: trio.SocketStream, routes: Mapping[str, Mapping[str
         if route is None:
             route = {"status": 404, "type": "text/plain", "body": b"no such route"}
         await trio.sleep(route.get("delay", 0))
-        headers = [("content-length", str(len(route["body"]))), ("connection", "close")]
+        headers = [("connection", "close")]
+        if not route.get("chunked"):
+            headers.append(("content-length", str(len(route["body"]))))
         if "type" in route:
             headers.append(("content-type", route["type"]))
         if "location" in route:
@@ -48,7 +50,8 @@ async def open_route_server(
 ) -> AsyncIterator[str]:
     """Serve GET *routes* on loopback (one connection per request); yield the base URL.
 
-    A route is ``{status, type?, location?, body, delay?}`` (``delay`` in seconds).
+    A route is ``{status, type?, location?, body, delay?, chunked?}`` (``delay`` in
+    seconds; ``chunked`` sends no Content-Length).
     """
     async with trio.open_nursery() as nursery:
         handler = functools.partial(_serve_one, routes=routes)

@@ -371,7 +371,9 @@ async def test_builtins_config_semantics() -> None:
     ]  # fmt: skip
     assert [t.name for t in (await create_toolkit(ToolkitOptions(builtins=BuiltinsConfig.off()))).tools()] == []  # fmt: skip
     no_question = await create_toolkit(ToolkitOptions(builtins=BuiltinsConfig(tools={"question": False, "bash": False})))  # fmt: skip
-    assert [t.name for t in no_question.tools()] == [n for n in names if n not in ("question", "bash")]
+    assert [t.name for t in no_question.tools()] == [
+        n for n in names if n not in ("question", "bash")
+    ]
     keep_all = await create_toolkit(ToolkitOptions(builtins=BuiltinsConfig(tools={"question": True})))  # fmt: skip
     assert [t.name for t in keep_all.tools()] == names
     assert (await create_toolkit(ToolkitOptions(builtins=False))).tools() == []
@@ -379,7 +381,9 @@ async def test_builtins_config_semantics() -> None:
     assert (await create_toolkit(ToolkitOptions(builtins=off_wins))).tools() == []
     mine = raw_tool("question")
     shadowed = await create_toolkit(ToolkitOptions(extra_tools=[mine]))
-    assert [t.name for t in shadowed.tools()] == [n for n in names if n != "question"] + ["question"]
+    assert [t.name for t in shadowed.tools()] == [n for n in names if n != "question"] + [
+        "question"
+    ]
     assert shadowed.get("question") is mine
     dropped = await create_toolkit(ToolkitOptions(disable_tools=["todowrite"]))
     assert [t.name for t in dropped.tools()] == names[:-1]

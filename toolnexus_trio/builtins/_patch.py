@@ -347,13 +347,15 @@ def _keep_old(path: str, *, link: bool) -> str | None:
 
 def _restore(backups: list[tuple[str, str | None]]) -> None:
     for path, old in reversed(backups):
-        try:
+        with contextlib.suppress(OSError):
             if old is None:
                 os.unlink(path)
-            else:
-                os.replace(old, path)
-        except OSError:
-            pass
+                continue
+            os.replace(old, path)
+            # A rename between two links of one file does nothing (the replace that
+            # failed left *path* as it was): the spare name still has to go.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(old)
 
 
 def apply_patch_tool(place: Place) -> Tool:

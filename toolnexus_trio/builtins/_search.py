@@ -126,7 +126,11 @@ class GlobMatcher:
 
     def __attrs_post_init__(self) -> None:
         translated, _ = _translate(self.pattern)
-        object.__setattr__(self, "_regex", re.compile(translated, re.DOTALL))
+        try:
+            regex = re.compile(translated, re.DOTALL)
+        except re.error as exc:
+            raise BuiltinError(f"invalid glob pattern {self.pattern!r}: {exc}") from None
+        object.__setattr__(self, "_regex", regex)
         object.__setattr__(self, "_whole_path", "/" in self.pattern)
 
     def matches(self, relative: str, name: str) -> bool:
@@ -169,9 +173,7 @@ def walk_files(root: str, stop: threading.Event) -> Iterator[tuple[str, str, str
         except OSError:
             continue  # unreadable or vanished: skipped, as os.walk does
         for entry in listed:
-            try:
-                if entry.is_symlink():
-                    continue
+            try:  # follow_symlinks=False: a symlink is neither, so it is skipped
                 if entry.is_dir(follow_symlinks=False):
                     if entry.name not in SKIPPED_DIRS:
                         pending.append((prefix + entry.name + "/", entry.path))
