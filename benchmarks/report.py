@@ -343,6 +343,10 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
                 higher_is_better=True,
             )
         )
+    if any(key.startswith("builtins_") for key in raw):
+        from benchmarks import builtins
+
+        rows.extend(builtins.rows(raw))
     return rows
 
 
@@ -609,6 +613,10 @@ def _rst(
         "7. **Progress storm**: one invocation sends 100,000 progress updates, every tenth",
         "   asking for a lower percent; the load generator checks that the percent on the",
         "   wire never decreases and stays within 0..100.",
+        "8. **Builtins**: ``bash`` cancelled 100 ms into ``sleep 30 & sleep 30 & wait``",
+        "   (time until the call returns and until no process of its group is left);",
+        "   ``bash`` of ``echo done; sleep 12 &`` with a 2 s timeout; ``glob`` and ``grep``",
+        "   over a generated tree of 20,000 files, one in 100 binary.",
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

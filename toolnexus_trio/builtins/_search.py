@@ -222,10 +222,11 @@ def _search_file(grep: _Grep, rel: str, full: str, out: list[str], limit: int) -
     ones (a NUL byte in the first 8 KiB) and ones that are not UTF-8.
     """
     try:
-        if os.stat(full).st_size > MAX_FILE_BYTES:
-            return
-        with open(full, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+        with open(full, "rb", buffering=0) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                return
+            data = f.readall() if size == 0 else f.read(size + 1)
     except OSError:
         return
     if len(data) > MAX_FILE_BYTES:
