@@ -155,6 +155,19 @@ async def test_deviations_fix_the_peer_and_are_documented() -> None:
     assert wrong == []
 
 
+def test_public_names_of_the_builtins_package() -> None:
+    import toolnexus_trio
+    import toolnexus_trio.builtins as package
+
+    assert set(package.__all__) == {
+        "BUILTIN_ORDER", "KILL_GRACE_SECONDS", "MAX_FETCH_BYTES", "MAX_FILE_BYTES",
+        "OUTPUT_LIMIT", "BuiltinsConfig", "builtin_tools", "render_questions", "strip_html",
+        "truncation_marker",
+    }  # fmt: skip
+    assert package.BuiltinsConfig is toolnexus_trio.BuiltinsConfig
+    assert package.BuiltinsConfig.__module__ == "toolnexus_trio.builtins"
+
+
 @pytest.mark.parametrize("name", ["read", "write", "edit", "glob", "grep", "apply_patch"])
 def test_every_file_tool_has_a_confinement_case(name: str) -> None:
     assert any(c["tool"] == name and c.get("confine") for c in CASES)
