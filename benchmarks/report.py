@@ -347,6 +347,10 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
             )
         )
     rows += http_rows(raw, cfg)
+    if any(key.startswith("builtins_") for key in raw):
+        from benchmarks import builtins
+
+        rows.extend(builtins.rows(raw))
     return rows
 
 
@@ -614,6 +618,10 @@ def _rst(
         "   asking for a lower percent; the load generator checks that the percent on the",
         "   wire never decreases and stays within 0..100.",
         *HTTP_SCENARIO_TEXT,
+        "11. **Builtins**: ``bash`` cancelled 100 ms into ``sleep 30 & sleep 30 & wait``",
+        "   (time until the call returns and until no process of its group is left);",
+        "   ``bash`` of ``echo done; sleep 12 &`` with a 2 s timeout; ``glob`` and ``grep``",
+        "   over a generated tree of 20,000 files, one in 100 binary.",
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

@@ -160,6 +160,10 @@ def collect(cfg: Config, only: set[int]) -> Raw:
                 add(scenario, side, loadgen(side, scenario, *extra))
             _progress(f"{scenario} round {r + 1}/{cfg.host_rounds}", t0)
     collect_http(cfg, only, add, lambda label: _progress(label, t0))
+    if 11 in only:
+        from benchmarks import builtins
+
+        builtins.collect(cfg, add, _json_child, lambda label: _progress(label, t0))
     return raw
 
 
@@ -167,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 11)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 12)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"

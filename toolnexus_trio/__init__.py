@@ -7,7 +7,6 @@ The Tesseron host SDK lives in :mod:`toolnexus_trio.tesseron`.
 
 import attrs as _attrs
 
-from ._builtins import BuiltinsConfig as BuiltinsConfig
 from ._cancel import CancelToken as CancelToken
 from ._client import Client as Client
 from ._client import GenerateError as GenerateError
@@ -51,6 +50,7 @@ from ._tools import tool as tool
 from ._version import __version__ as __version__
 from ._wire import Answer as Answer
 from ._wire import Request as Request
+from .builtins import BuiltinsConfig as BuiltinsConfig
 from .http_tools import http_tool as http_tool
 from .models import ClientOptions as ClientOptions
 from .models import ErrorInfo as ErrorInfo

@@ -32,10 +32,10 @@ from urllib.parse import urlsplit
 
 import trio
 
-from ._builtins import render_questions
 from ._groups import collapse_groups, leaf_exceptions
 from ._results import Hooks, RunResult
 from ._wire import Answer, Request
+from .builtins import render_questions
 
 _INFO_WIDTH = 300
 """Tool-call lines are cut to this many characters: a terminal is not a log file."""

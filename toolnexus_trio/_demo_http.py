@@ -15,10 +15,10 @@ from typing import Any
 import trio
 
 from ._ask_cli import TurnPrinter
-from ._builtins import BuiltinsConfig
 from ._client import RunResult, create_client
 from ._toolkit import ToolkitOptions, create_toolkit
 from ._tools import ToolContext, define_tool
+from .builtins import BuiltinsConfig
 from .models import ClientOptions
 from .testing import open_fake_provider
 

@@ -11,8 +11,8 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 import trio
 
-from ._builtins import BuiltinsConfig, builtin_tools
 from ._tools import Tool, ToolContext, ToolResult
+from .builtins import BuiltinsConfig, builtin_tools
 from .skills._source import PathArg, SkillCatalog, load_catalog
 from .skills._types import SkillDef, SkillProvider
 

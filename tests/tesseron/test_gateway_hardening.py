@@ -23,6 +23,7 @@ from toolnexus_trio import (
     create_in_process_client,
     create_toolkit,
 )
+from toolnexus_trio.builtins import BUILTIN_ORDER
 from toolnexus_trio.tesseron import ActionError, Gateway, GatewayOptions
 
 ACTION = {"name": "act", "description": "d", "inputSchema": {"type": "object"}, "timeoutMs": 60000}
@@ -149,10 +150,10 @@ async def test_a_hostile_schema_leaves_the_toolkit_working(schema: dict[str, Any
             await gw.connect(url)
             async with await create_toolkit(ToolkitOptions(tesseron=gw)) as toolkit:
                 names = [t.name for t in toolkit.tools()]
-                assert names == ["question", "todowrite", "fake__act"]
+                assert names == [*BUILTIN_ORDER, "fake__act"]
                 found = toolkit.get("fake__act")
                 assert found is not None and found.input_schema == {"type": "object"}
-                assert len(toolkit.to_openai()) == 3
+                assert len(toolkit.to_openai()) == len(BUILTIN_ORDER) + 1
 
 
 async def test_hostile_ids_and_tokens_get_clear_answers() -> None:
