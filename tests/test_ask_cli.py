@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import trio
 
+from toolnexus_trio._cli import GOODBYE
 from toolnexus_trio.builtins import BUILTIN_ORDER
 from toolnexus_trio.testing import FakeProvider, open_fake_provider
 
@@ -124,7 +125,7 @@ async def test_text_arrives_before_the_answer_ends_and_ctrl_c_exits_130() -> Non
                     await pipe.aclose()
     assert code == 130
     assert (seen + rest).decode() == "w0 w1 w2 w3 w4 \n"
-    assert err.decode().splitlines() == ["interrupted; bye"]
+    assert err.decode().splitlines() == [GOODBYE]
 
 
 @pytest.mark.parametrize(("stdin", "shown"), [

@@ -32,7 +32,8 @@ from urllib.parse import urlsplit
 
 import trio
 
-from ._groups import collapse_groups, leaf_exceptions
+from ._cli import run_command
+from ._groups import leaf_exceptions
 from ._results import Hooks, RunResult
 from ._wire import Answer, Request
 from .builtins import render_questions
@@ -251,14 +252,15 @@ def add_ask_command(commands: Any) -> None:
 def main_ask(args: argparse.Namespace) -> int:
     """Run the ``ask`` command; returns the exit code (see the module doc)."""
     printer = TurnPrinter(sys.stdout, sys.stderr)
+
+    async def ask() -> int:
+        try:
+            return await run_ask(args, printer)
+        finally:
+            printer.end_text()  # a streamed answer cut by Ctrl-C still ends its line
+
     try:
-        with collapse_groups():
-            code: int = trio.run(run_ask, args, printer)
-            return code
-    except KeyboardInterrupt:
-        printer.end_text()
-        print("interrupted; bye", file=sys.stderr, flush=True)
-        return 130
+        return run_command(ask)  # Ctrl-C: the shared goodbye line and exit 130
     except Exception as exc:
         printer.end_text()
         print(f"error: {_one_line(_describe(exc), 2000)}", file=sys.stderr, flush=True)

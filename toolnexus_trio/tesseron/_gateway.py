@@ -5,7 +5,8 @@ the *gateway* dials it, answers with a welcome, and, once the session is claimed
 invokes the host's actions on the agent's behalf. :class:`Gateway` is such a gateway
 and a :class:`~toolnexus_trio._toolkit.DynamicToolSource`:
 ``ToolkitOptions(tesseron=gateway)`` turns every action of every claimed host into a
-tool named ``<app_id>__<action>``.
+tool named ``<app_id>__<action>``, made provider-safe (``[a-zA-Z0-9_-]``, at most
+64 characters; see :mod:`toolnexus_trio._names`).
 
 Structure: :class:`Gateway` is an async context manager owning a nursery. Each
 connection is one task in it: it dials, runs the handshake, then reads frames
@@ -41,6 +42,7 @@ import trio
 
 from .._cancel import CancelToken
 from .._groups import reraise_single
+from .._names import sanitize_tool_name, unique_tool_names
 from .._tools import Tool
 from ._app import DEFAULT_MANIFEST_DIR
 from ._errors import ActionError, TesseronErrorCode, invalid_params, method_not_found
@@ -176,22 +178,32 @@ class Gateway:
         return live
 
     def tools(self) -> list[Tool]:
-        """One tool per action of every claimed, connected session."""
+        """One tool per action of every claimed, connected session.
+
+        Tool names are ``<app_id>__<action>`` made provider-safe by
+        :func:`~toolnexus_trio._names.unique_tool_names` (``[a-zA-Z0-9_-]``, at most 64
+        characters, collisions resolved deterministically); the invoke carries the
+        original action name.
+        """
         if self._tools is not None:
             return self._tools
-        out: list[Tool] = []
-        seen: set[str] = set()
-        cache: dict[tuple[str, str], tuple[ActionManifest, Tool]] = {}
+        # Newest claim first: on an app id served twice, its actions win.
+        chosen: dict[str, tuple[GatewaySession, ActionManifest]] = {}
         for session in self._live_claimed():
             for manifest in session.actions:
-                key = (session.session_id, manifest.name)
-                cached = self._tool_cache.get(key)
-                if cached is None or cached[0] != manifest:
-                    cached = (manifest, make_tool(session.app.id, manifest, self._caller(session)))
-                cache[key] = cached
-                if cached[1].name not in seen:
-                    seen.add(cached[1].name)
-                    out.append(cached[1])
+                chosen.setdefault(f"{session.app.id}__{manifest.name}", (session, manifest))
+        names = unique_tool_names(chosen)
+        out: list[Tool] = []
+        cache: dict[tuple[str, str], tuple[ActionManifest, Tool]] = {}
+        for original, (session, manifest) in chosen.items():
+            key = (session.session_id, manifest.name)
+            name = names[original]
+            cached = self._tool_cache.get(key)
+            if cached is None or cached[0] != manifest or cached[1].name != name:
+                tool = make_tool(name, session.app.id, manifest, self._caller(session))
+                cached = (manifest, tool)
+            cache[key] = cached
+            out.append(cached[1])
         self._tool_cache = cache
         self._tools = out
         return out
@@ -206,6 +218,14 @@ class Gateway:
             return await invoke(conn, self.options, action, input, tool=tool, call_id=call_id)
 
         return call
+
+    def _tool_name(self, session: GatewaySession, action: str) -> str:
+        """The tool name that events and metrics of a direct :meth:`invoke` carry."""
+        self.tools()  # brings the name cache up to date
+        cached = self._tool_cache.get((session.session_id, action))
+        if cached is not None:
+            return cached[1].name
+        return sanitize_tool_name(f"{session.app.id}__{action}")
 
     def _session_for(self, app_id: str) -> GatewaySession:
         for session in self._live_claimed():
@@ -225,7 +245,7 @@ class Gateway:
         """
         session = self._session_for(app_id)
         call = self._caller(session)
-        tool = f"{app_id}__{action}"
+        tool = self._tool_name(session, action)
         if cancel is None:
             output, _ = await call(action, input, tool, None)
             return output
