@@ -13,8 +13,8 @@ PACKAGE = "toolnexus_trio"
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite (pytest-trio, trio_mode)."""
-    session.install("-e", ".[test]")
+    """Run the test suite (pytest-trio, trio_mode), with the ``mcp`` extra so the MCP tests run."""
+    session.install("-e", ".[test,mcp]")
     session.run("pytest", "-q", *session.posargs)
 
 
@@ -38,7 +38,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install("-e", ".[test,dev]")
+    session.install("-e", ".[test,dev,mcp]")
     session.run("mypy", "--strict", PACKAGE)
 
 
