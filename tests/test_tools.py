@@ -53,7 +53,7 @@ def test_public_names_are_pinned() -> None:
         "SuspendedCall", "Tool", "ToolCallRecord", "ToolContext", "ToolHints", "ToolResult",
         "ToolSource", "Toolkit", "ToolkitOptions", "TranslateResult", "TranslatedToolCall",
         "create_client", "create_in_process_client", "create_toolkit", "define_tool",
-        "empty_schema", "pending", "pending_of", "tool",
+        "empty_schema", "open_toolkit", "pending", "pending_of", "tool",
     }  # fmt: skip
     assert set(tn.__all__) == expected
     assert tn.Tool.__module__ == "toolnexus_trio"

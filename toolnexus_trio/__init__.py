@@ -34,6 +34,7 @@ from ._schema import empty_schema as empty_schema
 from ._toolkit import Toolkit as Toolkit
 from ._toolkit import ToolkitOptions as ToolkitOptions
 from ._toolkit import create_toolkit as create_toolkit
+from ._toolkit import open_toolkit as open_toolkit
 from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolHints as ToolHints
@@ -87,6 +88,7 @@ __all__ = [
     "create_toolkit",
     "define_tool",
     "empty_schema",
+    "open_toolkit",
     "pending",
     "pending_of",
     "tool",

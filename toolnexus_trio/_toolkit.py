@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 import trio
 
 from ._builtins import BuiltinsConfig, builtin_tools
+from ._groups import collapse_groups
 from ._tools import Tool, ToolContext, ToolResult
+from ._wire import Answer, Request
+from .mcp._config import McpConfigInput
+from .mcp._types import McpStatus
+
+if TYPE_CHECKING:
+    from .mcp._source import McpSource
 
 logger = logging.getLogger("toolnexus_trio")
 
@@ -50,12 +58,20 @@ class ToolkitOptions:
     on); ``disable_tools`` drops names; ``tesseron`` adds a dynamic source, a
     :class:`toolnexus_trio.tesseron.Gateway`, whose claimed hosts' actions become
     tools (closing the toolkit closes it).
+
+    ``mcp`` is an MCP config (a JSON file's path, a mapping, or a parsed
+    :class:`~toolnexus_trio.mcp.McpConfig`) whose servers' tools come first (SPEC §2;
+    needs the ``mcp`` extra and a nursery: use :func:`open_toolkit`). ``wait_for``
+    answers the servers' elicitations (the SPEC §2 bridge; without it the capability
+    is not advertised).
     """
 
     extra_tools: Sequence[Tool] = ()
     builtins: BuiltinsConfig | bool | None = None
     disable_tools: Sequence[str] = ()
     tesseron: DynamicToolSource | None = None
+    mcp: McpConfigInput | None = None
+    wait_for: Callable[[Request], Awaitable[Answer]] | None = None
 
 
 def _builtins_config(value: BuiltinsConfig | bool | None) -> BuiltinsConfig:
@@ -79,9 +95,14 @@ class Toolkit:
         tools: Iterable[Tool],
         sources: Sequence[DynamicToolSource] = (),
         disabled: Iterable[str] = (),
+        *,
+        mcp: McpSource | None = None,
     ) -> None:
         self._tools: dict[str, Tool] = {}
-        self._sources = tuple(sources)
+        self._mcp = mcp
+        # The MCP source's tools come first (SPEC §4 order), the other sources' last.
+        self._head: tuple[DynamicToolSource, ...] = () if mcp is None else (mcp,)
+        self._sources = (*self._head, *sources)
         self._disabled = frozenset(disabled)
         # Name index and adapters, rebuilt when a dynamic source's version moves.
         self._index: dict[str, Tool] = {}
@@ -99,26 +120,30 @@ class Toolkit:
             self._tools[t.name] = t
         self._seen = None
 
+    def _merge(self, index: dict[str, Tool], tools: Iterable[Tool]) -> None:
+        for t in tools:
+            if t.name in self._disabled:
+                continue
+            if t.name in index:
+                logger.warning("toolnexus_trio: duplicate tool name %r; keeping the first", t.name)
+                continue
+            index[t.name] = t
+
     def _current(self) -> dict[str, Tool]:
         versions = tuple(src.version for src in self._sources)
         if versions != self._seen:
-            index = dict(self._tools)
-            for src in self._sources:
-                for t in src.tools():
-                    if t.name in self._disabled:
-                        continue
-                    if t.name in index:
-                        logger.warning(
-                            "toolnexus_trio: duplicate tool name %r; keeping the first", t.name
-                        )
-                        continue
-                    index[t.name] = t
+            index: dict[str, Tool] = {}
+            for src in self._head:
+                self._merge(index, src.tools())
+            self._merge(index, self._tools.values())
+            for src in self._sources[len(self._head) :]:
+                self._merge(index, src.tools())
             self._index, self._seen = index, versions
             self._adapters.clear()
         return self._index
 
     def tools(self) -> list[Tool]:
-        """Every tool, in assembly order (dynamic sources' tools last)."""
+        """Every tool, in assembly order (MCP tools first, other dynamic sources' last)."""
         return list(self._current().values())
 
     def get(self, name: str) -> Tool | None:
@@ -195,8 +220,13 @@ class Toolkit:
         """``[{"functionDeclarations": [{name, description, parameters}, ...]}]`` (one element)."""
         return list(self._adapter("gemini"))
 
+    def mcp_status(self) -> dict[str, McpStatus]:
+        """Each configured MCP server's status (``connected | disabled | failed`` and why);
+        empty without ``ToolkitOptions.mcp``."""
+        return {} if self._mcp is None else self._mcp.status()
+
     async def aclose(self) -> None:
-        """Release the toolkit's sources (a gateway's connections). Idempotent."""
+        """Release the toolkit's sources (a gateway's connections, MCP servers). Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -215,9 +245,34 @@ class Toolkit:
         await self.aclose()
 
 
-async def create_toolkit(options: ToolkitOptions | None = None) -> Toolkit:
-    """Assemble a :class:`Toolkit` from *options* (SPEC §4 order)."""
+async def create_toolkit(
+    options: ToolkitOptions | None = None, *, nursery: trio.Nursery | None = None
+) -> Toolkit:
+    """Assemble a :class:`Toolkit` from *options* (SPEC §4 order).
+
+    With ``options.mcp``, the MCP servers load first (concurrently) and their
+    connections live in *nursery* until the toolkit is closed; :func:`open_toolkit`
+    provides both the nursery and the close.
+    """
     options = options or ToolkitOptions()
+    mcp_source: McpSource | None = None
+    if options.mcp is not None:
+        if nursery is None:
+            raise TypeError(
+                "ToolkitOptions.mcp needs a nursery for the server connections: use "
+                "`async with open_toolkit(options) as toolkit:` (or pass nursery=)"
+            )
+        from .mcp._sdk import require_sdk
+
+        require_sdk("ToolkitOptions.mcp")
+        from .mcp._source import McpSource
+
+        mcp_source = McpSource(options.mcp, wait_for=options.wait_for)
+        try:
+            await mcp_source.start(nursery)
+        except BaseException:
+            await mcp_source.aclose()
+            raise
     extra_names = {t.name for t in options.extra_tools}
     builtins = [
         t for t in builtin_tools(_builtins_config(options.builtins)) if t.name not in extra_names
@@ -229,4 +284,21 @@ async def create_toolkit(options: ToolkitOptions | None = None) -> Toolkit:
         (t for t in [*builtins, *options.extra_tools] if t.name not in disabled),
         sources,
         disabled,
+        mcp=mcp_source,
     )
+
+
+@contextlib.asynccontextmanager
+async def open_toolkit(options: ToolkitOptions | None = None) -> AsyncIterator[Toolkit]:
+    """A :class:`Toolkit` for the ``async with`` block, closed at its end.
+
+    The form to use with ``ToolkitOptions.mcp``: the MCP server connections are tasks
+    of this block, so none outlives it (and a cancelled load leaves no process).
+    """
+    with collapse_groups():
+        async with trio.open_nursery() as nursery:
+            toolkit = await create_toolkit(options, nursery=nursery)
+            try:
+                yield toolkit
+            finally:
+                await toolkit.aclose()

@@ -30,7 +30,9 @@ from ._types import McpToolInfo as McpToolInfo
 from ._types import OnCall as OnCall
 
 if TYPE_CHECKING:
-    pass
+    from ._source import McpSource as McpSource
+    from ._source import list_mcp_tools as list_mcp_tools
+    from ._source import open_mcp as open_mcp
 
 # The names that need the SDK, and the private module each lives in.
 _LAZY = {
