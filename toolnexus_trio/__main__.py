@@ -1,4 +1,4 @@
-"""Command line: ``python -m toolnexus_trio demo | host | gateway``."""
+"""Command line: ``python -m toolnexus_trio demo | host | gateway | serve``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import argparse
 import sys
 
 import trio
+
+from .mcp._cli import add_serve_parser, run_serve
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     gateway = commands.add_parser("gateway", help="dial a Tesseron host and list its tools")
     gateway.add_argument("--url", required=True, help="the host's ws://127.0.0.1:<port>/ URL")
+    add_serve_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        return run_serve(args)
     if args.command == "demo":
         from ._demo import run_demo
         from ._demo_app import run_app_demo

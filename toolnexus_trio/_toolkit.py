@@ -16,9 +16,10 @@ from ._groups import collapse_groups
 from ._tools import Tool, ToolContext, ToolResult
 from ._wire import Answer, Request
 from .mcp._config import McpConfigInput
-from .mcp._types import McpStatus
+from .mcp._types import MCPServeConfig, McpStatus, OnCall
 
 if TYPE_CHECKING:
+    from .mcp._serving import McpServing
     from .mcp._source import McpSource
 
 logger = logging.getLogger("toolnexus_trio")
@@ -224,6 +225,39 @@ class Toolkit:
         """Each configured MCP server's status (``connected | disabled | failed`` and why);
         empty without ``ToolkitOptions.mcp``."""
         return {} if self._mcp is None else self._mcp.status()
+
+    def serve(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        mcp: MCPServeConfig | None = None,
+        on_call: OnCall | None = None,
+    ) -> McpServing:
+        """Serve this toolkit as an MCP server over streamable HTTP at ``/mcp`` (SPEC §7C).
+
+        ``async with toolkit.serve() as served:`` (or ``await nursery.start(toolkit.serve())``)
+        gives :class:`~toolnexus_trio.mcp.McpServing` with ``url`` and ``aclose()``. Needs
+        the ``mcp`` extra.
+        """
+        from .mcp._sdk import require_sdk
+
+        require_sdk("Toolkit.serve")
+        from .mcp._serving import McpServing
+
+        return McpServing(self, host, port, mcp=mcp, on_call=on_call)
+
+    async def serve_stdio(
+        self, *, mcp: MCPServeConfig | None = None, on_call: OnCall | None = None
+    ) -> None:
+        """Serve this toolkit as an MCP server on stdin/stdout until the client closes
+        stdin (for local clients such as Claude Desktop). Needs the ``mcp`` extra."""
+        from .mcp._sdk import require_sdk
+
+        require_sdk("Toolkit.serve_stdio")
+        from .mcp._serving import serve_stdio
+
+        await serve_stdio(self, mcp=mcp, on_call=on_call)
 
     async def aclose(self) -> None:
         """Release the toolkit's sources (a gateway's connections, MCP servers). Idempotent."""

@@ -30,6 +30,7 @@ from ._types import McpToolInfo as McpToolInfo
 from ._types import OnCall as OnCall
 
 if TYPE_CHECKING:
+    from ._serving import McpServing as McpServing
     from ._source import McpSource as McpSource
     from ._source import list_mcp_tools as list_mcp_tools
     from ._source import open_mcp as open_mcp
