@@ -261,11 +261,15 @@ async def test_suspension_is_answered_by_elicitation_legacy() -> None:
         declined = await client.call_tool("suspend", {"kind": "deny"})
         assert declined.is_error and text(declined) == "declined/expired: Allow deny?"
 
-    async with toolkit.serve() as served, Client(served.url, mode="legacy") as plain:
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_client_without_elicitation_is_told_what_was_asked(era: str) -> None:
+    toolkit = await toolkit_for(Probe())
+    async with toolkit.serve() as served, Client(served.url, mode=era) as plain:
         refused = await plain.call_tool("suspend", {"kind": "approval"})
-        assert refused.is_error
-        assert "waiting for approval: Allow approval?" in refused.content[0].text  # type: ignore[union-attr]
-        assert "cannot be answered here" in refused.content[0].text  # type: ignore[union-attr]
+    assert refused.is_error
+    assert "waiting for approval: Allow approval?" in refused.content[0].text  # type: ignore[union-attr]
+    assert "cannot be answered here" in refused.content[0].text  # type: ignore[union-attr]
 
 
 async def test_suspension_is_answered_by_input_required_modern() -> None:
@@ -428,3 +432,58 @@ async def test_open_toolkit_serves_an_mcp_union() -> None:
     ):
         names = [t.name for t in (await client.list_tools()).tools]
         assert names[0] == "ev_add" and names[-1] == "hello"
+
+
+# ---------------------------------------------------------------------- suspension (SPEC §10)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_question_builtin_is_asked_through_the_client(era: str) -> None:
+    toolkit = await create_toolkit(ToolkitOptions())  # the builtins: question among them
+    asked: list[Any] = []
+
+    async def elicit(ctx: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"answer_1": "blue", "answer_2": "XL"})
+
+    questions = [
+        {"question": "Color?", "options": ["red", "blue"]},
+        {"question": "Size?", "header": "Size"},
+    ]
+    async with (
+        toolkit.serve() as served,
+        Client(served.url, mode=era, elicitation_callback=elicit) as client,
+    ):
+        result = await client.call_tool("question", {"questions": questions})
+    assert (result.content[0].text, result.is_error) == ('{"answers":["blue","XL"]}', False)  # type: ignore[union-attr]
+    schema = asked[0].requested_schema
+    assert schema["properties"]["answer_1"]["enum"] == ["red", "blue"]
+    assert schema["required"] == ["answer_1", "answer_2"]
+
+
+async def test_a_suspension_crosses_two_toolkits() -> None:
+    # A tool of toolkit A suspends; toolkit B reaches A over MCP and answers it with its
+    # own wait_for (the source's elicitation bridge): SPEC §10 across a process boundary.
+    probe = Probe()
+    inner = await toolkit_for(probe)
+    asked: list[Request] = []
+
+    async def wait_for(request: Request) -> Any:
+        from toolnexus_trio import Answer
+
+        asked.append(request)
+        return Answer(request.id, True, {"code": "7"})
+
+    async with inner.serve() as served:
+        options = ToolkitOptions(mcp={"a": {"url": served.url}}, wait_for=wait_for, builtins=False)
+        async with open_toolkit(options) as outer:
+            result = await outer.execute("a_suspend", {"kind": "input"})
+    assert (result.output, result.is_error) == ('answered {"code": "7"}', False)
+    assert (asked[0].kind, asked[0].prompt) == ("input", "Code?")
+    assert asked[0].data == {
+        "schema": {
+            "type": "object",
+            "properties": {"code": {"type": "string"}},
+            "required": ["code"],
+        }
+    }

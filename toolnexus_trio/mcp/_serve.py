@@ -158,9 +158,12 @@ class ServedToolkit:
             result = await self._run(ctx, tool, args, None)
             request = pending_of(result)
             if request is not None:
-                if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                if not ctx.session.check_client_capability(_ELICITATION):
+                    result = _unanswerable(result, request)
+                elif ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                     return self._input_required(request, tool.name, args)
-                result = await self._by_elicitation(ctx, tool, args, request, result)
+                else:
+                    result = await self._by_elicitation(ctx, tool, args, request)
         self._report(tool, started, result)
         return types.CallToolResult(
             content=[types.TextContent(text=result.output)], is_error=result.is_error
@@ -200,20 +203,8 @@ class ServedToolkit:
     # ------------------------------------------------------------------ suspension
 
     async def _by_elicitation(
-        self,
-        ctx: ServerRequestContext[Any],
-        tool: Tool,
-        args: dict[str, Any],
-        request: Request,
-        suspended: ToolResult,
+        self, ctx: ServerRequestContext[Any], tool: Tool, args: dict[str, Any], request: Request
     ) -> ToolResult:
-        if not ctx.session.check_client_capability(_ELICITATION):
-            return ToolResult.error(
-                f"{suspended.output}\n\nThe tool is waiting for {request.kind}: "
-                f"{request.prompt}. This MCP client supports neither elicitation nor "
-                "input_required, so it cannot be answered here.",
-                {"pending": request},
-            )
         caps = ctx.session.client_capabilities
         url_ok = bool(caps and caps.elicitation and caps.elicitation.url is not None)
         params = elicitation_from_request(request, url_supported=url_ok)
@@ -343,6 +334,15 @@ class ServedToolkit:
     async def _notify(session: Any) -> None:
         with trio.move_on_after(NOTIFY_BOUND):
             await session.send_tool_list_changed()
+
+
+def _unanswerable(suspended: ToolResult, request: Request) -> ToolResult:
+    return ToolResult.error(
+        f"{suspended.output}\n\nThe tool is waiting for {request.kind}: {request.prompt}. "
+        "This MCP client supports neither elicitation nor input_required, so it cannot be "
+        "answered here.",
+        {"pending": request},
+    )
 
 
 class _Forward:
