@@ -44,8 +44,8 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the Sphinx docs with warnings as errors."""
-    session.install("-e", ".[docs]")
+    """Build the Sphinx docs with warnings as errors (the MCP pages need the extra)."""
+    session.install("-e", ".[docs,mcp]")
     session.run("sphinx-build", "-W", "-q", "-b", "html", "docs", "docs/_build/html")
 
 
