@@ -20,6 +20,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks.mcp import SCENARIO_TEXT as MCP_SCENARIO_TEXT
+
 if TYPE_CHECKING:
     from benchmarks.run import Config
 
@@ -343,6 +345,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
                 higher_is_better=True,
             )
         )
+    from benchmarks.mcp import mcp_rows  # scenario 8 (MCP) lives in its own module
+
+    rows.extend(mcp_rows(raw))
     return rows
 
 
@@ -609,6 +614,7 @@ def _rst(
         "7. **Progress storm**: one invocation sends 100,000 progress updates, every tenth",
         "   asking for a lower percent; the load generator checks that the percent on the",
         "   wire never decreases and stays within 0..100.",
+        *MCP_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

@@ -85,6 +85,19 @@ async def test_stdio_server_end_to_end() -> None:
         assert (await toolkit.execute("ev_echo", {"text": "hi"})).output == "hi"
         failed = await toolkit.execute("ev_fail", {"message": "kaputt"})
         assert failed.is_error and "kaputt" in failed.output
+        # a message larger than the pipe's buffer, while small ones overtake nothing
+        big = "x" * 300_000
+        sums: list[str] = []
+
+        async def small(i: int) -> None:
+            sums.append((await toolkit.execute("ev_add", {"a": i, "b": 1})).output)
+
+        async with trio.open_nursery() as nursery:
+            for i in range(5):
+                nursery.start_soon(small, i)
+            echoed = await toolkit.execute("ev_echo", {"text": big})
+        assert echoed.output == big
+        assert sorted(sums) == [f'{{"result":{i + 1}}}' for i in range(5)]
         bad_args = await toolkit.execute("ev_add", {"a": "2"})
         assert bad_args.is_error and "Invalid arguments" in bad_args.output
 

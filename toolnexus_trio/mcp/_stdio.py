@@ -20,6 +20,7 @@ the protocol pipes.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import os
@@ -31,7 +32,6 @@ from typing import Final
 import anyio
 import attrs
 import trio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 
@@ -50,6 +50,147 @@ _POLL: Final = 0.01
 _CHUNK: Final = 65536
 
 
+MAX_WRITE_BACKLOG: Final = 64
+"""Messages queued for the server's stdin before senders wait (see :class:`_PipeWriter`)."""
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        return exc
+
+
+class _PipeReader:
+    """The session's read stream: the SDK's receive loop reads the server's stdout
+    itself (no reader task, no queue: one task switch less per message)."""
+
+    def __init__(self, transport: StdioTransport) -> None:
+        self._transport = transport
+        self._buffer = bytearray()
+        self._lines: collections.deque[bytes] = collections.deque()
+        self._eof = False
+
+    def _end(self) -> None:
+        self._eof = True
+        self._transport.closed.set()
+
+    async def receive(self) -> SessionMessage | Exception:
+        """The next message; :class:`anyio.EndOfStream` once the server's output ended."""
+        stdout = self._transport.process.stdout
+        assert stdout is not None
+        while not self._lines:
+            if self._eof:
+                raise anyio.EndOfStream
+            try:
+                chunk = await stdout.receive_some(_CHUNK)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                chunk = b""
+            if not chunk:
+                self._end()
+                raise anyio.EndOfStream
+            start = len(self._buffer)
+            self._buffer += chunk
+            while (end := self._buffer.find(b"\n", start)) >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                start = 0
+                if line.strip():
+                    self._lines.append(line)
+            if len(self._buffer) > MAX_LINE_BYTES:
+                logger.error(
+                    "MCP server process %d sent a line over %d bytes; disconnecting",
+                    self._transport.process.pid,
+                    MAX_LINE_BYTES,
+                )
+                self._lines.clear()
+                self._end()
+                raise anyio.EndOfStream
+        return _parse(self._lines.popleft())
+
+    def __aiter__(self) -> _PipeReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Stop reading (the transport closes the pipe itself)."""
+        self._eof = True
+        await trio.lowlevel.checkpoint()
+
+    async def __aenter__(self) -> _PipeReader:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class _PipeWriter:
+    """The session's write stream; a writer task owns every write that can block.
+
+    A message is serialized in the sender's task. When nothing is queued and the writer
+    is idle, one non-blocking ``write`` is tried right away (the way Trio's own
+    ``send_all`` starts): it never waits and never leaves half a frame behind, since
+    whatever the pipe does not take is handed to the writer task, ahead of anything
+    sent later. Otherwise the message waits for the writer, which sends everything
+    queued in one write; up to :data:`MAX_WRITE_BACKLOG` messages may wait, then
+    senders do.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.queue: collections.deque[bytes] = collections.deque()
+        self.ready = trio.Event()
+        self.room = trio.lowlevel.ParkingLot()
+        self.writing = False
+        self.closed = False
+        self.broken = False
+
+    async def send(self, item: SessionMessage) -> None:
+        """Send *item* (:class:`anyio.BrokenResourceError` once the server stopped reading)."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while len(self.queue) >= MAX_WRITE_BACKLOG and not (self.closed or self.broken):
+            await self.room.park()
+        if self.closed:
+            raise anyio.ClosedResourceError
+        if self.broken:
+            raise anyio.BrokenResourceError
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        if not self.queue and not self.writing:
+            try:
+                written = os.write(self.fd, data)
+            except BlockingIOError:
+                written = 0
+            except OSError:
+                self.broken = True
+                raise anyio.BrokenResourceError from None
+            data = data[written:]
+        if data:
+            self.queue.append(data)
+            self.ready.set()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def close(self) -> None:
+        self.closed = True
+        self.ready.set()
+        self.room.unpark_all()
+
+    async def aclose(self) -> None:
+        """No more messages (those queued still go out)."""
+        self.close()
+        await trio.lowlevel.checkpoint()
+
+    async def __aenter__(self) -> _PipeWriter:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
 @attrs.define(eq=False)
 class StdioTransport:
     """A running server process and the SDK-shaped streams that talk to it.
@@ -60,10 +201,16 @@ class StdioTransport:
     """
 
     process: trio.Process
-    read: MemoryObjectReceiveStream[SessionMessage | Exception]
-    write: MemoryObjectSendStream[SessionMessage]
     closed: trio.Event = attrs.field(factory=trio.Event)
     graceful: bool = False
+    read: _PipeReader = attrs.field(init=False)
+    write: _PipeWriter = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        stdin = self.process.stdin
+        assert isinstance(stdin, trio.lowlevel.FdStream)  # a pipe, on POSIX
+        self.read = _PipeReader(self)
+        self.write = _PipeWriter(stdin.fileno())
 
 
 def _group_alive(pgid: int) -> bool:
@@ -115,6 +262,9 @@ async def _stop(process: trio.Process, graceful: bool) -> None:
         _signal_group(pgid, signal.SIGKILL)
     with trio.move_on_after(_REAP_BOUND):
         await process.wait()
+        # A signal is delivered asynchronously: wait until the whole group is gone.
+        while _group_alive(pgid):
+            await trio.sleep(_POLL)
     if process.returncode is None:
         logger.warning("MCP server process %d survived SIGKILL; abandoning it", process.pid)
     for pipe in (process.stdin, process.stdout):
@@ -123,64 +273,29 @@ async def _stop(process: trio.Process, graceful: bool) -> None:
                 await pipe.aclose()
 
 
-def _parse(line: bytes) -> SessionMessage | Exception:
-    try:
-        return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        return exc
-
-
-async def _reader(
-    transport: StdioTransport, send: MemoryObjectSendStream[SessionMessage | Exception]
-) -> None:
-    stdout = transport.process.stdout
-    assert stdout is not None
-    buffer = bytearray()
-    try:
-        async with send:
-            while True:
-                chunk = await stdout.receive_some(_CHUNK)
-                if not chunk:
-                    return
-                start = len(buffer)
-                buffer += chunk
-                while (end := buffer.find(b"\n", start)) >= 0:
-                    line = bytes(buffer[:end])
-                    del buffer[: end + 1]
-                    start = 0
-                    if line.strip():
-                        await send.send(_parse(line))
-                if len(buffer) > MAX_LINE_BYTES:
-                    logger.error(
-                        "MCP server process %d sent a line over %d bytes; disconnecting",
-                        transport.process.pid,
-                        MAX_LINE_BYTES,
-                    )
-                    return
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-        return  # the session is gone
-    except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-        return  # our own shutdown closed the pipe
-    finally:
-        transport.closed.set()
-
-
-async def _writer(
-    transport: StdioTransport,
-    receive: MemoryObjectReceiveStream[SessionMessage],
-    read_side: MemoryObjectSendStream[SessionMessage | Exception],
-) -> None:
+async def _writer(transport: StdioTransport) -> None:
     stdin = transport.process.stdin
     assert stdin is not None
+    out = transport.write
     try:
-        async with receive:
-            async for message in receive:
-                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await stdin.send_all(data.encode() + b"\n")
+        while True:
+            while not out.queue:
+                if out.closed:
+                    return
+                await out.ready.wait()
+                out.ready = trio.Event()
+            data = b"".join(out.queue)
+            out.queue.clear()
+            out.room.unpark_all()
+            out.writing = True
+            await stdin.send_all(data)
+            out.writing = False
     except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
         # The server stopped reading: end the session's view too, so no request
         # waits forever on an answer that cannot come.
-        await read_side.aclose()
+        out.broken = True
+        out.room.unpark_all()
+        transport.read._end()
 
 
 @contextlib.asynccontextmanager
@@ -197,20 +312,15 @@ async def open_stdio(config: McpServerConfig) -> AsyncIterator[StdioTransport]:
         start_new_session=True,
     )
     # No await until the try: a cancel in between would leak the process.
-    # Size 0: the session takes each message as it comes; nothing queues up here.
-    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
-    transport = StdioTransport(process, read_recv, write_send)
+    transport = StdioTransport(process)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_reader, transport, read_send)
-            nursery.start_soon(_writer, transport, write_recv, read_send)
+            nursery.start_soon(_writer, transport)
             try:
                 yield transport
             finally:
                 nursery.cancel_scope.cancel()
     finally:
+        transport.write.close()
         with trio.CancelScope(shield=True):
             await _stop(process, transport.graceful)
-        for stream in (read_recv, write_send):
-            stream.close()
