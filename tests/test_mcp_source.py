@@ -246,6 +246,7 @@ async def test_http_server_calls_headers_cancel_and_list_changed(
                     "seen_cancels": True,
                     "grow": True,
                     "ask": True,
+                    "progress": True,
                     "extra": True,
                 },
             }
@@ -256,6 +257,7 @@ async def test_http_server_calls_headers_cancel_and_list_changed(
             assert [t.name for t in toolkit.tools()] == [
                 "web_slow",
                 "web_seen_cancels",
+                "web_progress",
                 "web_ask",
                 "web_grow",
                 "web_header",
@@ -266,6 +268,12 @@ async def test_http_server_calls_headers_cancel_and_list_changed(
                 await toolkit.execute("web_ask", {"question": "Who?"})
             ).output == '{"result":"accept:Web"}'
             assert asked[0].kind == "input"
+            with collecting_run() as (events, _):
+                await toolkit.execute("web_progress", {"steps": 2})
+            assert [(e["progress"], e["total"], e["message"]) for e in events] == [
+                (1.0, 2.0, "step 1"),
+                (2.0, 2.0, "step 2"),
+            ]
             assert (await cancel_mid_call(toolkit, "web_slow", "http-cancel")).output == "cancelled"
             seen = await toolkit.execute("web_seen_cancels", {})
             assert seen.output == '{"result":"http-cancel"}'

@@ -65,7 +65,9 @@ async def main() -> None:
         {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
         shout,
     )
-    options = ToolkitOptions(mcp={"mcpServers": {"inner": inner}}, extra_tools=[local], builtins=False)
+    options = ToolkitOptions(
+        mcp={"mcpServers": {"inner": inner}}, extra_tools=[local], builtins=False
+    )
     async with open_toolkit(options) as toolkit:
         print("loaded:", toolkit.mcp_status()["inner"])
         async with toolkit.serve() as served, Client(served.url) as client:

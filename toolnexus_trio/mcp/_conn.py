@@ -5,14 +5,16 @@ A connection is one long-lived task (:meth:`ServerConn.run`, started with
 (``initialize``, ``tools/list`` with pagination), each under the server's ``timeout``,
 reports started, and then waits for ``notifications/tools/list_changed`` to refresh
 the tools, until it is closed. Everything the server sends that is not a reply is
-handled without awaiting user code in the SDK's tasks: progress is queued for the
-calling task to forward, ``list_changed`` sets an event.
+handled without awaiting user code in the SDK's tasks: progress is queued (in wire
+order, by a tap on the receive loop) for the calling task to forward, and
+``list_changed`` sets an event.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import json
 import logging
 import math
@@ -20,6 +22,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
+import anyio
 import httpx2
 import mcp_types as types
 import trio
@@ -91,7 +94,7 @@ def result_text(result: types.CallToolResult) -> tuple[str, bool]:
 
 
 class _Progress:
-    """Progress of one call: the SDK's callback queues, the calling task forwards."""
+    """Progress of one call, in wire order: the read tap queues, the calling task forwards."""
 
     def __init__(self, services: RunServices, tool: str, call_id: str | None, server: str):
         self.services, self.tool, self.call_id, self.server = services, tool, call_id, server
@@ -101,11 +104,19 @@ class _Progress:
         self.wake = trio.Event()
         self.done = False
 
-    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
-        # Runs in the SDK's task group: never wait on the run's consumer here.
-        self.queue.append((progress, total, message))
+    def push(self, params: dict[str, Any]) -> None:
+        """Queue one ``notifications/progress`` (called by the read tap: never blocks)."""
+        progress, total, message = (
+            params.get("progress"),
+            params.get("total"),
+            params.get("message"),
+        )
+        if not isinstance(progress, int | float) or isinstance(progress, bool):
+            return
+        if not isinstance(total, int | float) or isinstance(total, bool):
+            total = None
+        self.queue.append((float(progress), total, message if isinstance(message, str) else None))
         self.wake.set()
-        await trio.lowlevel.checkpoint()
 
     async def forward(self) -> None:
         while True:
@@ -142,6 +153,55 @@ class _Progress:
         self.wake.set()
 
 
+class _ReadTap:
+    """The session's read stream, seen first by us: ``notifications/progress`` for one
+    of our calls is routed to that call's queue here, in the receive loop and in wire
+    order (so all of a call's progress is queued before its answer is delivered),
+    and is not passed on. Everything else passes through untouched."""
+
+    def __init__(self, inner: Any, routes: dict[str, _Progress]) -> None:
+        self._inner = inner
+        self._routes = routes
+
+    @property
+    def last_context(self) -> Any:
+        """The SDK's per-message context, when the inner stream carries one."""
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            message = getattr(item, "message", None)
+            if (
+                isinstance(message, types.JSONRPCNotification)
+                and message.method == "notifications/progress"
+                and isinstance(message.params, dict)
+            ):
+                route = self._routes.get(str(message.params.get("progressToken")))
+                if route is not None:
+                    route.push(message.params)
+                    continue
+            return item
+
+    def __aiter__(self) -> _ReadTap:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _ReadTap:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
 class ServerConn:
     """One configured server: its status, live session and current tools."""
 
@@ -164,6 +224,8 @@ class ServerConn:
         self._running = False
         self._built: dict[str, tuple[str, Tool]] = {}
         self._elicitations = 0
+        self._progress: dict[str, _Progress] = {}
+        self._tokens = itertools.count(1)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -203,7 +265,7 @@ class ServerConn:
                 async with (
                     self._transport() as (read, write, stdio),
                     ClientSession(
-                        read,
+                        _ReadTap(read, self._progress),
                         write,
                         elicitation_callback=self._elicit if self._wait_for is not None else None,
                         message_handler=self._on_message,
@@ -348,15 +410,21 @@ class ServerConn:
             if services is None or (services.emit is None and services.metric is None):
                 result = await session.call_tool(tool, args)
             else:
+                # Our own progress token, routed by the read tap (see _ReadTap).
+                token = f"tnx-{next(self._tokens)}"
                 progress = _Progress(services, public_name, ctx.call_id, self.config.name)
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(progress.forward)
-                    try:
-                        result = await session.call_tool(
-                            tool, args, progress_callback=progress.on_progress
-                        )
-                    finally:
-                        progress.finish()
+                self._progress[token] = progress
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(progress.forward)
+                        try:
+                            result = await session.call_tool(
+                                tool, args, meta={"progress_token": token}
+                            )
+                        finally:
+                            progress.finish()
+                finally:
+                    del self._progress[token]
         except MCPError as exc:
             return ToolResult.error(exc.error.message or str(exc), meta)
         output, is_error = result_text(result)

@@ -263,7 +263,7 @@ async def _stop(process: trio.Process, graceful: bool) -> None:
     with trio.move_on_after(_REAP_BOUND):
         await process.wait()
         # A signal is delivered asynchronously: wait until the whole group is gone.
-        while _group_alive(pgid):
+        while _group_alive(pgid):  # noqa: ASYNC110 - the kernel's state: nothing to wait on
             await trio.sleep(_POLL)
     if process.returncode is None:
         logger.warning("MCP server process %d survived SIGKILL; abandoning it", process.pid)
