@@ -276,6 +276,18 @@ def test_client_result_to_answer_is_strict() -> None:
 # ---------------------------------------------------------------- the extra is optional
 
 
+def test_public_names_are_pinned() -> None:
+    import toolnexus_trio.mcp as m
+
+    assert set(m.__all__) == {
+        "DEFAULT_TIMEOUT_MS", "CallInfo", "MCPServeConfig", "McpConfig", "McpConfigInput",
+        "McpInventory", "McpServerConfig", "McpServing", "McpSource", "McpStatus",
+        "McpToolInfo", "OnCall", "list_mcp_tools", "mcp_tool_name", "open_mcp",
+        "parse_mcp_config", "sanitize",
+    }  # fmt: skip
+    assert m.McpStatus.__module__ == "toolnexus_trio.mcp"
+
+
 def test_package_imports_without_the_mcp_extra() -> None:
     code = (
         "import sys; sys.modules['mcp'] = None\n"

@@ -382,9 +382,19 @@ async def test_cli_serve_stdio_through_both_hops(tmp_path: Path) -> None:
             await trio.sleep(0.01)
 
 
-def test_cli_serve_http_prints_its_url(tmp_path: Path) -> None:
+def test_cli_serve_http_prints_its_url_and_sigterm_stops_its_servers(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"ev": stdio()}}))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolnexus_trio", "serve", "--no-builtins"],
+        [
+            sys.executable,
+            "-m",
+            "toolnexus_trio",
+            "serve",
+            "--no-builtins",
+            "--mcp-config",
+            str(config),
+        ],
         stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
@@ -393,15 +403,23 @@ def test_cli_serve_http_prints_its_url(tmp_path: Path) -> None:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.startswith("serving MCP on http://127.0.0.1:") and "/mcp" in line
+        pids: list[int] = []
 
         async def check() -> None:
             async with Client(line.split()[3], mode="legacy") as client:
-                assert (await client.list_tools()).tools == []
+                assert (await client.list_tools()).tools[0].name == "ev_add"
+                result = await client.call_tool("ev_pids", {})
+                pids.append(int(json.loads(result.content[0].text)["result"]))  # type: ignore[union-attr]
 
         trio.run(check)
+        assert pid_alive(pids[0])
+        proc.terminate()  # SIGTERM: the toolkit closes, its MCP server is stopped
+        assert proc.wait(timeout=30) == 0
+        assert not pid_alive(pids[0])
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
 

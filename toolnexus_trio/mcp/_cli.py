@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -93,21 +94,37 @@ def run_serve(args: argparse.Namespace) -> int:
 
     import trio
 
-    from .._toolkit import ToolkitOptions, open_toolkit
+    from .._toolkit import Toolkit, ToolkitOptions, open_toolkit
 
     options = ToolkitOptions(mcp=servers, builtins=builtins)
 
-    async def main() -> None:
-        async with open_toolkit(options) as toolkit:
-            for name, status in toolkit.mcp_status().items():
-                if status.state == "failed":
-                    print(f"MCP server {name!r} failed: {status.error}", file=sys.stderr)
-            if args.stdio:
-                await toolkit.serve_stdio(mcp=profile)
-                return
-            async with toolkit.serve(args.host, args.port, mcp=profile) as served:
-                print(f"serving MCP on {served.url} (Ctrl-C to stop)", flush=True)
-                await trio.sleep_forever()
+    async def serve(toolkit: Toolkit) -> None:
+        if args.stdio:
+            await toolkit.serve_stdio(mcp=profile)
+            return
+        async with toolkit.serve(args.host, args.port, mcp=profile) as served:
+            print(f"serving MCP on {served.url} (Ctrl-C to stop)", flush=True)
+            await trio.sleep_forever()
 
-    trio.run(main)
+    async def main() -> None:
+        # SIGTERM (a client closing us) stops as Ctrl-C does: the toolkit is closed, so
+        # the MCP servers it started are stopped too, not orphaned.
+        with trio.open_signal_receiver(signal.SIGTERM) as signals, trio.CancelScope() as scope:
+
+            async def on_signal() -> None:
+                async for _ in signals:
+                    scope.cancel()
+
+            async with open_toolkit(options) as toolkit, trio.open_nursery() as nursery:
+                nursery.start_soon(on_signal)
+                for name, status in toolkit.mcp_status().items():
+                    if status.state == "failed":
+                        print(f"MCP server {name!r} failed: {status.error}", file=sys.stderr)
+                await serve(toolkit)
+                nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    except KeyboardInterrupt:
+        return 130
     return 0

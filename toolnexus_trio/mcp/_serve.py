@@ -22,7 +22,6 @@ transports (streamable HTTP on hypercorn, stdio) live in :mod:`._serving`.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import hmac
 import json
@@ -355,11 +354,13 @@ class _Forward:
 
     async def emit(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
-        with contextlib.suppress(Exception):  # the client's stream may be gone: drop it
+        try:
             if kind == "progress":
                 await self._progress(event)
             elif kind == "log" and self.legacy:
                 await self._log(event)
+        except Exception as exc:  # the client's stream may be gone: the call goes on
+            logger.debug("dropped a %s notification: %s", kind, exc)
 
     async def _progress(self, event: dict[str, Any]) -> None:
         progress, total = event.get("progress"), event.get("total")
