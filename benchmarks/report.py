@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
 from benchmarks.http_suite import http_rows
+from benchmarks.mcp import SCENARIO_TEXT as MCP_SCENARIO_TEXT
 
 if TYPE_CHECKING:
     from benchmarks.run import Config
@@ -351,6 +352,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
         from benchmarks import builtins
 
         rows.extend(builtins.rows(raw))
+    from benchmarks.mcp import mcp_rows  # scenario 12 (MCP) lives in its own module
+
+    rows.extend(mcp_rows(raw))
     return rows
 
 
@@ -622,6 +626,7 @@ def _rst(
         "   (time until the call returns and until no process of its group is left);",
         "   ``bash`` of ``echo done; sleep 12 &`` with a 2 s timeout; ``glob`` and ``grep``",
         "   over a generated tree of 20,000 files, one in 100 binary.",
+        *MCP_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

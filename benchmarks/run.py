@@ -164,6 +164,10 @@ def collect(cfg: Config, only: set[int]) -> Raw:
         from benchmarks import builtins
 
         builtins.collect(cfg, add, _json_child, lambda label: _progress(label, t0))
+    if 12 in only:  # MCP: its own module (two virtualenvs, see benchmarks/mcp.py)
+        from benchmarks.mcp import collect_mcp
+
+        collect_mcp(cfg.host_rounds, add, lambda label: _progress(label, t0))
     return raw
 
 
@@ -171,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 12)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 13)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"

@@ -53,8 +53,8 @@ def test_public_names_are_pinned() -> None:
         "SkillDef", "SkillInfo", "SkillInventory", "SkillSkip", "SkipReason", "SuspendedCall", "Tool", "ToolCallRecord", "ToolContext", "ToolHints", "ToolResult",
         "ToolSource", "Toolkit", "ToolkitOptions", "TranslateResult", "TranslatedToolCall",
         "create_client", "create_in_process_client", "create_toolkit", "define_tool",
-        "empty_schema", "http_tool", "list_skills", "pending", "pending_of", "tool",
-        "AlreadyAnswered", "PendingExpired", "PendingState", "PendingStore",
+        "empty_schema", "http_tool", "list_skills", "open_toolkit", "pending", "pending_of",
+        "tool", "AlreadyAnswered", "PendingExpired", "PendingState", "PendingStore",
         "SqliteConversationStore",
     }  # fmt: skip
     assert set(tn.__all__) == expected

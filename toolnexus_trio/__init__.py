@@ -38,6 +38,7 @@ from ._sqlite_store import SqliteConversationStore as SqliteConversationStore
 from ._toolkit import Toolkit as Toolkit
 from ._toolkit import ToolkitOptions as ToolkitOptions
 from ._toolkit import create_toolkit as create_toolkit
+from ._toolkit import open_toolkit as open_toolkit
 from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolHints as ToolHints
@@ -111,6 +112,7 @@ __all__ = [
     "empty_schema",
     "http_tool",
     "list_skills",
+    "open_toolkit",
     "pending",
     "pending_of",
     "tool",

@@ -1,4 +1,4 @@
-"""Command line: ``python -m toolnexus_trio demo | host | gateway | ask``."""
+"""Command line: ``python -m toolnexus_trio demo | host | gateway | ask | serve``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from functools import partial
 
 from ._ask_cli import add_ask_command, main_ask
+from .mcp._cli import add_serve_parser, run_serve
 
 
 def _port(text: str) -> int:
@@ -42,9 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     gateway = commands.add_parser("gateway", help="dial a Tesseron host and list its tools")
     gateway.add_argument("--url", required=True, help="the host's ws://127.0.0.1:<port>/ URL")
     add_ask_command(commands)
+    add_serve_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "ask":
         return main_ask(args)
+    if args.command == "serve":
+        return run_serve(args)
     from ._cli import run_command, run_gateway, run_host
 
     if args.command == "demo" and args.durable:
