@@ -7,7 +7,7 @@ import sys
 from functools import partial
 
 from ._ask_cli import add_ask_command, main_ask
-from .mcp._cli import add_serve_parser, run_serve
+from .mcp._cli import add_gateway_mcp_options, add_serve_parser, run_gateway_mcp, run_serve
 
 
 def _port(text: str) -> int:
@@ -40,8 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     host.add_argument(
         "--no-manifest", action="store_true", help="do not publish ~/.tesseron/instances"
     )
-    gateway = commands.add_parser("gateway", help="dial a Tesseron host and list its tools")
-    gateway.add_argument("--url", required=True, help="the host's ws://127.0.0.1:<port>/ URL")
+    gateway = commands.add_parser(
+        "gateway", help="dial a Tesseron host and list its tools, or serve every host over MCP"
+    )
+    mode = gateway.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--url", help="the host's ws://127.0.0.1:<port>/ URL")
+    mode.add_argument(
+        "--mcp", action="store_true", help="be an MCP server on stdio for an agent (Tesseron apps)"
+    )
+    add_gateway_mcp_options(gateway)
     add_ask_command(commands)
     add_serve_parser(commands)
     args = parser.parse_args(argv)
@@ -49,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         return main_ask(args)
     if args.command == "serve":
         return run_serve(args)
+    if args.command == "gateway" and args.mcp:
+        return run_gateway_mcp(args)
     from ._cli import run_command, run_gateway, run_host
 
     if args.command == "demo" and args.durable:

@@ -127,3 +127,76 @@ def run_serve(args: argparse.Namespace) -> int:
     from .._cli import run_command
 
     return run_command(main)  # Ctrl-C: the shared goodbye line (stderr) and exit 130
+
+
+def add_gateway_mcp_options(gateway: Any) -> None:
+    """The options of ``gateway --mcp`` on the ``gateway`` sub-parser."""
+    group = gateway.add_argument_group("with --mcp")
+    group.add_argument(
+        "--instances-dir",
+        metavar="DIR",
+        help="where hosts publish instance manifests (default: ~/.tesseron/instances)",
+    )
+    group.add_argument(
+        "--resume-ttl",
+        type=float,
+        default=4 * 3600.0,
+        metavar="SECONDS",
+        help="how long a dropped, claimed session stays resumable (default: 14400; 0: never)",
+    )
+    group.add_argument(
+        "--max-sampling-depth",
+        type=int,
+        default=3,
+        metavar="N",
+        help="nested sampling beyond N is refused with -32008 (default: 3)",
+    )
+    group.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["debug", "info", "warning", "error"],
+        help="stderr log level (default: warning)",
+    )
+
+
+def run_gateway_mcp(args: argparse.Namespace) -> int:
+    """Run ``gateway --mcp``: the Tesseron gateway as an MCP server on stdio."""
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(name)s: %(message)s"
+    )
+    from ._sdk import require_sdk
+
+    try:
+        require_sdk("gateway --mcp")
+    except ImportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.resume_ttl < 0 or args.max_sampling_depth < 0:
+        print("error: --resume-ttl and --max-sampling-depth must be >= 0", file=sys.stderr)
+        return 2
+    import trio
+
+    from .._cli import run_command
+    from ._gateway_front import run_gateway_front
+
+    directory = Path(args.instances_dir).expanduser() if args.instances_dir else None
+
+    async def main() -> int:
+        # SIGTERM (a client closing us) stops as Ctrl-C does: every host connection closes.
+        with trio.open_signal_receiver(signal.SIGTERM) as signals, trio.CancelScope() as scope:
+
+            async def on_signal() -> None:
+                async for _ in signals:
+                    scope.cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(on_signal)
+                await run_gateway_front(
+                    directory,
+                    resume_ttl_ms=int(args.resume_ttl * 1000),
+                    max_sampling_depth=args.max_sampling_depth,
+                )
+                nursery.cancel_scope.cancel()
+        return 0
+
+    return run_command(main)

@@ -66,6 +66,7 @@ from ._manifest import read_manifest_urls
 from ._wire import (
     PROTOCOL_VERSION,
     ActionManifest,
+    Agent,
     Invalid,
     Notification,
     Request,
@@ -112,6 +113,15 @@ class Gateway:
         self._scopes: set[trio.CancelScope] = set()  # every connection, dialling or live
         self._tool_cache: dict[tuple[str, str], tuple[ActionManifest, Tool]] = {}
         self._tools: list[Tool] | None = None  # cleared by _bump()
+        self._targets: dict[str, tuple[GatewaySession, ActionManifest]] = {}
+        self._changed = trio.Event()  # set (and replaced) by _bump(): wait_changed()
+        self._agent_override: Agent | None = None  # set_agent(): the real agent
+        self._caps_override: dict[str, bool] | None = None
+        self._subscriptions: dict[str, tuple[GatewaySession, str]] = {}  # id -> (session, name)
+        self.on_resource_updated: Callable[[GatewaySession, str, Any], None] | None = None
+        """Called (synchronously, from a connection's reader) with the session, the
+        resource name and the new value when a subscribed resource changes
+        (:meth:`subscribe_resource`); it must not block."""
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -158,6 +168,20 @@ class Gateway:
     def _bump(self) -> None:
         self._version += 1
         self._tools = None
+        changed, self._changed = self._changed, trio.Event()
+        changed.set()
+
+    async def wait_changed(self, since: int) -> int:
+        """Wait until :attr:`version` differs from *since*; return the new version.
+
+        Returns at once (after a checkpoint) when it already differs. The version moves
+        on a claim, a host's ``actions/list_changed`` or ``resources/list_changed``, a
+        drop, a resume and a new connection.
+        """
+        while self._version == since:
+            await self._changed.wait()
+        await trio.lowlevel.checkpoint()
+        return self._version
 
     # -- DynamicToolSource -----------------------------------------------------------
 
@@ -193,6 +217,7 @@ class Gateway:
             for manifest in session.actions:
                 chosen.setdefault(f"{session.app.id}__{manifest.name}", (session, manifest))
         names = unique_tool_names(chosen)
+        self._targets = {names[original]: target for original, target in chosen.items()}
         out: list[Tool] = []
         cache: dict[tuple[str, str], tuple[ActionManifest, Tool]] = {}
         for original, (session, manifest) in chosen.items():
@@ -207,6 +232,11 @@ class Gateway:
         self._tool_cache = cache
         self._tools = out
         return out
+
+    def tool_target(self, name: str) -> tuple[GatewaySession, ActionManifest] | None:
+        """The session and action behind tool *name* of :meth:`tools`, or ``None``."""
+        self.tools()
+        return self._targets.get(name)
 
     def _caller(self, session: GatewaySession) -> Callable[..., Awaitable[tuple[Any, str]]]:
         async def call(action: str, input: Any, tool: str, call_id: str | None) -> tuple[Any, str]:
@@ -271,6 +301,41 @@ class Gateway:
         result = reply.result
         return result.get("value") if isinstance(result, dict) else result
 
+    async def subscribe_resource(self, app_id: str, name: str) -> str:
+        """``resources/subscribe`` to *name* of app *app_id*; returns the subscription id.
+
+        Updates reach :attr:`on_resource_updated`. The subscription lives as long as
+        the connection (a resumed host starts without it). Raises :class:`ActionError`
+        with the host's error and :class:`LookupError` when no session serves *app_id*.
+        """
+        session = self._session_for(app_id)
+        conn = session._conn
+        assert conn is not None
+        sub_id = f"sub_{secrets.token_urlsafe(9)}"
+        self._subscriptions[sub_id] = (session, name)
+        rid, recv = conn.request("resources/subscribe", {"name": name, "subscriptionId": sub_id})
+        try:
+            with recv:
+                reply = await recv.receive()
+        except BaseException:
+            self._subscriptions.pop(sub_id, None)
+            raise
+        finally:
+            conn.forget(rid)
+        if reply.error is not None:
+            self._subscriptions.pop(sub_id, None)
+            raise reply.error
+        return sub_id
+
+    def unsubscribe_resource(self, sub_id: str) -> None:
+        """Stop a subscription of :meth:`subscribe_resource` (best effort; idempotent)."""
+        target = self._subscriptions.pop(sub_id, None)
+        if target is not None and target[0]._conn is not None:
+            conn = target[0]._conn
+            rid, recv = conn.request("resources/unsubscribe", {"subscriptionId": sub_id})
+            conn.forget(rid)  # the ack is not awaited
+            recv.close()
+
     # -- claiming -------------------------------------------------------------------
 
     def claim(self, code: str) -> GatewaySession:
@@ -290,7 +355,29 @@ class Gateway:
         self._claim(found)
         return found
 
+    def set_agent(self, agent: Agent, *, sampling: bool, elicitation: bool) -> None:
+        """Say who the agent really is and what it can do (e.g. from an MCP ``initialize``).
+
+        From now on welcomes and ``tesseron/claimed`` carry *agent* and these
+        capabilities instead of the ones derived from :attr:`options`; every claimed,
+        connected session is sent ``tesseron/claimed`` again so its host applies them.
+        """
+        self._agent_override = agent
+        self._caps_override = {
+            "streaming": True,
+            "subscriptions": True,
+            "sampling": sampling,
+            "elicitation": elicitation,
+        }
+        for session in self._live_claimed():
+            self._send_claimed(session)
+
+    def _agent(self) -> Agent:
+        return self._agent_override if self._agent_override is not None else self.options.agent
+
     def _agent_caps(self) -> dict[str, bool]:
+        if self._caps_override is not None:
+            return dict(self._caps_override)
         opts = self.options
         return {
             "streaming": True,
@@ -304,17 +391,20 @@ class Gateway:
             self._claims.pop(session._claim_code, None)
             session._claim_code = None
         session._claimed_at = int(time.time() * 1000)
+        self._send_claimed(session)
+        self._bump()
+
+    def _send_claimed(self, session: GatewaySession) -> None:
         conn = session._conn
         if conn is not None:
             conn.notify(
                 "tesseron/claimed",
                 {
-                    "agent": unstructure(self.options.agent),
+                    "agent": unstructure(self._agent()),
                     "claimedAt": session._claimed_at,
                     "agentCapabilities": self._agent_caps(),
                 },
             )
-        self._bump()
 
     # -- dialing --------------------------------------------------------------------
 
@@ -417,6 +507,9 @@ class Gateway:
         if session is None or session._conn is not conn:
             return
         session._conn = None
+        for sub_id, (owner, _) in list(self._subscriptions.items()):
+            if owner is session:
+                del self._subscriptions[sub_id]
         opts = self.options
         sid = session.session_id
         if session.claimed and opts.resume_ttl_ms > 0 and opts.max_zombies > 0 and not self._closed:
@@ -587,7 +680,7 @@ class Gateway:
             "sessionId": session.session_id,
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": self._agent_caps(),
-            "agent": unstructure(self.options.agent) if claimed else dict(_PENDING_AGENT),
+            "agent": unstructure(self._agent()) if claimed else dict(_PENDING_AGENT),
         }
         if include_claim and session._claim_code is not None:
             welcome["claimCode"] = session._claim_code
@@ -674,4 +767,10 @@ class Gateway:
                 _log.warning("ignoring malformed resources/list_changed from %s", session.app.id)
                 return
             self._bump()
-        # resources/updated and unknown notifications are ignored (no subscriptions yet).
+        elif method == "resources/updated" and session is not None:
+            sub_id = params.get("subscriptionId")
+            target = self._subscriptions.get(sub_id) if isinstance(sub_id, str) else None
+            hook = self.on_resource_updated
+            if target is not None and target[0] is session and hook is not None:
+                hook(session, target[1], params.get("value"))
+        # Unknown notifications are ignored.

@@ -251,6 +251,8 @@ async def _elicit(options: GatewayOptions, params: Any) -> dict[str, Any]:
     )
     try:
         answer = await wait_for(request)
+    except ActionError:
+        raise  # a typed refusal (e.g. -32007 from a client without elicitation) goes to the host
     except Exception:
         _log.exception("wait_for failed for an elicitation; answering cancel")
         return {"action": "cancel"}
