@@ -494,9 +494,7 @@ class GatewayFront:
             raise MCPError(code=int(exc.code), message=exc.message, data=exc.data) from None
         return types.ReadResourceResult(
             contents=[
-                types.TextResourceContents(
-                    uri=uri, mime_type="application/json", text=_text(value)
-                )
+                types.TextResourceContents(uri=uri, mime_type="application/json", text=_text(value))
             ]
         )
 
