@@ -40,6 +40,19 @@ def _ms(samples: list[float]) -> dict[str, float]:
     }
 
 
+def _has_manifest(directory: Path) -> bool:
+    return bool(list(directory.glob("*.json")))
+
+
+def _code(err: Path) -> str | None:
+    found = CODE.search(err.read_text())
+    return found.group(1) if found else None
+
+
+def _open_log(err: Path) -> Any:
+    return err.open("w")
+
+
 async def _host(directory: Path) -> trio.Process:
     proc = await trio.lowlevel.open_process(
         [sys.executable, str(HOST), str(directory)],
@@ -48,7 +61,7 @@ async def _host(directory: Path) -> trio.Process:
         start_new_session=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    while not list(directory.glob("*.json")):
+    while not _has_manifest(directory):  # noqa: ASYNC110 - another process
         await trio.sleep(0.02)
     return proc
 
@@ -83,11 +96,10 @@ async def measure(n: int = 300, cancels: int = 20) -> dict[str, Any]:
                 args=["-m", "toolnexus_trio", "gateway", "--mcp", "--instances-dir", str(a)],
                 env={"PYTHONPATH": str(ROOT)},
             )
-            with err.open("w") as errlog:
+            with _open_log(err) as errlog:
                 async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
-                    while not CODE.search(err.read_text()):
+                    while (code := _code(err)) is None:  # noqa: ASYNC110 - another process
                         await trio.sleep(0.02)
-                    code = CODE.search(err.read_text()).group(1)  # type: ignore[union-attr]
                     await client.call_tool("tesseron__claim_session", {"code": code})
                     times = []
                     for _ in range(n):
@@ -131,4 +143,4 @@ async def measure(n: int = 300, cancels: int = 20) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(trio.run(measure), indent=2))
+    print(json.dumps(trio.run(measure)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -168,6 +169,19 @@ def collect(cfg: Config, only: set[int]) -> Raw:
         from benchmarks.mcp import collect_mcp
 
         collect_mcp(cfg.host_rounds, add, lambda label: _progress(label, t0))
+    if 13 in only:  # gateway --mcp: needs our mcp>=2.3 virtualenv, as scenario 12's ours side
+        python = os.environ.get("BENCH_MCP_OURS_PYTHON", sys.executable)
+        proc = subprocess.run(
+            [python, "-m", "benchmarks.mcp_gateway"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        add("gateway_mcp", "ours", figures)  # raw only: not yet a row of the report table
+        print(f"scenario 13 (gateway --mcp): {json.dumps(figures)}", file=sys.stderr)
+        _progress("gateway --mcp", t0)
     return raw
 
 
@@ -175,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 13)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 14)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"
