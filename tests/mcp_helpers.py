@@ -21,7 +21,7 @@ EVERYTHING = SERVERS / "everything.py"
 sys.path.insert(0, str(SERVERS))
 from everything import build as build_everything  # noqa: E402
 
-__all__ = ["build_everything"]
+__all__ = ["build_everything", "legacy_sse_app"]
 
 HANG = ["sh", "-c", "sleep 300 & sleep 300"]
 """A 'server' that never answers initialize and has a child of its own."""
@@ -89,6 +89,36 @@ async def http_app(app: Any) -> AsyncIterator[str]:
             yield binds[0]
         finally:
             stop.set()
+
+
+class _SseEndpoint:
+    """The GET side of the legacy HTTP+SSE transport, as a plain ASGI app (Starlette
+    routes an object, unlike a function, without wrapping it in a request/response)."""
+
+    def __init__(self, server: Any, transport: Any) -> None:
+        self.server, self.transport = server, transport
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async with self.transport.connect_sse(scope, receive, send) as (read, write):
+            await self.server.run(read, write, self.server.create_initialization_options())
+
+
+def legacy_sse_app(server: Any) -> Any:
+    """An SDK ``MCPServer`` speaking only the legacy HTTP+SSE transport (the SDK's
+    ``SseServerTransport``): ``GET /sse`` streams, ``POST /messages/`` receives, and a
+    POST to ``/sse`` (a streamable HTTP client's first try) gets 405."""
+    from mcp.server.sse import SseServerTransport
+    from starlette.applications import Starlette
+    from starlette.routing import Mount, Route
+
+    transport = SseServerTransport("/messages/")
+    lowlevel = server._lowlevel_server
+    return Starlette(
+        routes=[
+            Route("/sse", endpoint=_SseEndpoint(lowlevel, transport), methods=["GET"]),
+            Mount("/messages/", app=transport.handle_post_message),
+        ]
+    )
 
 
 @contextlib.contextmanager

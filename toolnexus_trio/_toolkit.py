@@ -34,6 +34,11 @@ class DynamicToolSource(Protocol):
 
     ``version`` changes whenever ``tools()`` would return something different, so the
     toolkit can cache its name index and provider adapters between changes.
+
+    A source may also offer ``async def wait_changed(self, since: int) -> int`` (return
+    ``version`` once it differs from *since*; cancellable): :meth:`Toolkit.wait_changed`
+    then wakes on its changes. A source without it is not watched; its changes are seen
+    on the next look at the toolkit.
     """
 
     @property
@@ -176,6 +181,12 @@ class Toolkit:
         self._seen: tuple[int, ...] | None = None
         self._closed = False
         self._skills: SkillCatalog | None = None
+        # The change signal: register() bumps _registered and wakes _lot's parked
+        # waiters; `version` moves when that or any source's version moves.
+        self._registered = 0
+        self._lot = trio.lowlevel.ParkingLot()
+        self._version = 0
+        self._version_key: tuple[int, ...] | None = None
         self.register(*tools)
 
     def skills_prompt(self) -> str:
@@ -194,12 +205,63 @@ class Toolkit:
 
     def register(self, *tools: Tool) -> None:
         """Add tools; a name already present keeps its first tool (a warning is logged)."""
+        added = False
         for t in tools:
             if t.name in self._tools:
                 logger.warning("toolnexus_trio: duplicate tool name %r; keeping the first", t.name)
                 continue
             self._tools[t.name] = t
+            added = True
         self._seen = None
+        if added:
+            self._registered += 1
+            self._lot.unpark_all()
+
+    def _version_parts(self) -> tuple[int, ...]:
+        return (self._registered, *(src.version for src in self._sources))
+
+    @property
+    def version(self) -> int:
+        """A counter that moves whenever the tool list may have changed: :meth:`register`,
+        a dynamic source's change (an MCP ``list_changed``, a Tesseron host's actions)."""
+        parts = self._version_parts()
+        if parts != self._version_key:
+            self._version_key = parts
+            self._version += 1
+        return self._version
+
+    async def wait_changed(self, since: int) -> int:
+        """Wait until :attr:`version` differs from *since* and return it.
+
+        No polling: it parks until :meth:`register` or a source that offers
+        ``wait_changed`` (the MCP source does) reports a change. Cancellable; the
+        waits it starts end with it.
+        """
+        while True:
+            parts = self._version_parts()
+            current = self.version
+            if current != since:
+                await trio.lowlevel.checkpoint()
+                return current
+            with collapse_groups():
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._wait_registered, parts[0], nursery.cancel_scope)
+                    for src, seen in zip(self._sources, parts[1:], strict=True):
+                        wait = getattr(src, "wait_changed", None)
+                        if wait is not None:
+                            nursery.start_soon(self._wait_source, wait, seen, nursery.cancel_scope)
+
+    async def _wait_registered(self, seen: int, done: trio.CancelScope) -> None:
+        while self._registered == seen:
+            await self._lot.park()
+        done.cancel()
+
+    @staticmethod
+    async def _wait_source(
+        wait: Callable[[int], Awaitable[int]], seen: int, done: trio.CancelScope
+    ) -> None:
+        await wait(seen)
+        done.cancel()
 
     def _merge(self, index: dict[str, Tool], tools: Iterable[Tool]) -> None:
         for t in tools:

@@ -31,6 +31,13 @@ RESERVED_KEYS: Final = frozenset({"builtins", "agents", "a2a", "mcpServer"})
 """Sibling config sections that a bare server map never treats as servers."""
 
 _WRAPPERS: Final = ("mcpServers", "servers", "mcp")
+# A remote `type` naming a transport pins it; plain "remote" (or none) falls back.
+_TRANSPORTS: Final[dict[str, Literal["auto", "streamable-http", "sse"]]] = {
+    "remote": "auto",
+    "http": "streamable-http",
+    "streamable-http": "streamable-http",
+    "sse": "sse",
+}
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -69,7 +76,11 @@ class McpServerConfig:
     """One server of an MCP config.
 
     ``type`` is ``"local"`` (spawn ``command`` and talk over stdio) or ``"remote"``
-    (streamable HTTP at ``url``). ``timeout_ms`` bounds each load phase (connect,
+    (HTTP at ``url``). ``transport`` is how a remote server is reached: ``"auto"``
+    (streamable HTTP, falling back to the legacy HTTP+SSE transport when the server
+    rejects the streamable ``initialize`` with an HTTP 4xx), ``"streamable-http"`` or
+    ``"sse"`` only (config ``type`` ``"http"``/``"streamable-http"`` or ``"sse"``).
+    ``timeout_ms`` bounds each load phase (connect,
     ``initialize``, ``tools/list``). ``tools`` filters the server's tools by their
     original names: empty means all, any ``True`` makes an allowlist, only ``False``
     a drop-list. Header and environment values never appear in a repr or a log.
@@ -85,6 +96,7 @@ class McpServerConfig:
     enabled: bool = True
     timeout_ms: float = DEFAULT_TIMEOUT_MS
     tools: Mapping[str, bool] = attrs.field(factory=dict)
+    transport: Literal["auto", "streamable-http", "sse"] = "auto"
 
     def expanded_headers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """The headers with ``${ENV}`` references expanded (missing variables: empty)."""
@@ -148,11 +160,11 @@ def _server(name: str, raw: object) -> McpServerConfig:
     if not isinstance(raw, Mapping):
         raise ValueError(f"MCP server {name!r}: must be an object")
     kind = raw.get("type")
-    if kind not in (None, "local", "remote", "stdio", "http", "streamable-http"):
+    if kind not in (None, "local", "remote", "stdio", "http", "streamable-http", "sse"):
         raise _fail(name, "type", f"must be 'local' or 'remote', got {kind!r:.40}")
     if kind is None:
         kind = "remote" if isinstance(raw.get("url"), str) else "local"
-    remote = kind in ("remote", "http", "streamable-http")
+    remote = kind in ("remote", "http", "streamable-http", "sse")
     disabled, enabled = _opt_bool(raw, "disabled", name), _opt_bool(raw, "enabled", name)
     timeout = raw.get("timeout", DEFAULT_TIMEOUT_MS)
     if (
@@ -181,7 +193,10 @@ def _server(name: str, raw: object) -> McpServerConfig:
         if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
             raise _fail(name, "url", f"must be an http(s) URL, got {url!r:.60}")
         headers = _str_map(raw.get("headers"), name, "headers")
-        return McpServerConfig(type="remote", url=url, headers=headers, **common)
+        transport = _TRANSPORTS[kind]
+        return McpServerConfig(
+            type="remote", url=url, headers=headers, transport=transport, **common
+        )
     environment = raw.get("environment", raw.get("env"))
     return McpServerConfig(
         type="local",

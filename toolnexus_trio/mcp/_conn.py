@@ -1,7 +1,8 @@
 """One configured MCP server: connect, list, call, and keep its tools current.
 
 A connection is one long-lived task (:meth:`ServerConn.run`, started with
-``nursery.start``): it opens the transport and the SDK session, runs the load phases
+``nursery.start``): it opens the transport (stdio; streamable HTTP, or HTTP+SSE when a
+remote server refuses the first with a 4xx) and the SDK session, runs the load phases
 (``initialize``, ``tools/list`` with pagination), each under the server's ``timeout``,
 reports started, and then waits for ``notifications/tools/list_changed`` to refresh
 the tools, until it is closed. Everything the server sends that is not a reply is
@@ -27,16 +28,18 @@ import httpx2
 import mcp_types as types
 import trio
 from mcp.client.session import ClientRequestContext, ClientSession, IncomingMessage
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .._groups import collapse_groups
 from .._runctx import RunServices, current_run
-from .._tools import Tool, ToolContext, ToolResult, ToolSource
+from .._tools import Tool, ToolContext, ToolHints, ToolResult, ToolSource
 from .._version import __version__
 from .._wire import Answer, Request
 from ._config import McpServerConfig, filter_tools, mcp_tool_name
 from ._elicit import elicit_result_from_answer, request_from_elicitation
+from ._hints import hints_from_annotations
 from ._stdio import StdioTransport, open_stdio
 from ._types import McpStatus, McpToolInfo
 
@@ -58,15 +61,25 @@ _OPEN_SCHEMA: Final[dict[str, Any]] = {"type": "object"}
 _ssl_context: ssl.SSLContext | None = None
 
 
-async def _http_client(config: McpServerConfig, bound: float) -> httpx2.AsyncClient:
+async def _ssl() -> ssl.SSLContext:
     global _ssl_context
     if _ssl_context is None:
         # Loading the CA bundle blocks for tens of ms: once per process, in a thread.
         _ssl_context = await trio.to_thread.run_sync(httpx2.create_ssl_context)
-    # A response stream may stay open for minutes; connect/write obey the load bound.
-    timeout = httpx2.Timeout(bound, read=300.0)
+    return _ssl_context
+
+
+def _http_client(
+    config: McpServerConfig,
+    verify: ssl.SSLContext,
+    timeout: httpx2.Timeout,
+    event_hooks: dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]] | None = None,
+) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(
-        headers=config.expanded_headers(), timeout=timeout, verify=_ssl_context
+        headers=config.expanded_headers(),
+        timeout=timeout,
+        verify=verify,
+        event_hooks=event_hooks,
     )
 
 
@@ -222,7 +235,7 @@ class ServerConn:
         self._scope: trio.CancelScope | None = None
         self._done = trio.Event()
         self._running = False
-        self._built: dict[str, tuple[str, Tool]] = {}
+        self._built: dict[str, tuple[tuple[str, ToolHints | None], Tool]] = {}
         self._elicitations = 0
         self._progress: dict[str, _Progress] = {}
         self._tokens = itertools.count(1)
@@ -234,21 +247,98 @@ class ServerConn:
         """One load phase's bound, in seconds."""
         return self.config.timeout_ms / 1000
 
+    def _client(self, read: Any, write: Any) -> ClientSession:
+        return ClientSession(
+            _ReadTap(read, self._progress),
+            write,
+            elicitation_callback=self._elicit if self._wait_for is not None else None,
+            message_handler=self._on_message,
+            client_info=CLIENT_INFO,
+        )
+
     @contextlib.asynccontextmanager
-    async def _transport(
-        self,
-    ) -> AsyncIterator[tuple[Any, Any, StdioTransport | None]]:
-        # (read, write) are the SDK's stream pair; the stdio transport when local.
+    async def _open(self) -> AsyncIterator[tuple[ClientSession, StdioTransport | None]]:
+        """An initialized session (and the stdio transport when local). A remote server
+        is tried over streamable HTTP first; when it rejects that ``initialize`` with an
+        HTTP 4xx (a legacy server: no POST at its URL), over HTTP+SSE (SPEC §2's fallback,
+        the MCP spec's backwards-compatibility rule). Each attempt's phases are bounded."""
         if self.config.type == "local":
-            async with open_stdio(self.config) as stdio:
-                yield stdio.read, stdio.write, stdio
+            async with open_stdio(self.config) as stdio, self._client(stdio.read, stdio.write) as s:
+                await self._phase("initialize", s.initialize)
+                yield s, stdio
             return
+        verify = await _ssl()
+        rejected: str | None = None
+        if self.config.transport != "sse":
+            statuses: list[int] = []
+            opened = False
+            try:
+                async with self._streamable(verify, statuses) as session:
+                    opened = True
+                    yield session, None
+                return
+            except MCPError as exc:
+                first = statuses[0] if statuses else 0
+                if opened or self.config.transport != "auto" or not 400 <= first < 500:
+                    raise
+                rejected = f"streamable HTTP answered {first} ({exc.error.message})"
+            logger.info("MCP server %r: %s; trying HTTP+SSE", self.config.name, rejected)
+        opened = False
+        try:
+            async with self._sse(verify) as session:
+                opened = True
+                yield session, None
+        except Exception as exc:
+            if opened or rejected is None:
+                raise
+            reason = (str(exc) or type(exc).__name__).splitlines()[0]
+            raise LoadError(f"{rejected}; SSE fallback: {reason}") from exc
+
+    @contextlib.asynccontextmanager
+    async def _streamable(
+        self, verify: ssl.SSLContext, statuses: list[int]
+    ) -> AsyncIterator[ClientSession]:
+        async def seen(response: httpx2.Response) -> None:
+            if response.request.method == "POST":
+                statuses.append(response.status_code)  # the first is initialize's
+
         assert self.config.url is not None
-        async with (
-            await _http_client(self.config, self.bound) as http,
-            streamable_http_client(self.config.url, http_client=http) as (read, write),
-        ):
-            yield read, write, None
+        # A response stream may stay open for minutes; connect/write obey the load bound.
+        timeout = httpx2.Timeout(self.bound, read=300.0)
+        with collapse_groups():
+            async with (
+                _http_client(self.config, verify, timeout, {"response": [seen]}) as http,
+                streamable_http_client(self.config.url, http_client=http) as (read, write),
+                self._client(read, write) as session,
+            ):
+                await self._phase("initialize", session.initialize)
+                yield session
+
+    @contextlib.asynccontextmanager
+    async def _sse(self, verify: ssl.SSLContext) -> AsyncIterator[ClientSession]:
+        def factory(
+            headers: dict[str, str] | None = None,
+            timeout: httpx2.Timeout | None = None,
+            auth: httpx2.Auth | None = None,
+        ) -> httpx2.AsyncClient:
+            return _http_client(self.config, verify, timeout or httpx2.Timeout(self.bound))
+
+        assert self.config.url is not None
+        # Connecting is the GET plus the wait for the `endpoint` event; a server that
+        # accepts and then says nothing must not hold us for the 300 s read timeout.
+        # The scope has to enclose the transport's whole life (it opens a task group),
+        # so it is bounded until connected and unbounded after.
+        connect = trio.CancelScope(deadline=trio.current_time() + self.bound)
+        with connect, collapse_groups():
+            async with sse_client(
+                self.config.url, timeout=self.bound, httpx_client_factory=factory
+            ) as (read, write):
+                connect.deadline = math.inf
+                async with self._client(read, write) as session:
+                    await self._phase("initialize", session.initialize)
+                    yield session
+        if connect.cancelled_caught:
+            raise LoadError(f"connect timed out after {self.config.timeout_ms:g}ms")
 
     async def run(
         self,
@@ -262,17 +352,7 @@ class ServerConn:
         self._running = True
         try:
             with trio.CancelScope() as self._scope, collapse_groups():
-                async with (
-                    self._transport() as (read, write, stdio),
-                    ClientSession(
-                        _ReadTap(read, self._progress),
-                        write,
-                        elicitation_callback=self._elicit if self._wait_for is not None else None,
-                        message_handler=self._on_message,
-                        client_info=CLIENT_INFO,
-                    ) as session,
-                ):
-                    await self._phase("initialize", session.initialize)
+                async with self._open() as (session, stdio):
                     infos = await self._phase("tools/list", lambda: self._list_all(session))
                     self.session = session
                     self._install(infos)
@@ -352,7 +432,13 @@ class ServerConn:
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
             page = await session.list_tools(params=params)
             infos += [
-                McpToolInfo(t.name, t.description or "", dict(t.input_schema)) for t in page.tools
+                McpToolInfo(
+                    t.name,
+                    t.description or "",
+                    dict(t.input_schema),
+                    hints_from_annotations(t.annotations),
+                )
+                for t in page.tools
             ]
             cursor = page.next_cursor
             if not cursor:
@@ -365,12 +451,12 @@ class ServerConn:
     def _install(self, infos: list[McpToolInfo]) -> None:
         keep = set(filter_tools([i.name for i in infos], self.config.tools, self.config.name))
         self.infos = infos
-        built: dict[str, tuple[str, Tool]] = {}
+        built: dict[str, tuple[tuple[str, ToolHints | None], Tool]] = {}
         tools: list[Tool] = []
         for info in infos:
             if info.name not in keep:
                 continue
-            key = json.dumps([info.description, info.input_schema], sort_keys=True)
+            key = json.dumps([info.description, info.input_schema], sort_keys=True), info.hints
             cached = self._built.get(info.name)
             made = cached[1] if cached is not None and cached[0] == key else self._make_tool(info)
             built[info.name] = (key, made)
@@ -389,12 +475,14 @@ class ServerConn:
         schema = dict(info.input_schema)
         schema["type"] = "object"
         try:
-            return Tool(name, info.description, schema, ToolSource.MCP, execute)
+            return Tool(name, info.description, schema, ToolSource.MCP, execute, info.hints)
         except Exception as exc:  # a hostile schema must not break the toolkit
             logger.warning(
                 "MCP tool %s: input schema does not compile (%s); open object", name, exc
             )
-            return Tool(name, info.description, dict(_OPEN_SCHEMA), ToolSource.MCP, execute)
+            return Tool(
+                name, info.description, dict(_OPEN_SCHEMA), ToolSource.MCP, execute, info.hints
+            )
 
     async def call(
         self, tool: str, public_name: str, args: dict[str, Any], ctx: ToolContext

@@ -15,8 +15,9 @@ transports (streamable HTTP on hypercorn, stdio) live in :mod:`._serving`.
   handshake-era connection, by ``InputRequiredResult`` on a 2026-07-28 one; it is
   re-run once with ``ctx.answer``. A client with neither gets an error that says
   what was asked.
-- A change of ``toolkit.tools()`` sends ``notifications/tools/list_changed`` to every
-  connection (and to ``subscriptions/listen`` streams).
+- A change of ``toolkit.tools()`` (seen through ``Toolkit.wait_changed``, no polling)
+  sends ``notifications/tools/list_changed`` to every connection (and to
+  ``subscriptions/listen`` streams).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from .._runctx import RunServices, current_run
 from .._tools import Tool, ToolContext, ToolResult, pending_of
 from .._wire import Answer, Request
 from ._elicit import answer_from_elicit_result, elicitation_from_request
+from ._hints import annotations_from_hints
 from ._types import CallInfo, MCPServeConfig, OnCall
 
 if TYPE_CHECKING:
@@ -51,8 +53,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("toolnexus_trio.mcp.serve")
 
-CHANGE_POLL: Final = 0.25
-"""Seconds between looks at the toolkit's tool surface (a change reaches clients within it)."""
 NOTIFY_BOUND: Final = 1.0
 """Seconds one connection may take to accept a ``list_changed``; a stuck one is skipped."""
 INPUT_KEY: Final = "toolnexus"
@@ -135,7 +135,12 @@ class ServedToolkit:
         if self._listing is None:
             self._listing = types.ListToolsResult(
                 tools=[
-                    types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+                    types.Tool(
+                        name=t.name,
+                        description=t.description,
+                        input_schema=t.input_schema,
+                        annotations=annotations_from_hints(t.hints),
+                    )
                     for t in exposed.values()
                 ]
             )
@@ -316,10 +321,14 @@ class ServedToolkit:
         await trio.lowlevel.checkpoint()
 
     async def watch_changes(self) -> None:
-        """Send ``tools/list_changed`` whenever the served tool set changes (run as a task)."""
+        """Send ``tools/list_changed`` whenever the served tool set changes (run as a task).
+
+        Parks on :meth:`Toolkit.wait_changed` between changes: nothing runs while the
+        tools stay the same, and a change is sent at once."""
+        version = self.toolkit.version
         seen = self.exposed()
         while True:
-            await trio.sleep(CHANGE_POLL)
+            version = await self.toolkit.wait_changed(version)
             now = self.exposed()
             if now is seen or now == seen:
                 continue

@@ -37,6 +37,7 @@ class McpSource:
         parsed = parse_mcp_config(config)
         self._conns = [ServerConn(s, wait_for, self._bump) for s in parsed.servers]
         self._version = 0
+        self._lot = trio.lowlevel.ParkingLot()  # wait_changed's waiters, woken by _bump
         self._tools: list[Tool] | None = None
         self._started = False
         self._closed = False
@@ -44,10 +45,19 @@ class McpSource:
     def _bump(self) -> None:
         self._version += 1
         self._tools = None
+        self._lot.unpark_all()
 
     @property
     def version(self) -> int:
         """Bumped whenever the tool surface changes (a load, a ``list_changed``, a failure)."""
+        return self._version
+
+    async def wait_changed(self, since: int) -> int:
+        """Wait until :attr:`version` differs from *since* and return it (cancellable)."""
+        if self._version != since:
+            await trio.lowlevel.checkpoint()
+        while self._version == since:
+            await self._lot.park()
         return self._version
 
     def tools(self) -> Sequence[Tool]:

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 import attrs
 
+from .._tools import ToolHints
+
 
 @attrs.frozen
 class McpStatus:
@@ -22,11 +24,13 @@ class McpStatus:
 
 @attrs.frozen
 class McpToolInfo:
-    """A server's tool as the server lists it (original name, unfiltered)."""
+    """A server's tool as the server lists it (original name, unfiltered); ``hints``
+    are its MCP ``annotations`` (``None`` when it has none)."""
 
     name: str
     description: str
     input_schema: dict[str, Any]
+    hints: ToolHints | None = None
 
 
 @attrs.frozen
