@@ -70,7 +70,7 @@ class Running:
 async def running_host(script: str, directory: Path) -> AsyncIterator[Running]:
     """A host subprocess (own process group, stdin /dev/null, stderr to a file), killed
     with its group after."""
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - a local temp dir
     before = manifests(directory)
     err = directory.parent / f"{script}.err"
     with err.open("w") as errfile:

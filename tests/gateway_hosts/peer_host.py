@@ -29,6 +29,7 @@ from tesseron.manifest import mint_instance_id, publish, withdraw
 
 SEEN: dict[str, Any] = {"slow_cancelled": None}
 RELAYED: set[asyncio.StreamWriter] = set()
+TASKS: set[asyncio.Task[None]] = set()
 
 
 class Numbers(pydantic.BaseModel):
@@ -44,12 +45,11 @@ def build() -> tuple[Any, Any]:
         manifest=tesseron.ManifestPublication.disabled(),
     )
     state = {"counter": 0}
+
     async def read_counter() -> Any:
         return state["counter"]
 
-    counter = app.resource(
-        "counter", read=read_counter, description="A counter", subscribable=True
-    )
+    counter = app.resource("counter", read=read_counter, description="A counter", subscribable=True)
 
     @app.action("echo", description="Echo the input")
     async def echo(input: Any, ctx: Any) -> Any:
@@ -112,7 +112,9 @@ def build() -> tuple[Any, Any]:
             for writer in list(RELAYED):
                 writer.transport.abort()
 
-        asyncio.get_running_loop().create_task(later())  # noqa: RUF006 - lives with the loop
+        task = asyncio.get_running_loop().create_task(later())
+        TASKS.add(task)  # asyncio keeps only a weak reference
+        task.add_done_callback(TASKS.discard)
         return "dropping"
 
     return app, state
@@ -152,7 +154,9 @@ async def main(directory: str) -> None:
     server = await asyncio.start_server(relay, "127.0.0.1", 0)
     relay_port = server.sockets[0].getsockname()[1]
     manifest = tesseron.InstanceManifest(
-        instance_id=mint_instance_id(), app_name=app.descriptor.name, url=f"ws://127.0.0.1:{relay_port}/"
+        instance_id=mint_instance_id(),
+        app_name=app.descriptor.name,
+        url=f"ws://127.0.0.1:{relay_port}/",
     )
     path = publish(manifest, Path(directory))
     print(f"url={host.url}", flush=True)

@@ -550,7 +550,9 @@ class Gateway:
             if name not in names:  # the resumed host no longer has it
                 del self._subscriptions[sub_id]
                 continue
-            rid, recv = conn.request("resources/subscribe", {"name": name, "subscriptionId": sub_id})
+            rid, recv = conn.request(
+                "resources/subscribe", {"name": name, "subscriptionId": sub_id}
+            )
             conn.forget(rid)  # the ack is not awaited: the updates tell
             recv.close()
 
