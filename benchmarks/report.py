@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
 from benchmarks.http_suite import http_rows
 from benchmarks.mcp import SCENARIO_TEXT as MCP_SCENARIO_TEXT
+from benchmarks.mcp_gateway import SCENARIO_TEXT as GATEWAY_MCP_SCENARIO_TEXT
 
 if TYPE_CHECKING:
     from benchmarks.run import Config
@@ -355,6 +356,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.mcp import mcp_rows  # scenario 12 (MCP) lives in its own module
 
     rows.extend(mcp_rows(raw))
+    from benchmarks.mcp_gateway import gateway_mcp_rows  # scenario 13 (gateway --mcp)
+
+    rows.extend(gateway_mcp_rows(raw))
     return rows
 
 
@@ -627,6 +631,7 @@ def _rst(
         "   ``bash`` of ``echo done; sleep 12 &`` with a 2 s timeout; ``glob`` and ``grep``",
         "   over a generated tree of 20,000 files, one in 100 binary.",
         *MCP_SCENARIO_TEXT,
+        *GATEWAY_MCP_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

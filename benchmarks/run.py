@@ -179,8 +179,7 @@ def collect(cfg: Config, only: set[int]) -> Raw:
             check=True,
         )
         figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-        add("gateway_mcp", "ours", figures)  # raw only: not yet a row of the report table
-        print(f"scenario 13 (gateway --mcp): {json.dumps(figures)}", file=sys.stderr)
+        add("gateway_mcp", "ours", figures)  # rows: benchmarks.mcp_gateway.gateway_mcp_rows
         _progress("gateway --mcp", t0)
     return raw
 

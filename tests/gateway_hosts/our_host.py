@@ -5,12 +5,14 @@ killed. Actions: ``echo``, ``add`` (typed: bad input is -32004), ``fail`` (-3200
 ``steps`` (progress and a log), ``slow`` (sleeps until cancelled; ``seen`` tells),
 ``stubborn`` (shields itself from cancellation), ``ask_model`` (sample), ``nest``
 (samples: the client may call ``nest`` again from its sampling), ``confirm``,
-``rename`` (elicit), ``bump`` (publishes the ``counter`` resource) and ``drop`` (closes
-the gateway connection so the gateway resumes).
+``rename`` (elicit), ``bump`` (publishes the ``counter`` resource), ``grow`` (registers
+``extra``: ``actions/list_changed``) and ``drop`` (closes the gateway connection so the
+gateway resumes). Its log (a refused resume included) goes to stderr.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import Any
@@ -87,6 +89,18 @@ def build() -> TesseronApp:
     async def nest(input: Any, ctx: ActionContext) -> Any:
         return {"answer": await ctx.sample(SampleRequest("nest again?"))}
 
+    @app.action("ask_anyway", "Sample and elicit even when the agent lacks the capability")
+    async def ask_anyway(input: Any, ctx: ActionContext) -> Any:
+        # Test-only: a host that ignores the negotiated capabilities, so the gateway's
+        # own refusals (-32006 {clientName}, -32007) are what answers.
+        conn = ctx._session
+        conn._capabilities = attrs.evolve(  # type: ignore[attr-defined]
+            conn.capabilities, sampling=True, elicitation=True
+        )
+        if input.get("what") == "elicit":
+            return await ctx.elicit(ElicitRequest("Name?", None))
+        return await ctx.sample(SampleRequest("What is 6 times 7?"))
+
     @app.action("confirm", "Confirm something")
     async def confirm(input: Any, ctx: ActionContext) -> Any:
         return {"yes": await ctx.confirm("Really?")}
@@ -106,8 +120,17 @@ def build() -> TesseronApp:
 
 
 async def main(directory: str) -> None:
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO)  # a refused resume shows
     app = build()
     async with app.listen(manifest_dir=directory) as host:
+
+        @app.action("grow", "Register the action extra (actions/list_changed)")
+        async def grow(input: Any, ctx: ActionContext) -> str:
+            @app.action("extra", "Added at run time")
+            async def extra(input: Any, ctx: ActionContext) -> str:
+                return "extra"
+
+            return "grown"
 
         @app.action("drop", "Close the gateway connection (it redials and resumes)")
         async def drop(input: Any, ctx: ActionContext) -> str:

@@ -305,7 +305,8 @@ class Gateway:
         """``resources/subscribe`` to *name* of app *app_id*; returns the subscription id.
 
         Updates reach :attr:`on_resource_updated`. The subscription lives as long as
-        the connection (a resumed host starts without it). Raises :class:`ActionError`
+        the session: a host that resumes it is subscribed again on its new connection
+        (with the same id), and it ends when the session is forgotten. Raises :class:`ActionError`
         with the host's error and :class:`LookupError` when no session serves *app_id*.
         """
         session = self._session_for(app_id)
@@ -507,9 +508,6 @@ class Gateway:
         if session is None or session._conn is not conn:
             return
         session._conn = None
-        for sub_id, (owner, _) in list(self._subscriptions.items()):
-            if owner is session:
-                del self._subscriptions[sub_id]
         opts = self.options
         sid = session.session_id
         if session.claimed and opts.resume_ttl_ms > 0 and opts.max_zombies > 0 and not self._closed:
@@ -519,9 +517,9 @@ class Gateway:
             while len(self._zombies) > opts.max_zombies:
                 oldest = next(iter(self._zombies))
                 del self._zombies[oldest]
-                self._sessions.pop(oldest, None)
+                self._forget_session(oldest)
         else:
-            self._sessions.pop(sid, None)
+            self._forget_session(sid)
             if session._claim_code is not None:
                 self._claims.pop(session._claim_code, None)
         self._bump()
@@ -533,7 +531,30 @@ class Gateway:
         for sid, expiry in list(self._zombies.items()):
             if expiry <= now:
                 del self._zombies[sid]
-                self._sessions.pop(sid, None)
+                self._forget_session(sid)
+
+    def _forget_session(self, sid: str) -> None:
+        session = self._sessions.pop(sid, None)
+        # A zombie keeps its resource subscriptions (a resume re-makes them); a
+        # forgotten session takes them along.
+        for sub_id, (owner, _) in list(self._subscriptions.items()):
+            if owner is session:
+                del self._subscriptions[sub_id]
+
+    def _resubscribe(self, conn: _Conn, session: GatewaySession) -> None:
+        """Re-make a resumed session's resource subscriptions on its new connection."""
+        names = {r.name for r in session.resources}
+        for sub_id, (owner, name) in list(self._subscriptions.items()):
+            if owner is not session:
+                continue
+            if name not in names:  # the resumed host no longer has it
+                del self._subscriptions[sub_id]
+                continue
+            rid, recv = conn.request(
+                "resources/subscribe", {"name": name, "subscriptionId": sub_id}
+            )
+            conn.forget(rid)  # the ack is not awaited: the updates tell
+            recv.close()
 
     # -- handshake --------------------------------------------------------------------
 
@@ -666,6 +687,7 @@ class Gateway:
         session._url = conn.url
         self._attach(conn, session)
         conn.send(result_frame(req.id, self._welcome(session, include_claim=False)))
+        self._resubscribe(conn, session)
         return session
 
     def _attach(self, conn: _Conn, session: GatewaySession) -> None:
