@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from gateway_helpers import serving, wait_until
 from gateway_rig import NAME_SCHEMA, Model, Probe, call, client, probe_app, rig
 
@@ -348,3 +349,25 @@ async def test_with_sampler_and_wait_for_the_welcome_says_true() -> None:
             assert welcome is not None
             assert welcome.capabilities.sampling is True
             assert welcome.capabilities.elicitation is True
+
+
+async def test_a_gateway_change_wakes_the_toolkits_change_signal() -> None:
+    # The toolkit waits on the gateway's own wait_changed (no polling): a host removing
+    # an action moves the toolkit's version, and a served toolkit can tell its clients.
+    app = probe_app(Probe())
+    with trio.fail_after(10):
+        async with rig(app) as r:
+            since = r.toolkit.version
+            assert "shop__delete" in [t.name for t in r.toolkit.tools()]
+            async with trio.open_nursery() as nursery:
+                woke: list[int] = []
+
+                async def wait() -> None:
+                    woke.append(await r.toolkit.wait_changed(since))
+
+                nursery.start_soon(wait)
+                await trio.testing.wait_all_tasks_blocked()
+                assert woke == []
+                app.remove_action("delete")
+            assert woke and woke[0] != since
+            assert "shop__delete" not in [t.name for t in r.toolkit.tools()]
