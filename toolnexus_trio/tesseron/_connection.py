@@ -87,7 +87,6 @@ from ._wire import (
     major_version,
     notification_frame,
     parse_frame,
-    payloads,
     request_frame,
     result_frame,
     unstructure,
@@ -543,9 +542,7 @@ class _Connection:
                 # Room first, then build the frame: an answer the gateway does not
                 # read never exists twice (here and queued).
                 await self._ws.wait_writable()
-                frame = invoke_result_frame(
-                    inv.request_id, inv.invocation_id, payloads.unstructure(output)
-                )
+                frame = invoke_result_frame(inv.request_id, inv.invocation_id, output)
             except Exception as exc:
                 error = _as_action_error(exc)
                 if not inv.answered:
