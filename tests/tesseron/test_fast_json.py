@@ -22,6 +22,7 @@ from toolnexus_trio.tesseron._wire import (
     _payload_json,
     invoke_result_frame,
     parse_frame,
+    percent_frame,
     progress_frame,
 )
 
@@ -151,3 +152,9 @@ def test_progress_data_may_be_user_data() -> None:
 
 def test_parse_frame_reports_bad_json_as_a_parse_error() -> None:
     assert parse_frame('{"jsonrpc":"2.0",').error.code == -32700  # type: ignore[union-attr]
+
+
+@settings(max_examples=100, derandomize=True)
+@given(texts, st.integers(min_value=0, max_value=100))
+def test_percent_frame_is_progress_frame(inv: str, percent: int) -> None:
+    assert percent_frame(inv, percent) == progress_frame(inv, percent, None, None)

@@ -102,7 +102,7 @@ MAX_BACKLOG: Final = 1024
 """Gateway messages held while the welcome is pending (a gateway sends none; a bound)."""
 
 NOTIFY_BURST: Final = 256
-"""Notifications sent between forced yields (see :meth:`_Connection.notify`)."""
+"""Notifications sent between forced yields (see :meth:`_Connection.notify_room`)."""
 
 WELCOME_TIMEOUT: Final = 30.0
 """Seconds a dialer has to answer ``tesseron/hello``; a silent one loses the slot."""
@@ -187,27 +187,26 @@ class _Connection:
         """Where contexts send sample/elicit requests (size 0: the servicer takes each)."""
         return self._req_send
 
-    async def notify(self, frame: str) -> None:
-        """Send a notification with backpressure; silently dropped after a drop.
+    async def notify_room(self) -> bool:
+        """Wait until a notification may be queued; ``False`` once the connection dropped.
 
-        The transport's ``send`` yields only above its high-water mark, so a burst
-        of notifications batches into few writes; every :data:`NOTIFY_BURST`
-        notifications this yields anyway, so a progress storm cannot starve the
-        read loop (and a cancel is still answered promptly).
+        A cancellation point that yields only while the writer is above its
+        high-water mark, so a burst of notifications batches into few writes; every
+        :data:`NOTIFY_BURST` notifications it yields anyway, so a progress storm
+        cannot starve the read loop (and a cancel is still answered promptly). The
+        caller then builds its frame and queues it with :meth:`notify_nowait`
+        without awaiting in between.
         """
-        if self._closed:
-            await trio.lowlevel.checkpoint()
-            return
         self._burst += 1
         if self._burst >= NOTIFY_BURST:
             self._burst = 0
             await trio.lowlevel.checkpoint()
-            if self._closed_now():
-                return
-        try:
-            await self._ws.send(frame)
-        except WebSocketClosed:
-            self._close()
+        await self._ws.wait_writable()
+        return not self._closed
+
+    def notify_nowait(self, frame: str) -> None:
+        """Queue a notification; silently dropped after a drop."""
+        self._send(frame)
 
     def _closed_now(self) -> bool:
         # A call, not an attribute read, so mypy does not carry narrowing across awaits.
