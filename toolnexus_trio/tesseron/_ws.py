@@ -23,6 +23,7 @@ that owns the connection writes directly, which cannot interleave with it.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import NoReturn, final
@@ -32,7 +33,7 @@ from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidURI
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Request
-from websockets.protocol import State
+from websockets.protocol import Side, State
 from websockets.server import ServerProtocol
 from websockets.typing import Origin, Subprotocol
 from websockets.uri import parse_uri
@@ -92,6 +93,21 @@ _log = logging.getLogger("toolnexus_trio.tesseron.ws")
 _proto_log = logging.getLogger("toolnexus_trio.tesseron.ws.protocol")
 
 
+_TEXT_HEADERS = tuple(bytes((0x81, n)) for n in range(126))
+"""The header of an unmasked final text frame of 0..125 bytes."""
+_pack_header_16 = struct.Struct("!BBH").pack
+_pack_header_64 = struct.Struct("!BBQ").pack
+
+
+def _text_header(size: int) -> bytes:
+    """The header of an unmasked final text frame of *size* bytes (RFC 6455 5.2)."""
+    if size < 126:
+        return _TEXT_HEADERS[size]
+    if size < 65536:
+        return _pack_header_16(0x81, 126, size)
+    return _pack_header_64(0x81, 127, size)
+
+
 class WebSocketClosed(ConnectionError):
     """The connection is closed (by either side, or the stream broke).
 
@@ -127,6 +143,13 @@ class WebSocket:
         """The negotiated subprotocol."""
         self.origin: str | None = protocol.origin if isinstance(protocol, ServerProtocol) else None
         """The upgrade request's ``Origin`` header (server side), else ``None``."""
+        # A server's text frames are a header plus the payload (no mask, no extension
+        # is ever negotiated here), so send_nowait writes them itself: the protocol's
+        # send_text builds a Frame and serializes it, 0.75 us against 0.1 us. With
+        # debug logging on, the protocol object still sends (and logs) every frame.
+        self._raw_frames = (
+            protocol.side is Side.SERVER and not protocol.extensions and not protocol.debug
+        )
         # Outgoing bytes not yet handed to send_all.
         self._out: list[bytes] = []
         self._out_bytes = 0
@@ -209,24 +232,36 @@ class WebSocket:
                 self._out_bytes += len(chunk)
             else:  # websockets.protocol.SEND_EOF: half-close after what precedes it
                 self._eof_pending = True
-        self._writer_lot.unpark_all()
+        if self._writer_lot:
+            self._writer_lot.unpark_all()
 
-    def send_nowait(self, text: str) -> None:
+    def send_nowait(self, text: str | bytes) -> None:
         """Queue one text frame for the writer task; never blocks.
 
-        Used by read loops that must not await. Raises :class:`WebSocketClosed`
-        after close.
+        *text* is a ``str``, or its UTF-8 encoding as ``bytes``. Used by read loops
+        that must not await. Raises :class:`WebSocketClosed` after close.
         """
         if self.closed:
             raise self._closed_error()
-        try:
-            data = text.encode()
-        except UnicodeEncodeError:
-            # A lone surrogate (JSON allows "\ud800") can only sit inside a JSON string
-            # of ours; backslashreplace writes it back as that same JSON escape.
-            data = text.encode("utf-8", "backslashreplace")
-        self._proto.send_text(data)
-        self._pull_output()
+        if type(text) is str:
+            try:
+                data = text.encode()
+            except UnicodeEncodeError:
+                # A lone surrogate (JSON allows "\ud800") can only sit inside a JSON
+                # string of ours; backslashreplace writes it back as that same escape.
+                data = text.encode("utf-8", "backslashreplace")
+        else:
+            data = text  # type: ignore[assignment]
+        if self._raw_frames:
+            header = _text_header(len(data))
+            self._out.append(header)
+            self._out.append(data)
+            self._out_bytes += len(header) + len(data)
+            if self._writer_lot:
+                self._writer_lot.unpark_all()
+        else:
+            self._proto.send_text(data)
+            self._pull_output()
 
     async def wait_writable(self) -> None:
         """Wait while more than 1 MiB is queued (at once when closed); a checkpoint.
