@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from toolnexus_trio._converter import payloads
 from toolnexus_trio.tesseron._wire import (
-    _loads,
     _payload_json,
+    decode,
     invoke_result_frame,
     parse_frame,
     percent_frame,
@@ -64,7 +64,7 @@ def outcome(fn: Any, text: str) -> tuple[str, Any]:
 @given(values)
 def test_decoding_matches_json_loads(value: Any) -> None:
     for text in (stdlib_dumps(value), json.dumps(value), f" {stdlib_dumps(value)} "):
-        assert outcome(_loads, text) == outcome(json.loads, text)
+        assert outcome(decode, text) == outcome(json.loads, text)
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ def test_decoding_matches_json_loads(value: Any) -> None:
     ],
 )
 def test_decoding_edge_cases_match_json_loads(text: str) -> None:
-    assert outcome(_loads, text) == outcome(json.loads, text)
+    assert outcome(decode, text) == outcome(json.loads, text)
 
 
 @settings(max_examples=300, derandomize=True)

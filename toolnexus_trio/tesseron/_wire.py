@@ -258,7 +258,7 @@ _scan_once: Final[Callable[[str, int], tuple[Any, int]]] = json.scanner.make_sca
 )
 
 
-def _loads(text: str) -> Any:
+def decode(text: str) -> Any:
     """``json.loads(text)``, calling the C scanner directly for the common frame.
 
     A frame is an object with no surrounding whitespace; ``json.loads`` spends half of
@@ -354,7 +354,8 @@ class Invalid:
 Inbound = Request | Notification | Response | Invalid
 
 
-def _is_id(value: Any) -> bool:
+def is_request_id(value: Any) -> bool:
+    """Whether *value* is a usable JSON-RPC id: a string, an integer or null."""
     return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
 
 
@@ -367,16 +368,21 @@ def parse_frame(text: str) -> Inbound:
     - Unknown shapes are answered only when they carry an id.
     """
     try:
-        msg = _loads(text)
+        msg = decode(text)
     except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
         return Invalid(None, ActionError(TesseronErrorCode.PARSE_ERROR, "Parse error"), True)
+    return classify(msg)
+
+
+def classify(msg: Any) -> Inbound:
+    """Classify one decoded frame (:func:`parse_frame` after the JSON decoding)."""
     if not isinstance(msg, dict):
         return Invalid(
             None, ActionError(TesseronErrorCode.INVALID_REQUEST, "Invalid Request"), True
         )
     has_id = "id" in msg
     raw_id = msg.get("id")
-    id_ok = has_id and _is_id(raw_id)
+    id_ok = has_id and is_request_id(raw_id)
     method = msg.get("method")
     if msg.get("jsonrpc") != "2.0":
         return Invalid(
