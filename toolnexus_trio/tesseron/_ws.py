@@ -78,6 +78,9 @@ bytes stay below ``2 * (SEND_HIGH_WATER + the largest frame)`` (a read loop's
 immediate answers to the one batch it read add a little).
 """
 
+WRITE_CHUNK = 65536
+"""Most bytes joined into one ``send_all`` (a single larger frame is written whole)."""
+
 SEND_STALL_TIMEOUT = 30.0
 """Seconds one ``send_all`` may stay unfinished before the peer counts as not reading.
 
@@ -323,10 +326,9 @@ class WebSocket:
         try:
             while True:
                 if self._out:
-                    data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
-                    self._out.clear()
-                    self._out_bytes = 0
-                    self._space_lot.unpark_all()
+                    data = self._take_write()
+                    if self._space_lot:
+                        self._space_lot.unpark_all()
                     self._sending_bytes = len(data)
                     self._send_started = trio.current_time()
                     self._sends += 1
@@ -359,6 +361,30 @@ class WebSocket:
             self._writer_running = False
             self._drain_lot.unpark_all()
             self._space_lot.unpark_all()
+
+    def _take_write(self) -> bytes:
+        """The next write: everything queued, or its first :data:`WRITE_CHUNK` bytes.
+
+        Joining a whole backlog at once would hold a second copy of up to
+        :data:`SEND_HIGH_WATER` bytes while it is written (10,000 answers released
+        together: 1 MiB more peak memory, 100 bytes per invocation).
+        """
+        out = self._out
+        if self._out_bytes <= WRITE_CHUNK:
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            self._out_bytes = 0
+            return data
+        size = count = 0
+        for piece in out:
+            if count and size + len(piece) > WRITE_CHUNK:
+                break
+            size += len(piece)
+            count += 1
+        data = b"".join(out[:count])
+        del out[:count]
+        self._out_bytes -= size
+        return data
 
     async def _watch_writes(self) -> None:
         """Close the connection when one write stays unfinished for ``stall_timeout``.
