@@ -582,8 +582,10 @@ class _Connection:
                 if inv.answered:
                     return  # cancelled or timed out: the answer went out already
                 # Room first, then build the frame: an answer the gateway does not
-                # read never exists twice (here and queued).
-                await self._ws.wait_writable()
+                # read never exists twice (here and queued). With room there is no
+                # need for wait_writable's cancellation check (0.3 us).
+                if not self._ws.writable:
+                    await self._ws.wait_writable()
                 frame = invoke_result_frame(inv.request_id, inv.invocation_id, output)
             except Exception as exc:
                 error = _as_action_error(exc)
