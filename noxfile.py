@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nox
 
 nox.options.sessions = ["tests", "lint", "typecheck", "docs"]
@@ -13,8 +15,8 @@ PACKAGE = "toolnexus_trio"
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite (pytest-trio, trio_mode)."""
-    session.install("-e", ".[test]")
+    """Run the test suite (pytest-trio, trio_mode), with the ``mcp`` extra so the MCP tests run."""
+    session.install("-e", ".[test,mcp]")
     session.run("pytest", "-q", *session.posargs)
 
 
@@ -38,14 +40,14 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install("-e", ".[test,dev]")
+    session.install("-e", ".[test,dev,mcp]")
     session.run("mypy", "--strict", PACKAGE)
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the Sphinx docs with warnings as errors."""
-    session.install("-e", ".[docs]")
+    """Build the Sphinx docs with warnings as errors (the MCP pages need the extra)."""
+    session.install("-e", ".[docs,mcp]")
     session.run("sphinx-build", "-W", "-q", "-b", "html", "docs", "docs/_build/html")
 
 
@@ -58,7 +60,22 @@ def bench(session: nox.Session) -> None:
     """
     session.install("-e", ".", "toolnexus==0.21.0", "tesseron==0.2.0")
     session.install("matplotlib")  # optional chart; the bench runs without it
-    session.run("python", "-m", "benchmarks", *session.posargs)
+    # Scenario 8 (MCP): toolnexus 0.21 pins mcp<2 (it gets 1.30 here, in the session's
+    # virtualenv), while our [mcp] extra needs mcp>=2.3. So our MCP side runs from a
+    # second virtualenv next to this one (.nox/bench-mcp-ours) and the peer from this one;
+    # benchmarks/mcp.py starts each side with its own interpreter.
+    ours = Path(session.virtualenv.location).parent / "bench-mcp-ours"
+    ours_python = ours / "bin" / "python"
+    if not ours_python.exists():
+        session.run("python", "-m", "venv", str(ours))
+    session.run(str(ours_python), "-m", "pip", "install", "-q", "-e", ".[mcp]", external=True)
+    session.run(
+        "python",
+        "-m",
+        "benchmarks",
+        *session.posargs,
+        env={"BENCH_MCP_OURS_PYTHON": str(ours_python)},  # the peer: this session's python
+    )
 
 
 @nox.session

@@ -20,6 +20,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
+from benchmarks.http_suite import http_rows
+from benchmarks.mcp import SCENARIO_TEXT as MCP_SCENARIO_TEXT
+from benchmarks.mcp_gateway import SCENARIO_TEXT as GATEWAY_MCP_SCENARIO_TEXT
+
 if TYPE_CHECKING:
     from benchmarks.run import Config
 
@@ -343,6 +348,17 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
                 higher_is_better=True,
             )
         )
+    rows += http_rows(raw, cfg)
+    if any(key.startswith("builtins_") for key in raw):
+        from benchmarks import builtins
+
+        rows.extend(builtins.rows(raw))
+    from benchmarks.mcp import mcp_rows  # scenario 12 (MCP) lives in its own module
+
+    rows.extend(mcp_rows(raw))
+    from benchmarks.mcp_gateway import gateway_mcp_rows  # scenario 13 (gateway --mcp)
+
+    rows.extend(gateway_mcp_rows(raw))
     return rows
 
 
@@ -421,7 +437,7 @@ def machine_info() -> str:
 
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for dist in ("toolnexus-trio", "toolnexus", "tesseron", "trio", "websockets"):
+    for dist in ("toolnexus-trio", "toolnexus", "tesseron", "trio", "websockets", "httpx2"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -609,6 +625,13 @@ def _rst(
         "7. **Progress storm**: one invocation sends 100,000 progress updates, every tenth",
         "   asking for a lower percent; the load generator checks that the percent on the",
         "   wire never decreases and stays within 0..100.",
+        *HTTP_SCENARIO_TEXT,
+        "11. **Builtins**: ``bash`` cancelled 100 ms into ``sleep 30 & sleep 30 & wait``",
+        "   (time until the call returns and until no process of its group is left);",
+        "   ``bash`` of ``echo done; sleep 12 &`` with a 2 s timeout; ``glob`` and ``grep``",
+        "   over a generated tree of 20,000 files, one in 100 binary.",
+        *MCP_SCENARIO_TEXT,
+        *GATEWAY_MCP_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

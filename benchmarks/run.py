@@ -4,6 +4,8 @@ Every side of every scenario runs in its own child process (so each peak RSS bel
 one side of one scenario), ours and the peer alternately, for several rounds; the order
 flips each round. Scenarios 4-7 start one host process per side per round and drive it
 with one load-generator process (:mod:`benchmarks.loadgen`), the same for every host.
+Scenarios 8-10 (:mod:`benchmarks.http_suite`) start one FakeProvider process per scenario
+that both sides' children talk to over loopback HTTP.
 Results go to stdout as a table, to ``benchmarks/results/latest.json`` and to
 ``docs/performance.rst`` (plus ``docs/_static/bench.png`` when matplotlib is installed).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from benchmarks.http_suite import collect_http
 from benchmarks.report import build_rows, machine_info, print_table, write_outputs
 
 PY = sys.executable
@@ -43,11 +47,17 @@ class Config:
     stubborn_reps: int = 3
     scale_n: int = 10_000
     storm_n: int = 100_000
+    http_rounds: int = 3
+    http_overhead_runs: int = 200
+    http_overhead_warmup: int = 30
+    http_burst_runs: int = 1
+    http_cancel_runs: int = 5
 
 
 QUICK = dataclasses.replace(
     Config(), agent_rounds=2, host_rounds=1, fanout_runs=3, overhead_warmup=30, stubborn_reps=2
 )
+QUICK = dataclasses.replace(QUICK, http_rounds=1)  # scenarios 8-10
 
 
 def _json_child(argv: list[str], timeout: float) -> dict[str, Any]:
@@ -150,6 +160,27 @@ def collect(cfg: Config, only: set[int]) -> Raw:
             for side in _order(r):
                 add(scenario, side, loadgen(side, scenario, *extra))
             _progress(f"{scenario} round {r + 1}/{cfg.host_rounds}", t0)
+    collect_http(cfg, only, add, lambda label: _progress(label, t0))
+    if 11 in only:
+        from benchmarks import builtins
+
+        builtins.collect(cfg, add, _json_child, lambda label: _progress(label, t0))
+    if 12 in only:  # MCP: its own module (two virtualenvs, see benchmarks/mcp.py)
+        from benchmarks.mcp import collect_mcp
+
+        collect_mcp(cfg.host_rounds, add, lambda label: _progress(label, t0))
+    if 13 in only:  # gateway --mcp: needs our mcp>=2.3 virtualenv, as scenario 12's ours side
+        python = os.environ.get("BENCH_MCP_OURS_PYTHON", sys.executable)
+        proc = subprocess.run(
+            [python, "-m", "benchmarks.mcp_gateway"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        add("gateway_mcp", "ours", figures)  # rows: benchmarks.mcp_gateway.gateway_mcp_rows
+        _progress("gateway --mcp", t0)
     return raw
 
 
@@ -157,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 8)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 14)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"

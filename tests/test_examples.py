@@ -57,7 +57,16 @@ def test_demo_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert 'wait_for: Delete "buy milk"? This cannot be undone. -> yes (auto-approved)' in out
     assert '<- todo__rename [ok]: {"id":2,"text":"write the quarterly report","done":false}' in out
     assert "#2 write the quarterly report" in out
-    assert out.count("status=done") == 2
+    # part three: the same loop over HTTP against an in-process FakeProvider
+    third = out.split("=== Real models: the same loop over HTTP", 1)[1]
+    assert "model (streamed): Let me check both at once.\n" in third
+    assert '  -> add {"a":19,"b":23}\n' in third and "  <- add [ok]: 42\n" in third
+    assert "  <- weather [ok]: Paris: sunny, 22C\n" in third
+    assert "model (streamed): Paris is sunny at 22C, and 19 + 23 = 42.\n" in third
+    assert "173 prompt + 39 completion = 212 tokens over 2 POSTs" in third
+    assert "(2 streamed)" in third
+    assert 'toolnexus_llm_requests_total{model="demo-model",status="ok"} 2' in third
+    assert out.count("status=done") == 3
 
 
 def test_demo_ask_prompts_on_the_terminal() -> None:

@@ -25,6 +25,7 @@ from toolnexus_trio import (
     define_tool,
     list_skills,
 )
+from toolnexus_trio.builtins import BUILTIN_ORDER
 from toolnexus_trio.skills import (
     NO_SKILLS_PROMPT,
     SKILL_TOOL_DESCRIPTION,
@@ -549,7 +550,8 @@ async def test_assembly_order_skill_then_builtins_then_extras(
             )
         )
     names = [t.name for t in tk.tools()]
-    assert names == ["skill", "todowrite", "mine", "question"]
+    builtins = [n for n in BUILTIN_ORDER if n != "question"]
+    assert names == ["skill", *builtins, "mine", "question"]
     assert tk.get("skill").source is ToolSource.SKILL  # skill beats an extra tool
     assert tk.get("question") is shadow  # an extra beats a builtin
     assert "duplicate tool name 'skill'" in caplog.text

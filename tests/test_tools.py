@@ -53,8 +53,8 @@ def test_public_names_are_pinned() -> None:
         "SkillDef", "SkillInfo", "SkillInventory", "SkillSkip", "SkipReason", "SuspendedCall", "Tool", "ToolCallRecord", "ToolContext", "ToolHints", "ToolResult",
         "ToolSource", "Toolkit", "ToolkitOptions", "TranslateResult", "TranslatedToolCall",
         "create_client", "create_in_process_client", "create_toolkit", "define_tool",
-        "empty_schema", "http_tool", "list_skills", "pending", "pending_of", "tool",
-        "AlreadyAnswered", "PendingExpired", "PendingState", "PendingStore",
+        "empty_schema", "http_tool", "list_skills", "open_toolkit", "pending", "pending_of",
+        "tool", "AlreadyAnswered", "PendingExpired", "PendingState", "PendingStore",
         "SqliteConversationStore",
     }  # fmt: skip
     assert set(tn.__all__) == expected
@@ -367,21 +367,28 @@ async def test_toolkit_routes_adapts_and_dedupes(caplog: pytest.LogCaptureFixtur
 
 async def test_builtins_config_semantics() -> None:
     names = [t.name for t in (await create_toolkit()).tools()]
-    assert names == ["question", "todowrite"]
+    assert names == [
+        "bash", "read", "write", "edit", "grep", "glob", "webfetch", "question",
+        "apply_patch", "todowrite",
+    ]  # fmt: skip
     assert [t.name for t in (await create_toolkit(ToolkitOptions(builtins=BuiltinsConfig.off()))).tools()] == []  # fmt: skip
-    only_todo = await create_toolkit(ToolkitOptions(builtins=BuiltinsConfig(tools={"question": False})))  # fmt: skip
-    assert [t.name for t in only_todo.tools()] == ["todowrite"]
+    no_question = await create_toolkit(ToolkitOptions(builtins=BuiltinsConfig(tools={"question": False, "bash": False})))  # fmt: skip
+    assert [t.name for t in no_question.tools()] == [
+        n for n in names if n not in ("question", "bash")
+    ]
     keep_all = await create_toolkit(ToolkitOptions(builtins=BuiltinsConfig(tools={"question": True})))  # fmt: skip
-    assert [t.name for t in keep_all.tools()] == ["question", "todowrite"]
+    assert [t.name for t in keep_all.tools()] == names
     assert (await create_toolkit(ToolkitOptions(builtins=False))).tools() == []
     off_wins = BuiltinsConfig(enabled=False, tools={"question": True})
     assert (await create_toolkit(ToolkitOptions(builtins=off_wins))).tools() == []
     mine = raw_tool("question")
     shadowed = await create_toolkit(ToolkitOptions(extra_tools=[mine]))
-    assert [t.name for t in shadowed.tools()] == ["todowrite", "question"]
+    assert [t.name for t in shadowed.tools()] == [n for n in names if n != "question"] + [
+        "question"
+    ]
     assert shadowed.get("question") is mine
     dropped = await create_toolkit(ToolkitOptions(disable_tools=["todowrite"]))
-    assert [t.name for t in dropped.tools()] == ["question"]
+    assert [t.name for t in dropped.tools()] == names[:-1]
     assert all(t.source is ToolSource.BUILTIN for t in (await create_toolkit()).tools())
 
 

@@ -7,7 +7,6 @@ The Tesseron host SDK lives in :mod:`toolnexus_trio.tesseron`.
 
 import attrs as _attrs
 
-from ._builtins import BuiltinsConfig as BuiltinsConfig
 from ._cancel import CancelToken as CancelToken
 from ._client import Client as Client
 from ._client import GenerateError as GenerateError
@@ -39,6 +38,7 @@ from ._sqlite_store import SqliteConversationStore as SqliteConversationStore
 from ._toolkit import Toolkit as Toolkit
 from ._toolkit import ToolkitOptions as ToolkitOptions
 from ._toolkit import create_toolkit as create_toolkit
+from ._toolkit import open_toolkit as open_toolkit
 from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolHints as ToolHints
@@ -51,6 +51,7 @@ from ._tools import tool as tool
 from ._version import __version__ as __version__
 from ._wire import Answer as Answer
 from ._wire import Request as Request
+from .builtins import BuiltinsConfig as BuiltinsConfig
 from .http_tools import http_tool as http_tool
 from .models import ClientOptions as ClientOptions
 from .models import ErrorInfo as ErrorInfo
@@ -111,6 +112,7 @@ __all__ = [
     "empty_schema",
     "http_tool",
     "list_skills",
+    "open_toolkit",
     "pending",
     "pending_of",
     "tool",

@@ -1,15 +1,31 @@
-"""Command line: ``python -m toolnexus_trio demo | host | gateway``."""
+"""Command line: ``python -m toolnexus_trio demo | host | gateway | ask | serve``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 
-import trio
+from ._ask_cli import add_ask_command, main_ask
+from .mcp._cli import add_gateway_mcp_options, add_serve_parser, run_gateway_mcp, run_serve
+
+
+def _port(text: str) -> int:
+    """A TCP port 0..65535 (0: any free port); anything else is a usage error."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is outside 0..65535")
+    return port
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse *argv* and run the chosen command; returns the exit code."""
+    """Parse *argv* and run the chosen command; returns the exit code.
+
+    Ctrl-C stops any command cleanly: one goodbye line on stderr and exit code 130.
+    """
     parser = argparse.ArgumentParser(prog="python -m toolnexus_trio")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the offline demo (no key, no network)")
@@ -20,33 +36,54 @@ def main(argv: list[str] | None = None) -> int:
         "--durable", action="store_true", help="only the approval that survives a restart"
     )
     host = commands.add_parser("host", help="serve the demo's todo app as a Tesseron host")
-    host.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any)")
+    host.add_argument("--port", type=_port, default=0, help="port on 127.0.0.1 (default: any)")
     host.add_argument(
         "--no-manifest", action="store_true", help="do not publish ~/.tesseron/instances"
     )
-    gateway = commands.add_parser("gateway", help="dial a Tesseron host and list its tools")
-    gateway.add_argument("--url", required=True, help="the host's ws://127.0.0.1:<port>/ URL")
+    gateway = commands.add_parser(
+        "gateway", help="dial a Tesseron host and list its tools, or serve every host over MCP"
+    )
+    mode = gateway.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--url", help="the host's ws://127.0.0.1:<port>/ URL")
+    mode.add_argument(
+        "--mcp", action="store_true", help="be an MCP server on stdio for an agent (Tesseron apps)"
+    )
+    add_gateway_mcp_options(gateway)
+    add_ask_command(commands)
+    add_serve_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "ask":
+        return main_ask(args)
+    if args.command == "serve":
+        return run_serve(args)
+    if args.command == "gateway" and args.mcp:
+        return run_gateway_mcp(args)
+    from ._cli import run_command, run_gateway, run_host
+
     if args.command == "demo" and args.durable:
         from ._demo_durable import run_durable_demo
 
-        return 0 if trio.run(run_durable_demo) else 1
+        async def durable() -> int:
+            return 0 if await run_durable_demo() else 1
+
+        return run_command(durable)
     if args.command == "demo":
         from ._demo import run_demo
         from ._demo_app import run_app_demo
+        from ._demo_http import run_http_demo
 
-        async def both() -> bool:
+        async def both() -> int:
             first = await run_demo()
             print("\n=== From agent to app: a Tesseron host driven by the same loop ===\n")
             second = await run_app_demo(ask=args.ask)
-            return first.status == second.status == "done"
+            print("\n=== Real models: the same loop over HTTP (a local FakeProvider) ===\n")
+            third = await run_http_demo()
+            return 0 if first.status == second.status == third.status == "done" else 1
 
-        return 0 if trio.run(both) else 1
-    from ._cli import run_gateway, run_host
-
+        return run_command(both)
     if args.command == "host":
-        return trio.run(run_host, args.port, not args.no_manifest)
-    return trio.run(run_gateway, args.url)
+        return run_command(partial(run_host, args.port, not args.no_manifest))
+    return run_command(partial(run_gateway, args.url))
 
 
 if __name__ == "__main__":

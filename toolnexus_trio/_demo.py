@@ -10,7 +10,6 @@ from typing import Any
 
 import trio
 
-from ._builtins import BuiltinsConfig
 from ._cancel import CancelToken
 from ._client import (
     GenerateRequest,
@@ -24,6 +23,7 @@ from ._client import (
 from ._toolkit import ToolkitOptions, create_toolkit
 from ._tools import Tool, ToolContext, ToolResult, ToolSource, define_tool, pending
 from ._wire import Answer, Request
+from .builtins import BuiltinsConfig
 
 
 class _Clock:

@@ -78,14 +78,31 @@ def _script() -> list[InProcessResponse]:
     ]
 
 
-async def _ask_terminal(question: str) -> str:
+async def _ask_terminal(question: str) -> str | None:
+    """The typed line, or ``None`` at end of input (stdin closed or ``/dev/null``)."""
+
+    def ask() -> str | None:
+        try:
+            return input(question)
+        except EOFError:
+            print(flush=True)  # end the prompt's line
+            return None
+
     # input() blocks, so it runs in a worker thread, never on the event loop.
-    return await trio.to_thread.run_sync(input, question, abandon_on_cancel=True)
+    return await trio.to_thread.run_sync(ask, abandon_on_cancel=True)
 
 
 async def run_app_demo(*, ask: bool = False) -> RunResult:
-    """Run the agent-to-app story and print it; returns the run's result."""
+    """Run the agent-to-app story and print it; returns the run's result.
+
+    With *ask*, questions are read from the terminal; at end of input a question is
+    declined (one line says so).
+    """
     out = _Printer()
+
+    def declined(request: Request) -> Answer:
+        out.line(f"  wait_for: {request.prompt} -> declined (end of input)")
+        return Answer(request.id, False, reason="declined")
 
     async def wait_for(request: Request) -> Answer:
         schema = (request.data or {}).get("schema") or {}
@@ -93,6 +110,8 @@ async def run_app_demo(*, ask: bool = False) -> RunResult:
         if not fields:  # a yes/no confirmation
             if ask:
                 reply = await _ask_terminal(f"  ? {request.prompt} [y/N] ")
+                if reply is None:
+                    return declined(request)
                 ok = reply.strip().lower() in {"y", "yes"}
             else:
                 ok = True
@@ -102,7 +121,10 @@ async def run_app_demo(*, ask: bool = False) -> RunResult:
         data: dict[str, Any] = {}
         for name in fields:
             if ask:
-                data[name] = await _ask_terminal(f"  ? {request.prompt} {name}: ")
+                typed = await _ask_terminal(f"  ? {request.prompt} {name}: ")
+                if typed is None:
+                    return declined(request)
+                data[name] = typed
             else:
                 data[name] = "write the quarterly report"
         out.line(f"  wait_for: {request.prompt} -> {json.dumps(data)}"

@@ -11,7 +11,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ._builtins import BuiltinsConfig
 from ._client import (
     GenerateRequest,
     InProcessOptions,
@@ -25,6 +24,7 @@ from ._sqlite_store import SqliteConversationStore
 from ._toolkit import Toolkit, ToolkitOptions, create_toolkit
 from ._tools import Tool, ToolContext, ToolResult, ToolSource, pending
 from ._wire import Answer, Request
+from .builtins import BuiltinsConfig
 
 
 async def _generate(req: GenerateRequest) -> InProcessResponse:

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 import trio
 
-from ._builtins import BuiltinsConfig, builtin_tools
+from ._groups import collapse_groups
 from ._tools import Tool, ToolContext, ToolResult
+from ._wire import Answer, Request
+from .builtins import BuiltinsConfig, builtin_tools
+from .mcp._config import McpConfigInput
+from .mcp._types import MCPServeConfig, McpStatus, OnCall
 from .skills._source import PathArg, SkillCatalog, load_catalog
 from .skills._types import SkillDef, SkillProvider
+
+if TYPE_CHECKING:
+    from .mcp._serving import McpServing
+    from .mcp._source import McpSource
 
 logger = logging.getLogger("toolnexus_trio")
 
@@ -25,6 +34,11 @@ class DynamicToolSource(Protocol):
 
     ``version`` changes whenever ``tools()`` would return something different, so the
     toolkit can cache its name index and provider adapters between changes.
+
+    A source may also offer ``async def wait_changed(self, since: int) -> int`` (return
+    ``version`` once it differs from *since*; cancellable): :meth:`Toolkit.wait_changed`
+    then wakes on its changes. A source without it is not watched; its changes are seen
+    on the next look at the toolkit.
     """
 
     @property
@@ -97,6 +111,12 @@ class ToolkitOptions:
       allowlist, only ``False`` drops those names; unknown names are logged;
     - ``disable_skills``: names dropped after the filter;
     - ``skill_sample_limit``: files listed per skill, ``0`` = 10, ``-1`` = no list.
+
+    ``mcp`` is an MCP config (a JSON file's path, a mapping, or a parsed
+    :class:`~toolnexus_trio.mcp.McpConfig`) whose servers' tools come first (SPEC §2;
+    needs the ``mcp`` extra and a nursery: use :func:`open_toolkit`). ``wait_for``
+    answers the servers' elicitations (the SPEC §2 bridge; without it the capability
+    is not advertised).
     """
 
     extra_tools: Sequence[Tool] = ()
@@ -111,6 +131,8 @@ class ToolkitOptions:
     skills_filter: Mapping[str, bool] | None = attrs.field(default=None, validator=_check_filter)
     disable_skills: Sequence[str] = ()
     skill_sample_limit: int = attrs.field(default=0, validator=_check_sample_limit)
+    mcp: McpConfigInput | None = None
+    wait_for: Callable[[Request], Awaitable[Answer]] | None = None
 
 
 def _skills_configured(options: ToolkitOptions) -> bool:
@@ -144,9 +166,14 @@ class Toolkit:
         tools: Iterable[Tool],
         sources: Sequence[DynamicToolSource] = (),
         disabled: Iterable[str] = (),
+        *,
+        mcp: McpSource | None = None,
     ) -> None:
         self._tools: dict[str, Tool] = {}
-        self._sources = tuple(sources)
+        self._mcp = mcp
+        # The MCP source's tools come first (SPEC §4 order), the other sources' last.
+        self._head: tuple[DynamicToolSource, ...] = () if mcp is None else (mcp,)
+        self._sources = (*self._head, *sources)
         self._disabled = frozenset(disabled)
         # Name index and adapters, rebuilt when a dynamic source's version moves.
         self._index: dict[str, Tool] = {}
@@ -154,6 +181,12 @@ class Toolkit:
         self._seen: tuple[int, ...] | None = None
         self._closed = False
         self._skills: SkillCatalog | None = None
+        # The change signal: register() bumps _registered and wakes _lot's parked
+        # waiters; `version` moves when that or any source's version moves.
+        self._registered = 0
+        self._lot = trio.lowlevel.ParkingLot()
+        self._version = 0
+        self._version_key: tuple[int, ...] | None = None
         self.register(*tools)
 
     def skills_prompt(self) -> str:
@@ -172,33 +205,88 @@ class Toolkit:
 
     def register(self, *tools: Tool) -> None:
         """Add tools; a name already present keeps its first tool (a warning is logged)."""
+        added = False
         for t in tools:
             if t.name in self._tools:
                 logger.warning("toolnexus_trio: duplicate tool name %r; keeping the first", t.name)
                 continue
             self._tools[t.name] = t
+            added = True
         self._seen = None
+        if added:
+            self._registered += 1
+            self._lot.unpark_all()
+
+    def _version_parts(self) -> tuple[int, ...]:
+        return (self._registered, *(src.version for src in self._sources))
+
+    @property
+    def version(self) -> int:
+        """A counter that moves whenever the tool list may have changed: :meth:`register`,
+        a dynamic source's change (an MCP ``list_changed``, a Tesseron host's actions)."""
+        parts = self._version_parts()
+        if parts != self._version_key:
+            self._version_key = parts
+            self._version += 1
+        return self._version
+
+    async def wait_changed(self, since: int) -> int:
+        """Wait until :attr:`version` differs from *since* and return it.
+
+        No polling: it parks until :meth:`register` or a source that offers
+        ``wait_changed`` (the MCP source does) reports a change. Cancellable; the
+        waits it starts end with it.
+        """
+        while True:
+            parts = self._version_parts()
+            current = self.version
+            if current != since:
+                await trio.lowlevel.checkpoint()
+                return current
+            with collapse_groups():
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._wait_registered, parts[0], nursery.cancel_scope)
+                    for src, seen in zip(self._sources, parts[1:], strict=True):
+                        wait = getattr(src, "wait_changed", None)
+                        if wait is not None:
+                            nursery.start_soon(self._wait_source, wait, seen, nursery.cancel_scope)
+
+    async def _wait_registered(self, seen: int, done: trio.CancelScope) -> None:
+        while self._registered == seen:
+            await self._lot.park()
+        done.cancel()
+
+    @staticmethod
+    async def _wait_source(
+        wait: Callable[[int], Awaitable[int]], seen: int, done: trio.CancelScope
+    ) -> None:
+        await wait(seen)
+        done.cancel()
+
+    def _merge(self, index: dict[str, Tool], tools: Iterable[Tool]) -> None:
+        for t in tools:
+            if t.name in self._disabled:
+                continue
+            if t.name in index:
+                logger.warning("toolnexus_trio: duplicate tool name %r; keeping the first", t.name)
+                continue
+            index[t.name] = t
 
     def _current(self) -> dict[str, Tool]:
         versions = tuple(src.version for src in self._sources)
         if versions != self._seen:
-            index = dict(self._tools)
-            for src in self._sources:
-                for t in src.tools():
-                    if t.name in self._disabled:
-                        continue
-                    if t.name in index:
-                        logger.warning(
-                            "toolnexus_trio: duplicate tool name %r; keeping the first", t.name
-                        )
-                        continue
-                    index[t.name] = t
+            index: dict[str, Tool] = {}
+            for src in self._head:
+                self._merge(index, src.tools())
+            self._merge(index, self._tools.values())
+            for src in self._sources[len(self._head) :]:
+                self._merge(index, src.tools())
             self._index, self._seen = index, versions
             self._adapters.clear()
         return self._index
 
     def tools(self) -> list[Tool]:
-        """Every tool, in assembly order (dynamic sources' tools last)."""
+        """Every tool, in assembly order (MCP tools first, other dynamic sources' last)."""
         return list(self._current().values())
 
     def get(self, name: str) -> Tool | None:
@@ -275,8 +363,46 @@ class Toolkit:
         """``[{"functionDeclarations": [{name, description, parameters}, ...]}]`` (one element)."""
         return list(self._adapter("gemini"))
 
+    def mcp_status(self) -> dict[str, McpStatus]:
+        """Each configured MCP server's status (``connected | disabled | failed`` and why);
+        empty without ``ToolkitOptions.mcp``."""
+        return {} if self._mcp is None else self._mcp.status()
+
+    def serve(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        mcp: MCPServeConfig | None = None,
+        on_call: OnCall | None = None,
+    ) -> McpServing:
+        """Serve this toolkit as an MCP server over streamable HTTP at ``/mcp`` (SPEC §7C).
+
+        ``async with toolkit.serve() as served:`` (or ``await nursery.start(toolkit.serve())``)
+        gives :class:`~toolnexus_trio.mcp.McpServing` with ``url`` and ``aclose()``. Needs
+        the ``mcp`` extra.
+        """
+        from .mcp._sdk import require_sdk
+
+        require_sdk("Toolkit.serve")
+        from .mcp._serving import McpServing
+
+        return McpServing(self, host, port, mcp=mcp, on_call=on_call)
+
+    async def serve_stdio(
+        self, *, mcp: MCPServeConfig | None = None, on_call: OnCall | None = None
+    ) -> None:
+        """Serve this toolkit as an MCP server on stdin/stdout until the client closes
+        stdin (for local clients such as Claude Desktop). Needs the ``mcp`` extra."""
+        from .mcp._sdk import require_sdk
+
+        require_sdk("Toolkit.serve_stdio")
+        from .mcp._serving import serve_stdio
+
+        await serve_stdio(self, mcp=mcp, on_call=on_call)
+
     async def aclose(self) -> None:
-        """Release the toolkit's sources (a gateway's connections). Idempotent."""
+        """Release the toolkit's sources (a gateway's connections, MCP servers). Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -295,34 +421,80 @@ class Toolkit:
         await self.aclose()
 
 
-async def create_toolkit(options: ToolkitOptions | None = None) -> Toolkit:
-    """Assemble a :class:`Toolkit` from *options* (SPEC §4 order).
+async def create_toolkit(
+    options: ToolkitOptions | None = None, *, nursery: trio.Nursery | None = None
+) -> Toolkit:
+    """Assemble a :class:`Toolkit` from *options* (SPEC §4 order: MCP, skills,
+    builtins, extras).
 
-    Skill folders are read in a worker thread (the event loop never waits on the
-    disk); cancelling the build abandons the walk at once.
+    With ``options.mcp``, the MCP servers load first (concurrently) and their
+    connections live in *nursery* until the toolkit is closed; :func:`open_toolkit`
+    provides both the nursery and the close. Skill folders are read in a worker thread
+    (the event loop never waits on the disk); cancelling the build abandons the walk.
     """
     options = options or ToolkitOptions()
+    mcp_source: McpSource | None = None
+    if options.mcp is not None:
+        if nursery is None:
+            raise TypeError(
+                "ToolkitOptions.mcp needs a nursery for the server connections: use "
+                "`async with open_toolkit(options) as toolkit:` (or pass nursery=)"
+            )
+        from .mcp._sdk import require_sdk
+
+        require_sdk("ToolkitOptions.mcp")
+        from .mcp._source import McpSource
+
+        mcp_source = McpSource(options.mcp, wait_for=options.wait_for)
+        try:
+            await mcp_source.start(nursery)
+        except BaseException:
+            await mcp_source.aclose()
+            raise
     extra_names = {t.name for t in options.extra_tools}
     builtins = [
         t for t in builtin_tools(_builtins_config(options.builtins)) if t.name not in extra_names
     ]
     disabled = set(options.disable_tools)
     sources = [options.tesseron] if options.tesseron is not None else []
-    mcp_tools: list[Tool] = []  # SPEC §4 slot (1): the MCP source, once it exists
     catalog: SkillCatalog | None = None
-    if _skills_configured(options):
-        catalog = await load_catalog(
-            skills_dir=options.skills_dir,
-            skills=options.skills,
-            skill_provider=options.skill_provider,
-            skills_filter=options.skills_filter,
-            disable_skills=options.disable_skills,
-            sample_limit=options.skill_sample_limit,
-        )
-    else:
-        await trio.lowlevel.checkpoint()
+    try:
+        if _skills_configured(options):
+            catalog = await load_catalog(
+                skills_dir=options.skills_dir,
+                skills=options.skills,
+                skill_provider=options.skill_provider,
+                skills_filter=options.skills_filter,
+                disable_skills=options.disable_skills,
+                sample_limit=options.skill_sample_limit,
+            )
+        else:
+            await trio.lowlevel.checkpoint()
+    except BaseException:
+        if mcp_source is not None:
+            await mcp_source.aclose()  # shielded and bounded inside
+        raise
     skill_tools = [catalog.tool] if catalog is not None else []
-    assembled = [*mcp_tools, *skill_tools, *builtins, *options.extra_tools]
-    toolkit = Toolkit((t for t in assembled if t.name not in disabled), sources, disabled)
+    # MCP tools (SPEC §4 slot 1) are dynamic: the toolkit lists them first.
+    assembled = [*skill_tools, *builtins, *options.extra_tools]
+    toolkit = Toolkit(
+        (t for t in assembled if t.name not in disabled), sources, disabled, mcp=mcp_source
+    )
     toolkit._skills = catalog
     return toolkit
+
+
+@contextlib.asynccontextmanager
+async def open_toolkit(options: ToolkitOptions | None = None) -> AsyncIterator[Toolkit]:
+    """A :class:`Toolkit` for the ``async with`` block, closed at its end.
+
+    The form to use with ``ToolkitOptions.mcp``: the MCP server connections are tasks
+    of this block, so none outlives it (and a cancelled load leaves no process).
+    """
+    with collapse_groups():
+        async with trio.open_nursery() as nursery:
+            toolkit = await create_toolkit(options, nursery=nursery)
+            try:
+                yield toolkit
+            finally:
+                await toolkit.aclose()

@@ -53,12 +53,17 @@ class ToolSource(enum.Enum):
 
 @attrs.frozen
 class ToolHints:
-    """Behaviour hints a host may use (for approval prompts, retries, caching)."""
+    """Behaviour hints a host may use (for approval prompts, retries, caching).
+
+    ``title`` is a human-readable name for display (never sent to a model). An MCP
+    tool's ``annotations`` map here, and back when a toolkit is served over MCP.
+    """
 
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
     open_world: bool = False
+    title: str | None = None
 
 
 @attrs.define

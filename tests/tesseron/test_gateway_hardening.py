@@ -23,6 +23,7 @@ from toolnexus_trio import (
     create_in_process_client,
     create_toolkit,
 )
+from toolnexus_trio.builtins import BUILTIN_ORDER
 from toolnexus_trio.tesseron import ActionError, Gateway, GatewayOptions
 
 ACTION = {"name": "act", "description": "d", "inputSchema": {"type": "object"}, "timeoutMs": 60000}
@@ -149,10 +150,10 @@ async def test_a_hostile_schema_leaves_the_toolkit_working(schema: dict[str, Any
             await gw.connect(url)
             async with await create_toolkit(ToolkitOptions(tesseron=gw)) as toolkit:
                 names = [t.name for t in toolkit.tools()]
-                assert names == ["question", "todowrite", "fake__act"]
+                assert names == [*BUILTIN_ORDER, "fake__act"]
                 found = toolkit.get("fake__act")
                 assert found is not None and found.input_schema == {"type": "object"}
-                assert len(toolkit.to_openai()) == 3
+                assert len(toolkit.to_openai()) == len(BUILTIN_ORDER) + 1
 
 
 async def test_hostile_ids_and_tokens_get_clear_answers() -> None:
@@ -376,3 +377,45 @@ async def test_host_and_gateway_agree_on_the_default_instances_directory(
             assert host.manifest_path.parent == tmp_path / ".tesseron" / "instances"
             sessions = await gw.discover()
             assert [s.app.id for s in sessions] == ["found"]
+
+
+async def test_nothing_after_the_result_reaches_events_or_metrics() -> None:
+    """Progress and log the host sends after its result, in the same read, are dropped."""
+    metrics: list[dict[str, Any]] = []
+    events_seen: list[tuple[str, Any]] = []
+
+    async def host_side(peer: FakeGateway) -> None:
+        await _claimed(peer)
+        for _ in range(3):  # a few rounds: each must hold, not just the first
+            invoke = await _invoke_request(peer)
+            inv_id = invoke["params"]["invocationId"]
+            peer.notify("actions/progress", {"invocationId": inv_id, "percent": 10, "message": "before"})  # fmt: skip
+            # One write: the result, then progress and a log right behind it.
+            peer.respond(invoke["id"], {"invocationId": inv_id, "output": "fine"})
+            peer.notify("actions/progress", {"invocationId": inv_id, "percent": 90, "message": "after"})  # fmt: skip
+            peer.notify("log", {"invocationId": inv_id, "level": "info", "message": "after"})
+        await until_closed(peer)
+
+    calls = [InProcessToolCall(id=f"c{i}", name="fake__act") for i in range(3)]
+
+    async def generate(req: Any) -> InProcessResponse:
+        if req.turn < len(calls):
+            return InProcessResponse(tool_calls=[calls[req.turn]])
+        return InProcessResponse(content="done")
+
+    with trio.fail_after(20):
+        async with fake_host(host_side) as url, Gateway(GatewayOptions(auto_claim=True)) as gw:
+            await gw.connect(url)
+            toolkit = await create_toolkit(ToolkitOptions(tesseron=gw, builtins=False))
+            client = create_in_process_client(
+                InProcessOptions(model="m", generate=generate, on_metric=metrics.append)
+            )
+            async with toolkit, client.stream("go", toolkit) as events:
+                async for event in events:
+                    if event["type"] in ("progress", "log"):
+                        events_seen.append((event["type"], event["message"]))
+                    elif event["type"] == "tool_result":
+                        events_seen.append(("result", event["output"]))
+    assert events_seen == [("progress", "before"), ("result", "fine")] * 3
+    forwarded = [(m["event"], m["message"]) for m in metrics if m["event"] in ("progress", "log")]
+    assert forwarded == [("progress", "before")] * 3

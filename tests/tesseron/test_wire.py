@@ -21,6 +21,7 @@ from toolnexus_trio.tesseron._wire import (
     ProgressParams,
     Request,
     Response,
+    app_id_problem,
     invoke_result_frame,
     parse_frame,
     progress_frame,
@@ -194,3 +195,10 @@ def test_requests_for_type() -> None:
     assert sample.max_tokens == 400
     elicit = ElicitRequest.for_type(Suggested, "q")
     assert elicit.schema == sample.schema
+
+
+@pytest.mark.parametrize("app_id", ["shop\n", "shop\r", "Shop", "1shop", "", "tesseron"])
+def test_app_ids_are_checked_whole(app_id: str) -> None:
+    # ``$`` also matches before a final newline: the check must cover the whole string.
+    assert app_id_problem(app_id) is not None
+    assert app_id_problem("shop_2") is None

@@ -254,4 +254,6 @@ class Poster:
             made = _new_client()
         if self.http is None:
             self.http = made
+        else:  # another run made the pool while this one waited for the thread
+            await made.aclose()
         return self.http

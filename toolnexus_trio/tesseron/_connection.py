@@ -397,6 +397,9 @@ class _Connection:
                 and error.code == TesseronErrorCode.RESUME_FAILED
             ):
                 # The session is gone: forget it and start fresh on this connection.
+                _log.info(
+                    "tesseron/resume refused (%d: %s); saying hello", error.code, error.message
+                )
                 self._host._credentials = None
                 self._send_handshake()
                 return

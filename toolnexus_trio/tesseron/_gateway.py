@@ -5,7 +5,8 @@ the *gateway* dials it, answers with a welcome, and, once the session is claimed
 invokes the host's actions on the agent's behalf. :class:`Gateway` is such a gateway
 and a :class:`~toolnexus_trio._toolkit.DynamicToolSource`:
 ``ToolkitOptions(tesseron=gateway)`` turns every action of every claimed host into a
-tool named ``<app_id>__<action>``.
+tool named ``<app_id>__<action>``, made provider-safe (``[a-zA-Z0-9_-]``, at most
+64 characters; see :mod:`toolnexus_trio._names`).
 
 Structure: :class:`Gateway` is an async context manager owning a nursery. Each
 connection is one task in it: it dials, runs the handshake, then reads frames
@@ -41,6 +42,7 @@ import trio
 
 from .._cancel import CancelToken
 from .._groups import reraise_single
+from .._names import sanitize_tool_name, unique_tool_names
 from .._tools import Tool
 from ._app import DEFAULT_MANIFEST_DIR
 from ._errors import ActionError, TesseronErrorCode, invalid_params, method_not_found
@@ -64,6 +66,7 @@ from ._manifest import read_manifest_urls
 from ._wire import (
     PROTOCOL_VERSION,
     ActionManifest,
+    Agent,
     Invalid,
     Notification,
     Request,
@@ -110,6 +113,15 @@ class Gateway:
         self._scopes: set[trio.CancelScope] = set()  # every connection, dialling or live
         self._tool_cache: dict[tuple[str, str], tuple[ActionManifest, Tool]] = {}
         self._tools: list[Tool] | None = None  # cleared by _bump()
+        self._targets: dict[str, tuple[GatewaySession, ActionManifest]] = {}
+        self._changed = trio.Event()  # set (and replaced) by _bump(): wait_changed()
+        self._agent_override: Agent | None = None  # set_agent(): the real agent
+        self._caps_override: dict[str, bool] | None = None
+        self._subscriptions: dict[str, tuple[GatewaySession, str]] = {}  # id -> (session, name)
+        self.on_resource_updated: Callable[[GatewaySession, str, Any], None] | None = None
+        """Called (synchronously, from a connection's reader) with the session, the
+        resource name and the new value when a subscribed resource changes
+        (:meth:`subscribe_resource`); it must not block."""
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -156,6 +168,20 @@ class Gateway:
     def _bump(self) -> None:
         self._version += 1
         self._tools = None
+        changed, self._changed = self._changed, trio.Event()
+        changed.set()
+
+    async def wait_changed(self, since: int) -> int:
+        """Wait until :attr:`version` differs from *since*; return the new version.
+
+        Returns at once (after a checkpoint) when it already differs. The version moves
+        on a claim, a host's ``actions/list_changed`` or ``resources/list_changed``, a
+        drop, a resume and a new connection.
+        """
+        while self._version == since:
+            await self._changed.wait()
+        await trio.lowlevel.checkpoint()
+        return self._version
 
     # -- DynamicToolSource -----------------------------------------------------------
 
@@ -176,25 +202,41 @@ class Gateway:
         return live
 
     def tools(self) -> list[Tool]:
-        """One tool per action of every claimed, connected session."""
+        """One tool per action of every claimed, connected session.
+
+        Tool names are ``<app_id>__<action>`` made provider-safe by
+        :func:`~toolnexus_trio._names.unique_tool_names` (``[a-zA-Z0-9_-]``, at most 64
+        characters, collisions resolved deterministically); the invoke carries the
+        original action name.
+        """
         if self._tools is not None:
             return self._tools
-        out: list[Tool] = []
-        seen: set[str] = set()
-        cache: dict[tuple[str, str], tuple[ActionManifest, Tool]] = {}
+        # Newest claim first: on an app id served twice, its actions win.
+        chosen: dict[str, tuple[GatewaySession, ActionManifest]] = {}
         for session in self._live_claimed():
             for manifest in session.actions:
-                key = (session.session_id, manifest.name)
-                cached = self._tool_cache.get(key)
-                if cached is None or cached[0] != manifest:
-                    cached = (manifest, make_tool(session.app.id, manifest, self._caller(session)))
-                cache[key] = cached
-                if cached[1].name not in seen:
-                    seen.add(cached[1].name)
-                    out.append(cached[1])
+                chosen.setdefault(f"{session.app.id}__{manifest.name}", (session, manifest))
+        names = unique_tool_names(chosen)
+        self._targets = {names[original]: target for original, target in chosen.items()}
+        out: list[Tool] = []
+        cache: dict[tuple[str, str], tuple[ActionManifest, Tool]] = {}
+        for original, (session, manifest) in chosen.items():
+            key = (session.session_id, manifest.name)
+            name = names[original]
+            cached = self._tool_cache.get(key)
+            if cached is None or cached[0] != manifest or cached[1].name != name:
+                tool = make_tool(name, session.app.id, manifest, self._caller(session))
+                cached = (manifest, tool)
+            cache[key] = cached
+            out.append(cached[1])
         self._tool_cache = cache
         self._tools = out
         return out
+
+    def tool_target(self, name: str) -> tuple[GatewaySession, ActionManifest] | None:
+        """The session and action behind tool *name* of :meth:`tools`, or ``None``."""
+        self.tools()
+        return self._targets.get(name)
 
     def _caller(self, session: GatewaySession) -> Callable[..., Awaitable[tuple[Any, str]]]:
         async def call(action: str, input: Any, tool: str, call_id: str | None) -> tuple[Any, str]:
@@ -206,6 +248,14 @@ class Gateway:
             return await invoke(conn, self.options, action, input, tool=tool, call_id=call_id)
 
         return call
+
+    def _tool_name(self, session: GatewaySession, action: str) -> str:
+        """The tool name that events and metrics of a direct :meth:`invoke` carry."""
+        self.tools()  # brings the name cache up to date
+        cached = self._tool_cache.get((session.session_id, action))
+        if cached is not None:
+            return cached[1].name
+        return sanitize_tool_name(f"{session.app.id}__{action}")
 
     def _session_for(self, app_id: str) -> GatewaySession:
         for session in self._live_claimed():
@@ -225,7 +275,7 @@ class Gateway:
         """
         session = self._session_for(app_id)
         call = self._caller(session)
-        tool = f"{app_id}__{action}"
+        tool = self._tool_name(session, action)
         if cancel is None:
             output, _ = await call(action, input, tool, None)
             return output
@@ -251,6 +301,42 @@ class Gateway:
         result = reply.result
         return result.get("value") if isinstance(result, dict) else result
 
+    async def subscribe_resource(self, app_id: str, name: str) -> str:
+        """``resources/subscribe`` to *name* of app *app_id*; returns the subscription id.
+
+        Updates reach :attr:`on_resource_updated`. The subscription lives as long as
+        the session: a host that resumes it is subscribed again on its new connection
+        (with the same id), and it ends when the session is forgotten. Raises :class:`ActionError`
+        with the host's error and :class:`LookupError` when no session serves *app_id*.
+        """
+        session = self._session_for(app_id)
+        conn = session._conn
+        assert conn is not None
+        sub_id = f"sub_{secrets.token_urlsafe(9)}"
+        self._subscriptions[sub_id] = (session, name)
+        rid, recv = conn.request("resources/subscribe", {"name": name, "subscriptionId": sub_id})
+        try:
+            with recv:
+                reply = await recv.receive()
+        except BaseException:
+            self._subscriptions.pop(sub_id, None)
+            raise
+        finally:
+            conn.forget(rid)
+        if reply.error is not None:
+            self._subscriptions.pop(sub_id, None)
+            raise reply.error
+        return sub_id
+
+    def unsubscribe_resource(self, sub_id: str) -> None:
+        """Stop a subscription of :meth:`subscribe_resource` (best effort; idempotent)."""
+        target = self._subscriptions.pop(sub_id, None)
+        if target is not None and target[0]._conn is not None:
+            conn = target[0]._conn
+            rid, recv = conn.request("resources/unsubscribe", {"subscriptionId": sub_id})
+            conn.forget(rid)  # the ack is not awaited
+            recv.close()
+
     # -- claiming -------------------------------------------------------------------
 
     def claim(self, code: str) -> GatewaySession:
@@ -270,7 +356,29 @@ class Gateway:
         self._claim(found)
         return found
 
+    def set_agent(self, agent: Agent, *, sampling: bool, elicitation: bool) -> None:
+        """Say who the agent really is and what it can do (e.g. from an MCP ``initialize``).
+
+        From now on welcomes and ``tesseron/claimed`` carry *agent* and these
+        capabilities instead of the ones derived from :attr:`options`; every claimed,
+        connected session is sent ``tesseron/claimed`` again so its host applies them.
+        """
+        self._agent_override = agent
+        self._caps_override = {
+            "streaming": True,
+            "subscriptions": True,
+            "sampling": sampling,
+            "elicitation": elicitation,
+        }
+        for session in self._live_claimed():
+            self._send_claimed(session)
+
+    def _agent(self) -> Agent:
+        return self._agent_override if self._agent_override is not None else self.options.agent
+
     def _agent_caps(self) -> dict[str, bool]:
+        if self._caps_override is not None:
+            return dict(self._caps_override)
         opts = self.options
         return {
             "streaming": True,
@@ -284,17 +392,20 @@ class Gateway:
             self._claims.pop(session._claim_code, None)
             session._claim_code = None
         session._claimed_at = int(time.time() * 1000)
+        self._send_claimed(session)
+        self._bump()
+
+    def _send_claimed(self, session: GatewaySession) -> None:
         conn = session._conn
         if conn is not None:
             conn.notify(
                 "tesseron/claimed",
                 {
-                    "agent": unstructure(self.options.agent),
+                    "agent": unstructure(self._agent()),
                     "claimedAt": session._claimed_at,
                     "agentCapabilities": self._agent_caps(),
                 },
             )
-        self._bump()
 
     # -- dialing --------------------------------------------------------------------
 
@@ -406,9 +517,9 @@ class Gateway:
             while len(self._zombies) > opts.max_zombies:
                 oldest = next(iter(self._zombies))
                 del self._zombies[oldest]
-                self._sessions.pop(oldest, None)
+                self._forget_session(oldest)
         else:
-            self._sessions.pop(sid, None)
+            self._forget_session(sid)
             if session._claim_code is not None:
                 self._claims.pop(session._claim_code, None)
         self._bump()
@@ -420,7 +531,30 @@ class Gateway:
         for sid, expiry in list(self._zombies.items()):
             if expiry <= now:
                 del self._zombies[sid]
-                self._sessions.pop(sid, None)
+                self._forget_session(sid)
+
+    def _forget_session(self, sid: str) -> None:
+        session = self._sessions.pop(sid, None)
+        # A zombie keeps its resource subscriptions (a resume re-makes them); a
+        # forgotten session takes them along.
+        for sub_id, (owner, _) in list(self._subscriptions.items()):
+            if owner is session:
+                del self._subscriptions[sub_id]
+
+    def _resubscribe(self, conn: _Conn, session: GatewaySession) -> None:
+        """Re-make a resumed session's resource subscriptions on its new connection."""
+        names = {r.name for r in session.resources}
+        for sub_id, (owner, name) in list(self._subscriptions.items()):
+            if owner is not session:
+                continue
+            if name not in names:  # the resumed host no longer has it
+                del self._subscriptions[sub_id]
+                continue
+            rid, recv = conn.request(
+                "resources/subscribe", {"name": name, "subscriptionId": sub_id}
+            )
+            conn.forget(rid)  # the ack is not awaited: the updates tell
+            recv.close()
 
     # -- handshake --------------------------------------------------------------------
 
@@ -553,6 +687,7 @@ class Gateway:
         session._url = conn.url
         self._attach(conn, session)
         conn.send(result_frame(req.id, self._welcome(session, include_claim=False)))
+        self._resubscribe(conn, session)
         return session
 
     def _attach(self, conn: _Conn, session: GatewaySession) -> None:
@@ -567,7 +702,7 @@ class Gateway:
             "sessionId": session.session_id,
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": self._agent_caps(),
-            "agent": unstructure(self.options.agent) if claimed else dict(_PENDING_AGENT),
+            "agent": unstructure(self._agent()) if claimed else dict(_PENDING_AGENT),
         }
         if include_claim and session._claim_code is not None:
             welcome["claimCode"] = session._claim_code
@@ -654,4 +789,10 @@ class Gateway:
                 _log.warning("ignoring malformed resources/list_changed from %s", session.app.id)
                 return
             self._bump()
-        # resources/updated and unknown notifications are ignored (no subscriptions yet).
+        elif method == "resources/updated" and session is not None:
+            sub_id = params.get("subscriptionId")
+            target = self._subscriptions.get(sub_id) if isinstance(sub_id, str) else None
+            hook = self.on_resource_updated
+            if target is not None and target[0] is session and hook is not None:
+                hook(session, target[1], params.get("value"))
+        # Unknown notifications are ignored.

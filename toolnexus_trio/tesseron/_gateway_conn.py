@@ -111,6 +111,8 @@ class _Conn:
         self._next_id = 1
         self.pending: dict[int, trio.MemorySendChannel[Response]] = {}
         self.invocations: dict[str, _Inv] = {}
+        # request id of an actions/invoke -> its invocation, finished when the answer is read
+        self.answers: dict[int, _Inv] = {}
 
     def send(self, frame: str) -> bool:
         """Queue *frame* for the writer; ``False`` (and the connection closed) on failure."""
@@ -127,17 +129,24 @@ class _Conn:
         """Send a notification (best effort)."""
         return self.send(notification_frame(method, params))
 
-    def request(self, method: str, params: Any) -> tuple[int, trio.MemoryReceiveChannel[Response]]:
+    def request(
+        self, method: str, params: Any, inv: _Inv | None = None
+    ) -> tuple[int, trio.MemoryReceiveChannel[Response]]:
         """Send a request; return its id and the one-shot channel its response arrives on.
 
         The caller must :meth:`forget` the id and close the channel when done. A closed
-        connection delivers ``TRANSPORT_CLOSED`` at once.
+        connection delivers ``TRANSPORT_CLOSED`` at once. With *inv* (an
+        ``actions/invoke``), reading the response finishes the invocation right there,
+        so nothing the host sends after its result reaches events or metrics, even
+        when it arrives in the same read.
         """
         # Size 1: the reader's send_nowait of the one reply never blocks.
         send, recv = trio.open_memory_channel[Response](1)
         id = self._next_id
         self._next_id += 1
         self.pending[id] = send
+        if inv is not None:
+            self.answers[id] = inv
         if not self.send(request_frame(id, method, params)):
             _deliver(self.pending.pop(id, send), Response(id, error=transport_closed()))
         return id, recv
@@ -145,6 +154,7 @@ class _Conn:
     def forget(self, id: int) -> None:
         """Drop a pending request (its late response is ignored)."""
         self.pending.pop(id, None)
+        self.answers.pop(id, None)
 
     def deliver(self, msg: Response) -> None:
         """Route a response to the request that is waiting for it."""
@@ -155,6 +165,9 @@ class _Conn:
         if reply is None:
             _log.debug("dropping a response to unknown request id %r", id)
             return
+        inv = self.answers.pop(id, None)
+        if inv is not None:
+            inv.finish()
         _deliver(reply, msg)
 
     def close(self) -> None:
@@ -163,6 +176,7 @@ class _Conn:
             return
         self.closed = True
         pending, self.pending = self.pending, {}
+        self.answers.clear()
         for id, reply in pending.items():
             _deliver(reply, Response(id, error=transport_closed()))
         for inv in list(self.invocations.values()):

@@ -75,7 +75,7 @@ async def invoke(
     conn.invocations[inv_id] = inv
     answered = False
     rid, reply_recv = conn.request(
-        "actions/invoke", {"name": action, "input": input, "invocationId": inv_id}
+        "actions/invoke", {"name": action, "input": input, "invocationId": inv_id}, inv
     )
     try:
         with reply_recv, collapse_groups():
@@ -85,7 +85,8 @@ async def invoke(
                     reply = await reply_recv.receive()
                     answered = True
                 finally:
-                    # The drain task forwards what is already queued, then ends.
+                    # The drain task forwards what was queued before the answer (the
+                    # reader finished the invocation when it read it), then ends.
                     inv.finish()
     except BaseException:
         if not answered:
@@ -250,6 +251,8 @@ async def _elicit(options: GatewayOptions, params: Any) -> dict[str, Any]:
     )
     try:
         answer = await wait_for(request)
+    except ActionError:
+        raise  # a typed refusal (e.g. -32007 from a client without elicitation) goes to the host
     except Exception:
         _log.exception("wait_for failed for an elicitation; answering cancel")
         return {"action": "cancel"}
@@ -279,17 +282,13 @@ def _hints(annotations: dict[str, Any] | None) -> ToolHints | None:
     )
 
 
-def make_tool(
-    app_id: str,
-    manifest: ActionManifest,
-    call: Any,
-) -> Tool:
-    """The :class:`Tool` for one action; *call* is ``async (action, input, tool, call_id)``.
+def make_tool(name: str, app_id: str, manifest: ActionManifest, call: Any) -> Tool:
+    """The :class:`Tool` *name* for one action; *call* is ``async (action, input, tool, call_id)``.
 
-    A schema that is not an object schema, or that does not compile, is replaced by
-    ``{"type": "object"}`` (logged) so the action stays usable.
+    *name* is the sanitized tool name the model sees; the invoke carries the action's
+    original name. A schema that is not an object schema, or that does not compile, is
+    replaced by ``{"type": "object"}`` (logged) so the action stays usable.
     """
-    name = f"{app_id}__{manifest.name}"
     action = manifest.name
 
     async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:

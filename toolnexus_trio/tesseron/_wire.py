@@ -490,7 +490,7 @@ RESERVED_APP_IDS: Final = frozenset({"tesseron", "mcp", "system"})
 
 def app_id_problem(app_id: object) -> str | None:
     """Why *app_id* is not a valid Tesseron app id, or ``None`` when it is."""
-    if not isinstance(app_id, str) or not APP_ID_PATTERN.match(app_id):
+    if not isinstance(app_id, str) or not APP_ID_PATTERN.fullmatch(app_id):
         return f"invalid Tesseron app id {app_id!r}: must match ^[a-z][a-z0-9_]*$"
     if app_id in RESERVED_APP_IDS:
         return f"Tesseron app id {app_id!r} is reserved"

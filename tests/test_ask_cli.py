@@ -1,0 +1,175 @@
+"""``python -m toolnexus_trio ask``: a real subprocess against a FakeProvider served here.
+
+stdout must carry the streamed answer text only; tool calls, questions and the summary
+go to stderr; errors are one ``error:`` line and exit 1; Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import trio
+
+from toolnexus_trio._cli import GOODBYE
+from toolnexus_trio.builtins import BUILTIN_ORDER
+from toolnexus_trio.testing import FakeProvider, open_fake_provider
+
+TODO = {"todos": [{"id": "1", "text": "buy milk", "completed": False}]}
+KEYS = ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    env.update(extra)
+    return env
+
+
+def _argv(provider: FakeProvider, style: str, *extra: str, prompt: str = "note milk") -> list[str]:
+    return [sys.executable, "-m", "toolnexus_trio", "ask", prompt, "--base-url",
+            provider.base_url, "--style", style, "--model", "m", *extra]  # fmt: skip
+
+
+async def _ask(
+    provider: FakeProvider, style: str, *extra: str, stdin: bytes = b"", **env: str
+) -> subprocess.CompletedProcess[bytes]:
+    with trio.fail_after(60):
+        done: subprocess.CompletedProcess[bytes] = await trio.run_process(
+            _argv(provider, style, *extra),
+            stdin=stdin,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            env=_env(**env),
+            start_new_session=True,
+        )
+    return done
+
+
+@pytest.mark.parametrize("style", ["openai", "anthropic"])
+async def test_streams_the_answer_to_stdout_and_tool_calls_to_stderr(style: str) -> None:
+    script: list[dict[str, Any]] = [
+        {"text": "Let me note that.", "tool_calls": [{"name": "todowrite", "arguments": TODO}]},
+        {"text": "Noted: buy milk."},
+    ]
+    async with open_fake_provider(script) as provider:
+        done = await _ask(provider, style, "--system", "be brief", OPENAI_API_KEY="sk-env-1",
+                          ANTHROPIC_API_KEY="sk-env-1")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == "Let me note that.\nNoted: buy milk.\n"
+    assert done.stderr.decode().splitlines() == [
+        '-> todowrite {"todos":[{"id":"1","text":"buy milk","completed":false}]}',
+        "<- todowrite [ok]: [ ] buy milk",
+        "done: 2 turns, 1 tool call, 20 prompt + 10 completion tokens",
+    ]
+    first = provider.requests[0]
+    assert first.json["stream"] is True  # on_text made the model call stream
+    assert first.json["model"] == "m"
+    names = [t["function"]["name"] if style == "openai" else t["name"] for t in first.json["tools"]]
+    assert names == list(BUILTIN_ORDER)  # the builtins toolkit
+    # the key came from the environment, as the SPEC says
+    if style == "openai":
+        assert first.headers["authorization"] == "Bearer sk-env-1"
+        assert first.json["messages"][0] == {"role": "system", "content": "be brief"}
+    else:
+        assert first.headers["x-api-key"] == "sk-env-1"
+        assert first.json["system"] == "be brief"
+
+
+async def test_text_arrives_before_the_answer_ends_and_ctrl_c_exits_130() -> None:
+    words = " ".join(f"w{i}" for i in range(20))
+    # Six events, then the provider stalls: the answer never completes.
+    async with open_fake_provider([{"text": words, "stall_after": 6}]) as provider:
+        process = await trio.lowlevel.open_process(
+            _argv(provider, "openai", "--api-key", "sk-flag"),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env(),
+            start_new_session=True,
+        )
+        try:
+            assert process.stdout is not None and process.stderr is not None
+            seen = b""
+            with trio.fail_after(60):
+                while b"w4" not in seen:
+                    chunk = await process.stdout.receive_some()
+                    assert chunk, "stdout closed before any text streamed"
+                    seen += chunk
+                request = await provider.wait_request(0)
+                # Streamed: the first words are on the terminal while the answer is open.
+                assert not request.closed.is_set()
+                assert request.headers["authorization"] == "Bearer sk-flag"
+                process.send_signal(signal.SIGINT)
+                code = await process.wait()
+                # The abort reached the socket: the provider saw the client hang up.
+                await request.closed.wait()
+                rest = b""
+                while chunk := await process.stdout.receive_some():
+                    rest += chunk
+                err = b""
+                while chunk := await process.stderr.receive_some():
+                    err += chunk
+        finally:
+            if process.returncode is None:
+                process.kill()
+                with trio.move_on_after(10, shield=True):
+                    await process.wait()
+            for pipe in (process.stdout, process.stderr):
+                if pipe is not None:
+                    await pipe.aclose()
+    assert code == 130
+    assert (seen + rest).decode() == "w0 w1 w2 w3 w4 \n"
+    assert err.decode().splitlines() == [GOODBYE]
+
+
+@pytest.mark.parametrize(("stdin", "shown"), [
+    (b"blue\n", '<- question [ok]: {"answers":["blue"]}'),
+    (b"", "<- question [error]: declined/expired: Which colour? (options: red, blue)"),
+])  # fmt: skip
+async def test_the_question_builtin_is_answered_from_stdin(stdin: bytes, shown: str) -> None:
+    ask = {"questions": [{"question": "Which colour?", "options": ["red", "blue"]}]}
+    script = [{"tool_calls": [{"name": "question", "arguments": ask}]}, {"text": "Fine."}]
+    async with open_fake_provider(script) as provider:
+        done = await _ask(provider, "openai", stdin=stdin)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == "Fine.\n"
+    lines = done.stderr.decode().splitlines()
+    assert lines[1] == "? Which colour? (options: red, blue)"
+    assert shown in lines
+    tool_message = provider.requests[1].json["messages"][-1]
+    assert tool_message["role"] == "tool"
+    assert tool_message["content"] == shown.split(": ", 1)[1]
+    assert "authorization" not in provider.requests[0].headers  # no key anywhere: no header
+
+
+async def test_an_http_error_is_one_line_and_exit_1() -> None:
+    body = json.dumps({"error": {"message": "bad key sk-secret-9\nsecond line"}})
+    async with open_fake_provider([{"status": 401, "body": body}]) as provider:
+        done = await _ask(provider, "anthropic", "--api-key", "sk-secret-9")
+    assert done.returncode == 1
+    assert done.stdout == b""
+    (line,) = done.stderr.decode().splitlines()
+    assert line.startswith("error: HTTP 401 from POST http://127.0.0.1:")
+    assert "/v1/messages" in line and "bad key" in line
+    assert "sk-secret-9" not in line  # the key is redacted from the quoted body
+    assert len(provider.requests) == 1  # a 401 is not retried
+
+
+async def test_max_turns_is_an_error_and_hostile_names_are_escaped() -> None:
+    script = [{"text": "\x1b[2Jhi", "tool_calls": [{"name": "\x1b[2Jwipe", "arguments": {}}]}]
+    async with open_fake_provider(script) as provider:
+        done = await _ask(provider, "openai", "--max-turns", "1")
+    assert done.returncode == 1
+    # stdout is not a terminal here: the text is passed through as the model sent it
+    assert done.stdout.decode() == "\x1b[2Jhi\n"
+    assert done.stderr.decode().splitlines() == [
+        "-> \\x1b[2Jwipe {}",
+        "<- \\x1b[2Jwipe [error]: Unknown tool: \\x1b[2Jwipe",
+        "error: the run stopped at --max-turns (1 turns)",
+    ]

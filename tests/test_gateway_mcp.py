@@ -1,0 +1,458 @@
+"""``python -m toolnexus_trio gateway --mcp`` driven as an agent drives it: the mcp SDK's
+stdio client starts the gateway with a private instances directory, and real Tesseron
+hosts run in subprocesses (ours, and one on the PyPI tesseron 0.2.0 host)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import warnings
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+pytest.importorskip("mcp")
+
+import mcp_types as types
+import trio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_helpers import pid_alive
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTS = Path(__file__).resolve().parent / "gateway_hosts"
+CODE = re.compile(r"\(([a-z]+)\) is waiting: claim code ([A-Z0-9]{4}-[A-Z0-9]{2})")
+
+
+def manifests(directory: Path) -> set[Path]:
+    return set(directory.glob("*.json"))
+
+
+@attrs.frozen
+class Host:
+    """One of the two hosts every behaviour runs against."""
+
+    app: str
+    script: str
+
+
+OURS = Host("ours", "our_host.py")
+PEER = Host("peer", "peer_host.py")  # PyPI tesseron 0.2.0 (asyncio), a black box
+
+
+@pytest.fixture(params=[OURS, PEER], ids=["ours", "peer"])
+def host(request: pytest.FixtureRequest) -> Host:
+    if request.param is PEER:
+        pytest.importorskip("tesseron")
+    kind: Host = request.param
+    return kind
+
+
+@attrs.define
+class Running:
+    proc: trio.Process
+    err: Path
+
+    def log(self) -> str:
+        return self.err.read_text()
+
+
+@contextlib.asynccontextmanager
+async def running_host(script: str, directory: Path) -> AsyncIterator[Running]:
+    """A host subprocess (own process group, stdin /dev/null, stderr to a file), killed
+    with its group after."""
+    directory.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - a local temp dir
+    before = manifests(directory)
+    err = directory.parent / f"{script}.err"
+    with err.open("w") as errfile:
+        proc = await trio.lowlevel.open_process(
+            [sys.executable, str(HOSTS / script), str(directory)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errfile,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+    try:
+        with trio.fail_after(20):
+            while manifests(directory) == before:  # noqa: ASYNC110 - another process
+                await trio.sleep(0.02)
+        yield Running(proc, err)
+    finally:
+        with trio.move_on_after(5, shield=True):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+        assert not pid_alive(proc.pid)
+
+
+class Agent:
+    """What the MCP client saw, and how it answers sampling and elicitation."""
+
+    def __init__(self, err: Path) -> None:
+        self.err = err
+        self.notifications: list[str] = []
+        self.logs: list[types.LoggingMessageNotificationParams] = []
+        self.elicit_action = "accept"
+        self.elicited: list[Any] = []
+        self.sampled: list[Any] = []
+        self.client: Client | None = None
+        self.app = "ours"
+        self.nest_calls = 0
+        self.nested: list[types.CallToolResult] = []
+
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            self.notifications.append(f"bad line: {message}")
+        elif not isinstance(message, types.ServerRequest | types.ServerResult):
+            self.notifications.append(type(message).__name__)
+        await trio.lowlevel.checkpoint()
+
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append(params)
+        await trio.lowlevel.checkpoint()
+
+    async def sampling(self, ctx: Any, params: types.CreateMessageRequestParams) -> Any:
+        self.sampled.append(params)
+        text = params.messages[0].content.text  # type: ignore[union-attr]
+        if text == "nest again?" and self.client is not None:
+            # The agent's model calls the tool again from inside the sampling.
+            self.nest_calls += 1
+            inner = await self.client.call_tool(f"{self.app}__nest", {})
+            self.nested.append(inner)
+            answer = inner.content[0].text  # type: ignore[union-attr]
+            return types.CreateMessageResult(
+                role="assistant", content=types.TextContent(text=answer), model="m"
+            )
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(text="42"), model="m"
+        )
+
+    async def elicit(self, ctx: Any, params: Any) -> types.ElicitResult:
+        self.elicited.append(params)
+        await trio.lowlevel.checkpoint()
+        if self.elicit_action != "accept":
+            return types.ElicitResult(action=self.elicit_action)  # type: ignore[arg-type]
+        props = params.requested_schema.get("properties", {})
+        return types.ElicitResult(action="accept", content={"name": "new"} if props else {})
+
+    async def seen(self, kind: str) -> None:
+        with trio.fail_after(10):
+            while kind not in self.notifications:  # noqa: ASYNC110 - set by the client
+                await trio.sleep(0.02)
+
+    def codes(self) -> list[tuple[str, str]]:
+        return CODE.findall(self.err.read_text())
+
+    async def code(self, app: str, nth: int = 1) -> str:
+        with trio.fail_after(20):
+            while True:
+                found = [c for a, c in self.codes() if a == app]
+                if len(found) >= nth:
+                    return found[nth - 1]
+                await trio.sleep(0.02)
+
+
+@contextlib.asynccontextmanager
+async def gateway(
+    tmp_path: Path, directory: Path, *extra: str, capable: bool = True
+) -> AsyncIterator[tuple[Client, Agent]]:
+    err = tmp_path / f"gateway-{trio.current_time()}.err"
+    agent = Agent(err)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "toolnexus_trio",
+            "gateway",
+            "--mcp",
+            "--instances-dir",
+            str(directory),
+            *extra,
+        ],
+        env={"PYTHONPATH": str(ROOT)},
+    )
+    callbacks: dict[str, Any] = (
+        {"sampling_callback": agent.sampling, "elicitation_callback": agent.elicit}
+        if capable
+        else {}
+    )
+    with err.open("w") as errlog:
+        async with Client(
+            stdio_client(params, errlog=errlog),
+            mode="legacy",
+            cache=None,
+            client_info=types.Implementation(name=CLIENT_NAME, version="1"),
+            message_handler=agent.on_message,
+            logging_callback=agent.on_log,
+            **callbacks,
+        ) as client:
+            agent.client = client
+            yield client, agent
+    assert not [n for n in agent.notifications if n.startswith("bad line")]  # stdout: protocol
+
+
+def text(result: types.CallToolResult) -> str:
+    return result.content[0].text  # type: ignore[union-attr]
+
+
+def data(result: types.CallToolResult) -> Any:
+    assert not result.is_error, text(result)
+    return json.loads(text(result))
+
+
+async def names(client: Client) -> list[str]:
+    return [t.name for t in (await client.list_tools()).tools]
+
+
+async def wait_for_tools(client: Client, present: bool, name: str) -> None:
+    with trio.fail_after(20):
+        while (name in await names(client)) != present:  # noqa: ASYNC110 - another process
+            await trio.sleep(0.05)
+
+
+async def claim(client: Client, agent: Agent, app: str, nth: int = 1) -> None:
+    code = await agent.code(app, nth)
+    claimed = data(await client.call_tool("tesseron__claim_session", {"code": code.lower()}))
+    assert claimed["claimed"] == app
+
+
+CLIENT_NAME = "test-agent"
+META = [
+    "tesseron__claim_session",
+    "tesseron__list_actions",
+    "tesseron__invoke_action",
+    "tesseron__read_resource",
+    "tesseron__list_pending_claims",
+]
+
+
+async def test_host_through_gateway_mcp(tmp_path: Path, host: Host) -> None:
+    """Every per-call behaviour, against our host and the tesseron 0.2.0 host alike."""
+    app = host.app
+    directory = tmp_path / "instances"
+    async with (
+        running_host(host.script, directory),
+        gateway(tmp_path, directory) as (client, agent),
+    ):
+        # Before the claim: only the meta tools; calls are refused with -32009.
+        assert await names(client) == META
+        await agent.code(app)
+        pending = data(await client.call_tool("tesseron__list_pending_claims", {}))
+        assert [p["app_id"] for p in pending] == [app]
+        assert "code" not in json.dumps(pending).lower().replace("app", "")
+        refused = await client.call_tool(
+            "tesseron__invoke_action", {"app_id": app, "action": "echo", "args": {}}
+        )
+        assert refused.is_error and refused.structured_content == {"code": -32009}
+        bad = await client.call_tool("tesseron__claim_session", {"code": "AAAA-AA"})
+        assert bad.is_error and bad.structured_content == {"code": -32009}
+
+        await claim(client, agent, app)
+        await agent.seen("ToolListChangedNotification")
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert list(tools)[:5] == META and f"{app}__echo" in tools
+        if host is OURS:  # tesseron 0.2.0 has no action annotations
+            assert tools["ours__echo"].annotations is not None
+            assert tools["ours__echo"].annotations.read_only_hint is True
+            assert tools["ours__fail"].annotations.destructive_hint is True  # type: ignore[union-attr]
+        assert sorted(tools[f"{app}__add"].input_schema["required"]) == ["a", "b"]
+        listed = data(await client.call_tool("tesseron__list_actions", {}))
+        assert listed[0]["app_id"] == app and "echo" in [a["name"] for a in listed[0]["actions"]]
+
+        # Invoke: pretty JSON, raw strings, errors with their codes.
+        echoed = await client.call_tool(f"{app}__echo", {"x": [1, 2]})
+        assert text(echoed) == json.dumps({"x": [1, 2]}, indent=2)
+        assert data(await client.call_tool(f"{app}__add", {"a": 2, "b": 40})) == 42
+        invalid = await client.call_tool(
+            "tesseron__invoke_action", {"app_id": app, "action": "add", "args": {"a": "x"}}
+        )
+        assert invalid.is_error and invalid.structured_content["code"] == -32004  # type: ignore[index]
+        failed = await client.call_tool(f"{app}__fail", {})
+        assert failed.is_error and text(failed) == "it broke"
+        assert failed.structured_content == {"code": -32005, "data": {"why": "on purpose"}}
+
+        # Progress only with a token: monotonic, total 100, with the message; logs as
+        # messages (warn -> warning, logger = the app id).
+        assert text(await client.call_tool(f"{app}__steps", {})) == "done"
+        assert "ProgressNotification" not in agent.notifications
+        progress: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(p: float, total: float | None, message: str | None) -> None:
+            progress.append((p, total, message))
+
+        result = await client.call_tool(f"{app}__steps", {}, progress_callback=on_progress)
+        assert text(result) == "done"
+        assert progress == [
+            (30.0, 100.0, "at 30"),
+            (60.0, 100.0, "at 60"),
+            (100.0, 100.0, "at 100"),
+        ]
+        assert "ProgressNotification" in agent.notifications  # the check above can see one
+        assert [(e.level, e.logger, e.data) for e in agent.logs][:2] == 2 * [
+            ("warning", app, {"message": "careful", "k": 1})
+        ]
+
+        # Sampling through the client; confirm and elicit: accept, decline, cancel.
+        assert data(await client.call_tool(f"{app}__ask_model", {})) == {"answer": "42"}
+        assert agent.sampled[0].max_tokens == 5
+        assert data(await client.call_tool(f"{app}__confirm", {})) == {"yes": True}
+        assert agent.elicited[-1].requested_schema["properties"] == {}
+        assert data(await client.call_tool(f"{app}__rename", {})) == {"value": {"name": "new"}}
+        agent.elicit_action = "decline"
+        assert data(await client.call_tool(f"{app}__confirm", {})) == {"yes": False}
+        assert data(await client.call_tool(f"{app}__rename", {})) == {"value": None}
+        agent.elicit_action = "cancel"
+        assert data(await client.call_tool(f"{app}__confirm", {})) == {"yes": False}
+        assert data(await client.call_tool(f"{app}__rename", {})) == {"value": None}
+
+        # Cancel: notifications/cancelled reaches the handler; the session goes on.
+        with trio.move_on_after(0.5):
+            await client.call_tool(f"{app}__slow", {})
+        with trio.fail_after(10):
+            while data(await client.call_tool(f"{app}__seen", {}))["slow_cancelled"] is not True:  # noqa: ASYNC110
+                await trio.sleep(0.02)
+
+        # A host's actions/list_changed: tools/list_changed, and the new tool is there.
+        agent.notifications.clear()
+        assert text(await client.call_tool(f"{app}__grow", {})) == "grown"
+        await agent.seen("ToolListChangedNotification")
+        await wait_for_tools(client, True, f"{app}__extra")
+        assert text(await client.call_tool(f"{app}__extra", {})) == "extra"
+
+        # Resources: list, read (both ways), subscribe.
+        uri = f"tesseron://{app}/counter"
+        resources = (await client.list_resources()).resources
+        assert [str(r.uri) for r in resources] == [uri]
+        read = await client.read_resource(uri)
+        assert read.contents[0].text == "0"  # type: ignore[union-attr]
+        meta_read = await client.call_tool(
+            "tesseron__read_resource", {"app_id": app, "name": "counter"}
+        )
+        assert data(meta_read) == 0
+        with warnings.catch_warnings():  # the handshake era's verb, deprecated in 2026-07-28
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.subscribe_resource(uri)
+        assert data(await client.call_tool(f"{app}__bump", {})) == 1
+        await agent.seen("ResourceUpdatedNotification")
+
+        # A dropped connection: the tools go, the gateway redials, the host resumes,
+        # and they come back without a new claim; the subscription is made again.
+        assert text(await client.call_tool(f"{app}__drop", {})) == "dropping"
+        await wait_for_tools(client, False, f"{app}__echo")
+        await wait_for_tools(client, True, f"{app}__echo")
+        assert data(await client.call_tool(f"{app}__add", {"a": 1, "b": 1})) == 2
+        assert len(agent.codes()) == 1  # no second claim code
+        agent.notifications.clear()
+        assert data(await client.call_tool(f"{app}__bump", {})) == 2
+        await agent.seen("ResourceUpdatedNotification")
+
+
+async def test_killed_host_mid_call(tmp_path: Path, host: Host) -> None:
+    directory = tmp_path / "instances"
+    async with (
+        running_host(host.script, directory) as running,
+        gateway(tmp_path, directory) as (client, agent),
+    ):
+        await claim(client, agent, host.app)
+        results: list[types.CallToolResult] = []
+        async with trio.open_nursery() as nursery:
+
+            async def call() -> None:
+                results.append(await client.call_tool(f"{host.app}__slow", {}))
+
+            nursery.start_soon(call)
+            await trio.sleep(0.5)
+            os.killpg(running.proc.pid, signal.SIGKILL)
+            # A liveness bound, not a speed test (the benchmark measures): without the
+            # transport error the call would wait out the 60 s handler.
+            with trio.fail_after(10):
+                while not results:  # noqa: ASYNC110 - set by the call
+                    await trio.sleep(0.01)
+        assert results[0].is_error and results[0].structured_content["code"] == -32010  # type: ignore[index]
+        await wait_for_tools(client, False, f"{host.app}__echo")
+
+
+async def test_gateway_restart_refuses_resume_and_host_says_hello(
+    tmp_path: Path, host: Host
+) -> None:
+    directory = tmp_path / "instances"
+    async with running_host(host.script, directory) as running:
+        async with gateway(tmp_path, directory) as (client, agent):
+            await claim(client, agent, host.app)
+            assert data(await client.call_tool(f"{host.app}__add", {"a": 1, "b": 2})) == 3
+        assert "-32011" not in running.log()
+        # A new gateway: the host's resume is refused (-32011, in the host's own log)
+        # and it says hello again, so it needs a new claim.
+        async with gateway(tmp_path, directory) as (client, agent):
+            await claim(client, agent, host.app)
+            assert data(await client.call_tool(f"{host.app}__add", {"a": 2, "b": 2})) == 4
+        assert re.search(r"resume refused.*-32011", running.log()), running.log()
+
+
+async def test_client_without_sampling_or_elicitation(tmp_path: Path, host: Host) -> None:
+    directory = tmp_path / "instances"
+    async with (
+        running_host(host.script, directory),
+        gateway(tmp_path, directory, capable=False) as (client, agent),
+    ):
+        await claim(client, agent, host.app)
+        # The gateway told the host (tesseron/claimed) that the agent can do neither,
+        # so a conforming host refuses on its own side.
+        sampled = await client.call_tool(f"{host.app}__ask_model", {})
+        assert sampled.is_error and sampled.structured_content["code"] == -32006  # type: ignore[index]
+        elicited = await client.call_tool(f"{host.app}__rename", {})
+        assert elicited.is_error and elicited.structured_content["code"] == -32007  # type: ignore[index]
+        # confirm without elicitation is "no", as the protocol says
+        assert data(await client.call_tool(f"{host.app}__confirm", {})) == {"yes": False}
+        if host is OURS:
+            # A host that asks anyway gets the gateway's own refusals. (Not with the
+            # black-box peer: its public API always checks the capabilities first.)
+            anyway = await client.call_tool("ours__ask_anyway", {"what": "sample"})
+            assert anyway.is_error and anyway.structured_content == {
+                "code": -32006,
+                "data": {"clientName": CLIENT_NAME},
+            }
+            anyway = await client.call_tool("ours__ask_anyway", {"what": "elicit"})
+            assert anyway.is_error and anyway.structured_content == {"code": -32007}
+
+
+async def test_sampling_depth_limit(tmp_path: Path, host: Host) -> None:
+    directory = tmp_path / "instances"
+    async with (
+        running_host(host.script, directory),
+        gateway(tmp_path, directory, "--max-sampling-depth", "2") as (client, agent),
+    ):
+        agent.app = host.app
+        await claim(client, agent, host.app)
+        # nest samples; the model calls nest again; the third level is refused.
+        outer = await client.call_tool(f"{host.app}__nest", {})
+        assert agent.nest_calls == 2
+        innermost = agent.nested[0]  # the first to finish is the deepest
+        assert innermost.is_error and innermost.structured_content == {
+            "code": -32008,
+            "data": {"depth": 3, "max": 2},
+        }
+        assert not agent.nested[1].is_error and not outer.is_error
+
+
+def test_gateway_mcp_cli_options() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "toolnexus_trio", "gateway"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 2 and "--url" in done.stderr and "--mcp" in done.stderr
+    assert pid_alive(os.getpid())

@@ -1,0 +1,142 @@
+"""Which builtins are on, where the file tools may reach, and the shared error shape."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from .._schema import JSONSchema
+from .._tools import Tool, ToolContext, ToolResult, ToolSource, describe_exception
+
+BUILTIN_ORDER = (
+    "bash",
+    "read",
+    "write",
+    "edit",
+    "grep",
+    "glob",
+    "webfetch",
+    "question",
+    "apply_patch",
+    "todowrite",
+)
+"""The SPEC's fixed builtin order (SPEC §4A); :func:`builtin_tools` keeps it."""
+
+
+def _to_base_dir(value: str | os.PathLike[str] | None) -> str | None:
+    return None if value is None else os.fspath(value)
+
+
+@attrs.frozen
+class BuiltinsConfig:
+    """Which builtins are on (SPEC §4A), and the directory the file tools are confined to.
+
+    ``BuiltinsConfig()`` turns every builtin on; ``BuiltinsConfig.off()`` turns the
+    whole source off; ``BuiltinsConfig(tools={"question": False})`` drops one tool on the
+    all-on baseline (``True`` keeps a tool on; it never makes an allow-list; unknown
+    names are ignored). A whole-source off short-circuits the map.
+
+    ``base_dir`` (default ``None``): with ``None``, relative paths resolve against the
+    process's working directory and any path may be used, as the SPEC says. With a
+    directory, relative paths resolve against it, and ``read``, ``write``, ``edit``,
+    ``glob``, ``grep``, ``apply_patch`` and ``bash``'s ``workdir`` refuse any path whose
+    real location (symlinks resolved) lies outside it; ``bash`` also starts there by
+    default. It confines paths, not commands: a ``bash`` command can still reach any
+    file the process can (turn ``bash`` off for that).
+    """
+
+    enabled: bool = True
+    tools: Mapping[str, bool] = attrs.field(factory=dict)
+    base_dir: str | None = attrs.field(default=None, converter=_to_base_dir)
+
+    @classmethod
+    def off(cls) -> BuiltinsConfig:
+        """No builtins at all."""
+        return cls(enabled=False)
+
+    def is_on(self, name: str) -> bool:
+        """Whether builtin *name* is enabled."""
+        return self.enabled and self.tools.get(name, True) is not False
+
+
+class BuiltinError(Exception):
+    """A failure a builtin reports as ``"<tool>: <message>"`` (never raised to callers)."""
+
+
+@attrs.frozen
+class Place:
+    """Turns the paths a model gives into the paths a builtin opens (see ``base_dir``)."""
+
+    base_dir: str | None
+
+    def resolve(self, path: str) -> str:
+        """*path* to open: as given without a base; otherwise real, and inside the base.
+
+        Blocking (it resolves symlinks): call it from a worker thread.
+        """
+        if self.base_dir is None:
+            return path
+        base = os.path.realpath(self.base_dir)
+        real = os.path.realpath(os.path.join(base, path))
+        if real != base and not real.startswith(base.rstrip(os.sep) + os.sep):
+            raise BuiltinError(f"{path} resolves outside baseDir {self.base_dir}")
+        return real
+
+    def display(self, path: str) -> str:
+        """How an error names *path*: as given, or joined to the base (as the ports do)."""
+        return path if self.base_dir is None else os.path.join(self.base_dir, path)
+
+    async def resolve_async(self, path: str) -> str:
+        """:meth:`resolve` off the event loop (only a base needs the file system)."""
+        if self.base_dir is None:
+            await trio.lowlevel.checkpoint()
+            return path
+        return await trio.to_thread.run_sync(self.resolve, path)
+
+    def default_dir(self) -> str:
+        """The directory used when a tool's ``path``/``workdir`` is absent or empty."""
+        return "." if self.base_dir is None else self.base_dir
+
+
+def required(args: Mapping[str, Any], key: str) -> str:
+    """``args[key]``, refusing the empty string the way every port does."""
+    value: str = args.get(key) or ""
+    if not value:
+        raise BuiltinError(f"{key} is required")
+    return value
+
+
+def whole_number(value: Any, key: str) -> int | None:
+    """A JSON number argument truncated to an int (``1.9`` -> 1), or ``None`` when absent."""
+    if value is None:
+        return None
+    number = float(value)
+    if not math.isfinite(number):
+        raise BuiltinError(f"{key} must be a finite number")
+    return int(number)
+
+
+Run = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+
+
+def builtin(name: str, description: str, schema: JSONSchema, run: Run) -> Tool:
+    """A builtin :class:`Tool` whose failures read ``"<name>: <error>"`` (SPEC §4A)."""
+
+    async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            return await run(args, ctx)
+        except Exception as exc:
+            return ToolResult.error(f"{name}: {describe_exception(exc)}")
+
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=schema,
+        source=ToolSource.BUILTIN,
+        execute=execute,
+    )

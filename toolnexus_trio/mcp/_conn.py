@@ -1,0 +1,564 @@
+"""One configured MCP server: connect, list, call, and keep its tools current.
+
+A connection is one long-lived task (:meth:`ServerConn.run`, started with
+``nursery.start``): it opens the transport (stdio; streamable HTTP, or HTTP+SSE when a
+remote server refuses the first with a 4xx) and the SDK session, runs the load phases
+(``initialize``, ``tools/list`` with pagination), each under the server's ``timeout``,
+reports started, and then waits for ``notifications/tools/list_changed`` to refresh
+the tools, until it is closed. Everything the server sends that is not a reply is
+handled without awaiting user code in the SDK's tasks: progress is queued (in wire
+order, by a tap on the receive loop) for the calling task to forward, and
+``list_changed`` sets an event.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import json
+import logging
+import math
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final
+
+import anyio
+import httpx2
+import mcp_types as types
+import trio
+from mcp.client.session import ClientRequestContext, ClientSession, IncomingMessage
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from .._groups import collapse_groups
+from .._runctx import RunServices, current_run
+from .._tools import Tool, ToolContext, ToolHints, ToolResult, ToolSource
+from .._version import __version__
+from .._wire import Answer, Request
+from ._config import McpServerConfig, filter_tools, mcp_tool_name
+from ._elicit import elicit_result_from_answer, request_from_elicitation
+from ._hints import hints_from_annotations
+from ._stdio import StdioTransport, open_stdio
+from ._types import McpStatus, McpToolInfo
+
+logger = logging.getLogger("toolnexus_trio.mcp")
+
+WaitFor = Callable[[Request], Awaitable[Answer]]
+
+MAX_PAGES: Final = 1000
+"""``tools/list`` pages followed before a server is considered broken."""
+MAX_ELICITATIONS: Final = 16
+"""Elicitations of one server answered at once; more are refused (a flood stays bounded)."""
+MAX_PROGRESS_BACKLOG: Final = 64
+"""Progress updates of one call held for forwarding; past it the oldest are dropped."""
+CLOSE_BOUND: Final = 3.0
+"""Seconds a close waits for a connection to wind down (the stdio shutdown is ~2.5 s)."""
+CLIENT_INFO: Final = types.Implementation(name="toolnexus-trio", version=__version__)
+_OPEN_SCHEMA: Final[dict[str, Any]] = {"type": "object"}
+
+_ssl_context: ssl.SSLContext | None = None
+
+
+async def _ssl() -> ssl.SSLContext:
+    global _ssl_context
+    if _ssl_context is None:
+        # Loading the CA bundle blocks for tens of ms: once per process, in a thread.
+        _ssl_context = await trio.to_thread.run_sync(httpx2.create_ssl_context)
+    return _ssl_context
+
+
+def _http_client(
+    config: McpServerConfig,
+    verify: ssl.SSLContext,
+    timeout: httpx2.Timeout,
+    event_hooks: dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]] | None = None,
+) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(
+        headers=config.expanded_headers(),
+        timeout=timeout,
+        verify=verify,
+        event_hooks=event_hooks,
+    )
+
+
+class LoadError(Exception):
+    """A load phase of one server failed (the message is its status reason)."""
+
+
+def result_text(result: types.CallToolResult) -> tuple[str, bool]:
+    """SPEC §2's mapping: an error joins its text parts (``"\\n\\n"``); structured
+    content is compact JSON; otherwise text parts and embedded text resources joined
+    by ``"\\n"``."""
+    texts: list[str] = []
+    for part in result.content:
+        if isinstance(part, types.TextContent):
+            texts.append(part.text)
+        elif isinstance(part, types.EmbeddedResource) and isinstance(
+            part.resource, types.TextResourceContents
+        ):
+            texts.append(part.resource.text)
+    if result.is_error:
+        return "\n\n".join(t for t in texts if t) or "MCP tool returned an error", True
+    if result.structured_content is not None:
+        return json.dumps(result.structured_content, separators=(",", ":")), False
+    return "\n".join(texts), False
+
+
+class _Progress:
+    """Progress of one call, in wire order: the read tap queues, the calling task forwards."""
+
+    def __init__(self, services: RunServices, tool: str, call_id: str | None, server: str):
+        self.services, self.tool, self.call_id, self.server = services, tool, call_id, server
+        self.queue: collections.deque[tuple[float, float | None, str | None]] = collections.deque(
+            maxlen=MAX_PROGRESS_BACKLOG
+        )
+        self.wake = trio.Event()
+        self.done = False
+
+    def push(self, params: dict[str, Any]) -> None:
+        """Queue one ``notifications/progress`` (called by the read tap: never blocks)."""
+        progress, total, message = (
+            params.get("progress"),
+            params.get("total"),
+            params.get("message"),
+        )
+        if not isinstance(progress, int | float) or isinstance(progress, bool):
+            return
+        if not isinstance(total, int | float) or isinstance(total, bool):
+            total = None
+        self.queue.append((float(progress), total, message if isinstance(message, str) else None))
+        self.wake.set()
+
+    async def forward(self) -> None:
+        while True:
+            while not self.queue:
+                if self.done:
+                    return
+                await self.wake.wait()
+                self.wake = trio.Event()
+            progress, total, message = self.queue.popleft()
+            percent = None
+            if total and math.isfinite(total) and total > 0 and math.isfinite(progress):
+                percent = max(0, min(100, round(progress * 100 / total)))
+            if self.services.metric is not None:
+                self.services.metric(
+                    {"event": "progress", "tool": self.tool, "percent": percent, "message": message}
+                )
+            if self.services.emit is not None:
+                event = {
+                    "type": "progress",
+                    "id": self.call_id,
+                    "tool": self.tool,
+                    "server": self.server,
+                    "progress": progress,
+                    "total": total,
+                    "percent": percent,
+                    "message": message,
+                }
+                # A consumer that is gone means the run is ending: drop the event.
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await self.services.emit(event)
+
+    def finish(self) -> None:
+        self.done = True
+        self.wake.set()
+
+
+class _ReadTap:
+    """The session's read stream, seen first by us: ``notifications/progress`` for one
+    of our calls is routed to that call's queue here, in the receive loop and in wire
+    order (so all of a call's progress is queued before its answer is delivered),
+    and is not passed on. Everything else passes through untouched."""
+
+    def __init__(self, inner: Any, routes: dict[str, _Progress]) -> None:
+        self._inner = inner
+        self._routes = routes
+
+    @property
+    def last_context(self) -> Any:
+        """The SDK's per-message context, when the inner stream carries one."""
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            message = getattr(item, "message", None)
+            if (
+                isinstance(message, types.JSONRPCNotification)
+                and message.method == "notifications/progress"
+                and isinstance(message.params, dict)
+            ):
+                route = self._routes.get(str(message.params.get("progressToken")))
+                if route is not None:
+                    route.push(message.params)
+                    continue
+            return item
+
+    def __aiter__(self) -> _ReadTap:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _ReadTap:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class ServerConn:
+    """One configured server: its status, live session and current tools."""
+
+    def __init__(
+        self, config: McpServerConfig, wait_for: WaitFor | None, on_change: Callable[[], None]
+    ) -> None:
+        self.config = config
+        self.status = (
+            McpStatus("disabled") if not config.enabled else McpStatus("failed", "not loaded")
+        )
+        self.session: ClientSession | None = None
+        self.infos: list[McpToolInfo] = []
+        self.tools: list[Tool] = []
+        self._wait_for = wait_for
+        self._on_change = on_change
+        self._changed = trio.Event()
+        self._stop = trio.Event()
+        self._scope: trio.CancelScope | None = None
+        self._done = trio.Event()
+        self._running = False
+        self._built: dict[str, tuple[tuple[str, ToolHints | None], Tool]] = {}
+        self._elicitations = 0
+        self._progress: dict[str, _Progress] = {}
+        self._tokens = itertools.count(1)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def bound(self) -> float:
+        """One load phase's bound, in seconds."""
+        return self.config.timeout_ms / 1000
+
+    def _client(self, read: Any, write: Any) -> ClientSession:
+        return ClientSession(
+            _ReadTap(read, self._progress),
+            write,
+            elicitation_callback=self._elicit if self._wait_for is not None else None,
+            message_handler=self._on_message,
+            client_info=CLIENT_INFO,
+        )
+
+    @contextlib.asynccontextmanager
+    async def _open(self) -> AsyncIterator[tuple[ClientSession, StdioTransport | None]]:
+        """An initialized session (and the stdio transport when local). A remote server
+        is tried over streamable HTTP first; when it rejects that ``initialize`` with an
+        HTTP 4xx (a legacy server: no POST at its URL), over HTTP+SSE (SPEC §2's fallback,
+        the MCP spec's backwards-compatibility rule). Each attempt's phases are bounded."""
+        if self.config.type == "local":
+            async with open_stdio(self.config) as stdio, self._client(stdio.read, stdio.write) as s:
+                await self._phase("initialize", s.initialize)
+                yield s, stdio
+            return
+        verify = await _ssl()
+        rejected: str | None = None
+        if self.config.transport != "sse":
+            statuses: list[int] = []
+            opened = False
+            try:
+                async with self._streamable(verify, statuses) as session:
+                    opened = True
+                    yield session, None
+                return
+            except MCPError as exc:
+                first = statuses[0] if statuses else 0
+                if opened or self.config.transport != "auto" or not 400 <= first < 500:
+                    raise
+                rejected = f"streamable HTTP answered {first} ({exc.error.message})"
+            logger.info("MCP server %r: %s; trying HTTP+SSE", self.config.name, rejected)
+        opened = False
+        try:
+            async with self._sse(verify) as session:
+                opened = True
+                yield session, None
+        except Exception as exc:
+            if opened or rejected is None:
+                raise
+            reason = (str(exc) or type(exc).__name__).splitlines()[0]
+            raise LoadError(f"{rejected}; SSE fallback: {reason}") from exc
+
+    @contextlib.asynccontextmanager
+    async def _streamable(
+        self, verify: ssl.SSLContext, statuses: list[int]
+    ) -> AsyncIterator[ClientSession]:
+        async def seen(response: httpx2.Response) -> None:
+            if response.request.method == "POST":
+                statuses.append(response.status_code)  # the first is initialize's
+
+        assert self.config.url is not None
+        # A response stream may stay open for minutes; connect/write obey the load bound.
+        timeout = httpx2.Timeout(self.bound, read=300.0)
+        with collapse_groups():
+            async with (
+                _http_client(self.config, verify, timeout, {"response": [seen]}) as http,
+                streamable_http_client(self.config.url, http_client=http) as (read, write),
+                self._client(read, write) as session,
+            ):
+                await self._phase("initialize", session.initialize)
+                yield session
+
+    @contextlib.asynccontextmanager
+    async def _sse(self, verify: ssl.SSLContext) -> AsyncIterator[ClientSession]:
+        def factory(
+            headers: dict[str, str] | None = None,
+            timeout: httpx2.Timeout | None = None,
+            auth: httpx2.Auth | None = None,
+        ) -> httpx2.AsyncClient:
+            return _http_client(self.config, verify, timeout or httpx2.Timeout(self.bound))
+
+        assert self.config.url is not None
+        # Connecting is the GET plus the wait for the `endpoint` event; a server that
+        # accepts and then says nothing must not hold us for the 300 s read timeout.
+        # The scope has to enclose the transport's whole life (it opens a task group),
+        # so it is bounded until connected and unbounded after.
+        connect = trio.CancelScope(deadline=trio.current_time() + self.bound)
+        with connect, collapse_groups():
+            async with sse_client(
+                self.config.url, timeout=self.bound, httpx_client_factory=factory
+            ) as (read, write):
+                connect.deadline = math.inf
+                async with self._client(read, write) as session:
+                    await self._phase("initialize", session.initialize)
+                    yield session
+        if connect.cancelled_caught:
+            raise LoadError(f"connect timed out after {self.config.timeout_ms:g}ms")
+
+    async def run(
+        self,
+        *,
+        list_only: bool = False,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Connect and load (each phase bounded), report started, then keep the tools
+        current until :meth:`close`. A failure before started raises :class:`LoadError`
+        (or the transport's error) to the ``nursery.start`` caller."""
+        self._running = True
+        try:
+            with trio.CancelScope() as self._scope, collapse_groups():
+                async with self._open() as (session, stdio):
+                    infos = await self._phase("tools/list", lambda: self._list_all(session))
+                    self.session = session
+                    self._install(infos)
+                    if stdio is not None:
+                        stdio.graceful = True
+                    task_status.started()
+                    if not list_only:
+                        await self._watch(session, stdio)
+        finally:
+            self.session = None
+            self._done.set()
+
+    async def _phase(self, name: str, step: Callable[[], Awaitable[Any]]) -> Any:
+        with trio.move_on_after(self.bound) as scope:
+            return await step()
+        assert scope.cancelled_caught
+        raise LoadError(f"{name} timed out after {self.config.timeout_ms:g}ms")
+
+    async def _watch(self, session: ClientSession, stdio: StdioTransport | None) -> None:
+        async with trio.open_nursery() as nursery:
+            if stdio is not None:
+                nursery.start_soon(self._watch_exit, stdio, nursery.cancel_scope)
+            nursery.start_soon(self._watch_stop, nursery.cancel_scope)
+            while True:
+                await self._changed.wait()
+                self._changed = trio.Event()  # updates arriving meanwhile: one more relist
+                try:
+                    with trio.fail_after(self.bound):
+                        infos = await self._list_all(session)
+                except (Exception, trio.TooSlowError) as exc:
+                    logger.warning(
+                        "MCP server %r: refreshing tools failed: %s", self.config.name, exc
+                    )
+                    continue
+                self._install(infos)
+
+    async def _watch_stop(self, scope: trio.CancelScope) -> None:
+        await self._stop.wait()
+        scope.cancel()
+
+    async def _watch_exit(self, stdio: StdioTransport, scope: trio.CancelScope) -> None:
+        await stdio.closed.wait()
+        if self._stop.is_set():
+            return
+        code = stdio.process.poll()
+        reason = "server closed its output" if code is None else f"server exited with code {code}"
+        logger.warning("MCP server %r: %s", self.config.name, reason)
+        self.fail(reason)
+        scope.cancel()
+
+    def fail(self, error: BaseException | str) -> None:
+        """Mark the server failed (its tools are gone) and log why."""
+        reason = error if isinstance(error, str) else (str(error) or type(error).__name__)
+        if isinstance(error, BaseException):
+            logger.warning("MCP server %r failed: %s", self.config.name, reason)
+        self.status = McpStatus("failed", reason)
+        self.tools, self.infos = [], []
+        self._on_change()
+
+    async def close(self) -> None:
+        """Wind the connection down (graceful for a connected stdio server), bounded."""
+        self._stop.set()
+        if not self._running:
+            return
+        if self._scope is not None:
+            self._scope.deadline = min(self._scope.deadline, trio.current_time() + CLOSE_BOUND)
+        with trio.move_on_after(CLOSE_BOUND + 1, shield=True):
+            await self._done.wait()
+
+    # ------------------------------------------------------------------ tools
+
+    async def _list_all(self, session: ClientSession) -> list[McpToolInfo]:
+        infos: list[McpToolInfo] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_tools(params=params)
+            infos += [
+                McpToolInfo(
+                    t.name,
+                    t.description or "",
+                    dict(t.input_schema),
+                    hints_from_annotations(t.annotations),
+                )
+                for t in page.tools
+            ]
+            cursor = page.next_cursor
+            if not cursor:
+                return infos
+            if cursor in seen:
+                raise LoadError(f"tools/list returned cursor {cursor!r:.40} twice")
+            seen.add(cursor)
+        raise LoadError(f"tools/list has more than {MAX_PAGES} pages")
+
+    def _install(self, infos: list[McpToolInfo]) -> None:
+        keep = set(filter_tools([i.name for i in infos], self.config.tools, self.config.name))
+        self.infos = infos
+        built: dict[str, tuple[tuple[str, ToolHints | None], Tool]] = {}
+        tools: list[Tool] = []
+        for info in infos:
+            if info.name not in keep:
+                continue
+            key = json.dumps([info.description, info.input_schema], sort_keys=True), info.hints
+            cached = self._built.get(info.name)
+            made = cached[1] if cached is not None and cached[0] == key else self._make_tool(info)
+            built[info.name] = (key, made)
+            tools.append(made)
+        self._built, self.tools = built, tools
+        self.status = McpStatus("connected", None, len(tools))
+        self._on_change()
+
+    def _make_tool(self, info: McpToolInfo) -> Tool:
+        name = mcp_tool_name(self.config.name, info.name)
+        original = info.name
+
+        async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            return await self.call(original, name, args, ctx)
+
+        schema = dict(info.input_schema)
+        schema["type"] = "object"
+        try:
+            return Tool(name, info.description, schema, ToolSource.MCP, execute, info.hints)
+        except Exception as exc:  # a hostile schema must not break the toolkit
+            logger.warning(
+                "MCP tool %s: input schema does not compile (%s); open object", name, exc
+            )
+            return Tool(
+                name, info.description, dict(_OPEN_SCHEMA), ToolSource.MCP, execute, info.hints
+            )
+
+    async def call(
+        self, tool: str, public_name: str, args: dict[str, Any], ctx: ToolContext
+    ) -> ToolResult:
+        """``tools/call`` *tool*; a cancel or timeout of the calling scope sends
+        ``notifications/cancelled`` for the request (the SDK does, as the scope unwinds)."""
+        session = self.session
+        meta = {"server": self.config.name}
+        if session is None:
+            return ToolResult.error(f"MCP server {self.config.name!r} is not connected", meta)
+        services = current_run.get()
+        try:
+            if services is None or (services.emit is None and services.metric is None):
+                result = await session.call_tool(tool, args)
+            else:
+                # Our own progress token, routed by the read tap (see _ReadTap).
+                token = f"tnx-{next(self._tokens)}"
+                progress = _Progress(services, public_name, ctx.call_id, self.config.name)
+                self._progress[token] = progress
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(progress.forward)
+                        try:
+                            result = await session.call_tool(
+                                tool, args, meta={"progress_token": token}
+                            )
+                        finally:
+                            progress.finish()
+                finally:
+                    del self._progress[token]
+        except MCPError as exc:
+            return ToolResult.error(exc.error.message or str(exc), meta)
+        output, is_error = result_text(result)
+        return ToolResult(output, is_error, meta)
+
+    # ------------------------------------------------------------------ server -> client
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._changed.set()
+        elif isinstance(message, Exception):
+            logger.debug("MCP server %r sent a bad message: %s", self.config.name, message)
+        await trio.lowlevel.checkpoint()
+
+    async def _elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        wait_for = self._wait_for
+        assert wait_for is not None  # the capability is advertised only with one
+        raw = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            request = request_from_elicitation(raw)
+        except ValueError as exc:
+            return types.ErrorData(code=types.INVALID_PARAMS, message=str(exc))
+        if self._elicitations >= MAX_ELICITATIONS:
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"too many elicitations at once (limit {MAX_ELICITATIONS})",
+            )
+        self._elicitations += 1
+        try:
+            answer: object = await wait_for(request)
+        except Exception:
+            logger.exception(
+                "wait_for failed for an elicitation of %r; answering cancel", self.config.name
+            )
+            return types.ElicitResult(action="cancel")
+        finally:
+            self._elicitations -= 1
+        if not isinstance(answer, Answer):
+            logger.error(
+                "wait_for returned %s, not an Answer; answering cancel", type(answer).__name__
+            )
+            return types.ElicitResult(action="cancel")
+        try:
+            out = elicit_result_from_answer(answer, url_mode=request.kind == "authorization")
+        except ValueError as exc:
+            return types.ErrorData(code=types.INVALID_PARAMS, message=str(exc))
+        return types.ElicitResult.model_validate(out)

@@ -1,0 +1,17 @@
+"""The optional ``mcp`` SDK: one place that says how to get it when it is missing."""
+
+from __future__ import annotations
+
+from typing import Final
+
+EXTRA_HINT: Final = "pip install 'toolnexus-trio[mcp]'"
+
+
+def require_sdk(feature: str) -> None:
+    """Raise :class:`ImportError` naming the ``mcp`` extra when the SDK is not installed."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            f"{feature} needs the optional MCP support (the mcp SDK and hypercorn): {EXTRA_HINT}"
+        ) from exc

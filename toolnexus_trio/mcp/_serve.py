@@ -1,0 +1,406 @@
+"""A toolkit's MCP server face (SPEC §7C): list, call, cancel, progress, suspension.
+
+:class:`ServedToolkit` builds the SDK's low-level ``Server`` for a toolkit; the
+transports (streamable HTTP on hypercorn, stdio) live in :mod:`._serving`.
+
+- ``tools/list``: the toolkit's names verbatim, filtered by ``MCPServeConfig.tools``.
+- ``tools/call``: :meth:`Tool.call` with a :class:`ToolContext` whose ``call_id`` is
+  the request id. The client's ``notifications/cancelled`` cancels the handler's task,
+  so the tool is cancelled at once (and its ``ctx.cancel`` token is set).
+- The tool's ``progress``/``log`` events (a Tesseron action, an MCP tool of our own
+  source) become ``notifications/progress`` (only with a ``progressToken``) and
+  ``notifications/message``.
+- A tool that suspends (SPEC §10) is answered through the client: by elicitation
+  (form for ``question``/``input``/``approval``, URL for ``authorization``) on a
+  handshake-era connection, by ``InputRequiredResult`` on a 2026-07-28 one; it is
+  re-run once with ``ctx.answer``. A client with neither gets an error that says
+  what was asked.
+- A change of ``toolkit.tools()`` (seen through ``Toolkit.wait_changed``, no polling)
+  sends ``notifications/tools/list_changed`` to every connection (and to
+  ``subscriptions/listen`` streams).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+from typing import TYPE_CHECKING, Any, Final
+
+import mcp_types as types
+import trio
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .._cancel import CancelToken
+from .._runctx import RunServices, current_run
+from .._tools import Tool, ToolContext, ToolResult, pending_of
+from .._wire import Answer, Request
+from ._elicit import answer_from_elicit_result, elicitation_from_request
+from ._hints import annotations_from_hints
+from ._types import CallInfo, MCPServeConfig, OnCall
+
+if TYPE_CHECKING:
+    from .._toolkit import Toolkit
+
+logger = logging.getLogger("toolnexus_trio.mcp.serve")
+
+NOTIFY_BOUND: Final = 1.0
+"""Seconds one connection may take to accept a ``list_changed``; a stuck one is skipped."""
+INPUT_KEY: Final = "toolnexus"
+"""The key of our one entry in ``InputRequiredResult.input_requests``."""
+_LOG_LEVELS: Final = frozenset(
+    {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+)
+_ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+
+
+def _args_digest(args: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class _ToolkitServer(Server[Any]):
+    """The SDK's server, advertising ``tools.listChanged`` on every transport (the HTTP
+    session manager asks the server itself for its initialization options)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+class ServedToolkit:
+    """The MCP server for *toolkit* (one per serve; many connections)."""
+
+    def __init__(
+        self, toolkit: Toolkit, config: MCPServeConfig | None, on_call: OnCall | None
+    ) -> None:
+        self.toolkit = toolkit
+        self.config = config or MCPServeConfig()
+        self.on_call = on_call
+        self._bus = InMemorySubscriptionBus()
+        self._key = secrets.token_bytes(32)  # seals request_state; never leaves the process
+        self._exposed: dict[str, Tool] = {}
+        self._exposed_of: object = None
+        self._listing: types.ListToolsResult | None = None
+        self._sessions: dict[int, Any] = {}
+        self.server: Server[Any] = _ToolkitServer(
+            self.config.name,
+            version=self.config.version,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=ListenHandler(self._bus),
+        )
+        self.server.add_notification_handler(
+            "notifications/initialized", types.NotificationParams, self._initialized
+        )
+
+    def init_options(self) -> InitializationOptions:
+        """What ``initialize`` answers: our ``serverInfo``, ``tools.listChanged``."""
+        return self.server.create_initialization_options()
+
+    # ------------------------------------------------------------------ tools
+
+    def exposed(self) -> dict[str, Tool]:
+        """The served tools by name (recomputed only when the toolkit's tools change)."""
+        current = self.toolkit._current()
+        if current is not self._exposed_of:
+            wanted = self.config.tools
+            if wanted is None:
+                self._exposed = dict(current)
+            else:
+                self._exposed = {n: current[n] for n in wanted if n in current}
+            self._exposed_of, self._listing = current, None
+        return self._exposed
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        exposed = self.exposed()
+        if self._listing is None:
+            self._listing = types.ListToolsResult(
+                tools=[
+                    types.Tool(
+                        name=t.name,
+                        description=t.description,
+                        input_schema=t.input_schema,
+                        annotations=annotations_from_hints(t.hints),
+                    )
+                    for t in exposed.values()
+                ]
+            )
+        return self._listing
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        tool = self.exposed().get(params.name)
+        if tool is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        args = dict(params.arguments or {})
+        started = trio.current_time()
+        if params.request_state is not None:
+            asked = self._unseal(params.request_state, tool.name, args)
+            answer = self._answer_from_inputs(asked, params.input_responses)
+            result = await self._resolved(ctx, tool, args, asked, answer)
+        else:
+            result = await self._run(ctx, tool, args, None)
+            request = pending_of(result)
+            if request is not None:
+                if not ctx.session.check_client_capability(_ELICITATION):
+                    result = _unanswerable(result, request)
+                elif ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    return self._input_required(request, tool.name, args)
+                else:
+                    result = await self._by_elicitation(ctx, tool, args, request)
+        self._report(tool, started, result)
+        return types.CallToolResult(
+            content=[types.TextContent(text=result.output)], is_error=result.is_error
+        )
+
+    async def _run(
+        self,
+        ctx: ServerRequestContext[Any],
+        tool: Tool,
+        args: dict[str, Any],
+        answer: Answer | None,
+    ) -> ToolResult:
+        token = CancelToken()
+        tool_ctx = ToolContext(cancel=token, call_id=str(ctx.request_id), answer=answer)
+        forward = _Forward(ctx)
+        reset = current_run.set(RunServices(emit=forward.emit, metric=None, sample=None))
+        try:
+            return await tool.call(args, tool_ctx)
+        except trio.Cancelled:
+            # The client cancelled (notifications/cancelled): say so to the tool too.
+            token.cancel("cancelled by the MCP client")
+            raise
+        finally:
+            current_run.reset(reset)
+
+    def _report(self, tool: Tool, started: float, result: ToolResult) -> None:
+        if self.on_call is None:
+            return
+        info = CallInfo(
+            tool.name, tool.source.value, (trio.current_time() - started) * 1000, result.is_error
+        )
+        try:
+            self.on_call(info)
+        except Exception:
+            logger.exception("on_call raised; the call's answer is not affected")
+
+    # ------------------------------------------------------------------ suspension
+
+    async def _by_elicitation(
+        self, ctx: ServerRequestContext[Any], tool: Tool, args: dict[str, Any], request: Request
+    ) -> ToolResult:
+        caps = ctx.session.client_capabilities
+        url_ok = bool(caps and caps.elicitation and caps.elicitation.url is not None)
+        params = elicitation_from_request(request, url_supported=url_ok)
+        try:
+            if params["mode"] == "url":
+                reply = await ctx.session.elicit_url(
+                    params["message"], params["url"], params["elicitationId"], ctx.request_id
+                )
+            else:
+                reply = await ctx.session.elicit_form(
+                    params["message"], params["requestedSchema"], ctx.request_id
+                )
+            answer = answer_from_elicit_result(
+                request, reply.model_dump(by_alias=True, mode="json", exclude_none=True)
+            )
+        except (MCPError, ValueError) as exc:
+            logger.warning("elicitation for %s failed: %s", tool.name, exc)
+            answer = Answer(request.id, False, reason="cancelled")
+        return await self._resolved(ctx, tool, args, request, answer)
+
+    async def _resolved(
+        self,
+        ctx: ServerRequestContext[Any],
+        tool: Tool,
+        args: dict[str, Any],
+        request: Request,
+        answer: Answer,
+    ) -> ToolResult:
+        """SPEC §10's rule: re-run once on ``ok``; a refusal or a second suspension is an error."""
+        if not answer.ok:
+            return ToolResult.error(f"declined/expired: {request.prompt}")
+        result = await self._run(ctx, tool, args, answer)
+        if pending_of(result) is not None:
+            return ToolResult.error(f"unresolved: {request.prompt}")
+        return result
+
+    def _input_required(
+        self, request: Request, tool: str, args: dict[str, Any]
+    ) -> types.InputRequiredResult:
+        params = elicitation_from_request(request, url_supported=True, with_id=False)
+        if params["mode"] == "url":
+            inner: types.ElicitRequestParams = types.ElicitRequestURLParams(
+                message=params["message"], url=params["url"]
+            )
+        else:
+            inner = types.ElicitRequestFormParams(
+                message=params["message"], requested_schema=params["requestedSchema"]
+            )
+        return types.InputRequiredResult(
+            input_requests={INPUT_KEY: types.ElicitRequest(params=inner)},
+            request_state=self._seal(request, tool, args),
+        )
+
+    def _seal(self, request: Request, tool: str, args: dict[str, Any]) -> str:
+        # The client echoes this back: sign it, and bind it to this tool and arguments.
+        body = json.dumps(
+            {"request": request.to_json(), "tool": tool, "args": _args_digest(args)},
+            separators=(",", ":"),
+        ).encode()
+        mac = hmac.new(self._key, body, hashlib.sha256).digest()
+        return f"{base64.urlsafe_b64encode(body).decode()}.{base64.urlsafe_b64encode(mac).decode()}"
+
+    def _unseal(self, state: str, tool: str, args: dict[str, Any]) -> Request:
+        try:
+            body_b64, mac_b64 = state.split(".")
+            body = base64.urlsafe_b64decode(body_b64)
+            good = hmac.compare_digest(
+                hmac.new(self._key, body, hashlib.sha256).digest(),
+                base64.urlsafe_b64decode(mac_b64),
+            )
+            sealed = json.loads(body) if good else None
+        except ValueError:
+            sealed = None
+        if (
+            not isinstance(sealed, dict)
+            or sealed.get("tool") != tool
+            or sealed.get("args") != _args_digest(args)
+        ):
+            raise MCPError(
+                code=types.INVALID_PARAMS, message="request_state is not ours or not for this call"
+            )
+        return Request.from_json(sealed["request"])
+
+    @staticmethod
+    def _answer_from_inputs(request: Request, inputs: types.InputResponses | None) -> Answer:
+        reply = (inputs or {}).get(INPUT_KEY)
+        if not isinstance(reply, types.ElicitResult):
+            return Answer(request.id, False, reason="cancelled")
+        try:
+            return answer_from_elicit_result(
+                request, reply.model_dump(by_alias=True, mode="json", exclude_none=True)
+            )
+        except ValueError as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+
+    # ------------------------------------------------------------------ list_changed
+
+    async def _initialized(
+        self, ctx: ServerRequestContext[Any], params: types.NotificationParams | None
+    ) -> None:
+        # Remember the connection for list_changed until it closes. The SDK gives the
+        # connection (and its exit stack) only through the session's private field.
+        connection = getattr(ctx.session, "_connection", None)
+        stack = getattr(connection, "exit_stack", None)
+        if connection is None or stack is None:
+            return
+        key = id(connection)
+        self._sessions[key] = ctx.session
+        stack.callback(self._sessions.pop, key, None)
+        await trio.lowlevel.checkpoint()
+
+    async def watch_changes(self) -> None:
+        """Send ``tools/list_changed`` whenever the served tool set changes (run as a task).
+
+        Parks on :meth:`Toolkit.wait_changed` between changes: nothing runs while the
+        tools stay the same, and a change is sent at once."""
+        version = self.toolkit.version
+        seen = self.exposed()
+        while True:
+            version = await self.toolkit.wait_changed(version)
+            now = self.exposed()
+            if now is seen or now == seen:
+                continue
+            seen = now
+            async with trio.open_nursery() as nursery:
+                for session in list(self._sessions.values()):
+                    nursery.start_soon(self._notify, session)
+            await self._bus.publish(ToolsListChanged())
+
+    @staticmethod
+    async def _notify(session: Any) -> None:
+        with trio.move_on_after(NOTIFY_BOUND):
+            await session.send_tool_list_changed()
+
+
+def _unanswerable(suspended: ToolResult, request: Request) -> ToolResult:
+    return ToolResult.error(
+        f"{suspended.output}\n\nThe tool is waiting for {request.kind}: {request.prompt}. "
+        "This MCP client supports neither elicitation nor input_required, so it cannot be "
+        "answered here.",
+        {"pending": request},
+    )
+
+
+class _Forward:
+    """A served call's ``progress``/``log`` events to the MCP client of that request."""
+
+    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+        self.ctx = ctx
+        self.cursor = -1.0
+        self.legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        try:
+            if kind == "progress":
+                await self._progress(event)
+            elif kind == "log" and self.legacy:
+                await self._log(event)
+        except Exception as exc:  # the client's stream may be gone: the call goes on
+            logger.debug("dropped a %s notification: %s", kind, exc)
+
+    async def _progress(self, event: dict[str, Any]) -> None:
+        progress, total = event.get("progress"), event.get("total")
+        if not isinstance(progress, int | float) or isinstance(progress, bool):
+            progress, total = event.get("percent"), 100
+        if not isinstance(progress, int | float) or isinstance(progress, bool):
+            return
+        if progress <= self.cursor:
+            return  # MCP progress must increase
+        self.cursor = float(progress)
+        message = event.get("message")
+        await self.ctx.session.report_progress(
+            float(progress),
+            float(total) if isinstance(total, int | float) else None,
+            message if isinstance(message, str) else None,
+        )
+
+    async def _log(self, event: dict[str, Any]) -> None:
+        level = str(event.get("level") or "info").lower()
+        level = "warning" if level == "warn" else level
+        if level not in _LOG_LEVELS:
+            level = "info"
+        meta = event.get("meta")
+        data: dict[str, Any] = {"message": event.get("message")}
+        if isinstance(meta, dict):
+            data.update(meta)
+        notification = types.LoggingMessageNotification(
+            params=types.LoggingMessageNotificationParams(
+                level=level,  # type: ignore[arg-type]  # checked against _LOG_LEVELS above
+                data=data,
+                logger=str(event.get("tool") or "toolnexus"),
+            )
+        )
+        await self.ctx.session.send_notification(notification, self.ctx.request_id)

@@ -1,0 +1,151 @@
+"""Serving a toolkit over MCP: streamable HTTP at ``/mcp`` (hypercorn's Trio worker) and
+stdio. Both run on Trio, in the caller's structured scope."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve as hypercorn_serve
+from mcp.server.stdio import stdio_server
+
+from .._groups import collapse_groups
+from ._serve import ServedToolkit
+from ._types import MCPServeConfig, OnCall
+
+if TYPE_CHECKING:
+    from .._toolkit import Toolkit
+
+logger = logging.getLogger("toolnexus_trio.mcp.serve")
+
+SHUTDOWN_GRACE: Final = 1.0
+"""Seconds open HTTP streams get to finish when serving stops."""
+MCP_PATH: Final = "/mcp"
+
+
+class McpServing:
+    """A toolkit served over streamable HTTP at ``/mcp`` (made by ``Toolkit.serve``).
+
+    Use it as an async context manager, or start it in a nursery; either way
+    :attr:`url` is set once it listens, and :meth:`aclose` stops it::
+
+        async with toolkit.serve("127.0.0.1", 0) as served:
+            print(served.url)
+
+        served = await nursery.start(toolkit.serve("127.0.0.1", 8000))
+        ...
+        await served.aclose()
+
+    Sessions are stateful (the client's ``notifications/cancelled``, server-to-client
+    elicitation and ``list_changed`` need a session); loopback hosts get the SDK's
+    DNS-rebinding protection.
+    """
+
+    def __init__(
+        self,
+        toolkit: Toolkit,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        mcp: MCPServeConfig | None = None,
+        on_call: OnCall | None = None,
+    ) -> None:
+        self.face = ServedToolkit(toolkit, mcp, on_call)
+        self.host, self.port = host, port
+        self._url: str | None = None
+        self._stop = trio.Event()
+        self._stopped = trio.Event()
+        self._http_done = trio.Event()
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT/mcp`` (the bound port when 0 was asked)."""
+        if self._url is None:
+            raise RuntimeError("not serving yet")
+        return self._url
+
+    async def __call__(
+        self, *, task_status: trio.TaskStatus[McpServing] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve until :meth:`aclose` or cancellation (``nursery.start(served)``)."""
+        app = self.face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=self.host)
+        config = Config()
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        config.bind = [f"{host}:{self.port}"]
+        config.graceful_timeout = SHUTDOWN_GRACE
+        config.accesslog = None
+        config.errorlog = logging.getLogger("toolnexus_trio.mcp.http")
+        try:
+            async with trio.open_nursery() as nursery:
+                binds: list[str] = await nursery.start(self._hypercorn, app, config)
+                self._url = binds[0] + MCP_PATH
+                nursery.start_soon(self.face.watch_changes)
+                task_status.started(self)
+                await self._stop.wait()
+                # hypercorn stops gracefully (bounded by SHUTDOWN_GRACE); then the rest goes.
+                with trio.move_on_after(SHUTDOWN_GRACE + 1):
+                    await self._http_done.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._stopped.set()
+
+    async def _hypercorn(
+        self, app: Any, config: Config, *, task_status: trio.TaskStatus[list[str]]
+    ) -> None:
+        try:
+            await hypercorn_serve(
+                app, config, shutdown_trigger=self._stop.wait, task_status=task_status
+            )
+        finally:
+            self._http_done.set()
+
+    async def aclose(self) -> None:
+        """Stop serving (open streams get :data:`SHUTDOWN_GRACE` to finish). Idempotent."""
+        self._stop.set()
+        with trio.move_on_after(SHUTDOWN_GRACE + 2, shield=True):
+            if self._url is not None:
+                await self._stopped.wait()
+
+    async def __aenter__(self) -> McpServing:
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            stack.enter_context(collapse_groups())
+            nursery = await stack.enter_async_context(trio.open_nursery())
+            await nursery.start(self)
+        except BaseException as exc:
+            await stack.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        self._stop.set()
+        assert self._stack is not None
+        return await self._stack.__aexit__(exc_type, exc, tb)
+
+
+async def serve_stdio(
+    toolkit: Toolkit, *, mcp: MCPServeConfig | None = None, on_call: OnCall | None = None
+) -> None:
+    """Serve *toolkit* over this process's stdin/stdout until the client closes stdin.
+
+    While serving, file descriptor 1 points at stderr (the SDK's stdio transport does
+    this), so nothing but protocol reaches stdout, whatever a tool prints.
+    """
+    face = ServedToolkit(toolkit, mcp, on_call)
+    with collapse_groups():
+        async with stdio_server() as (read, write), trio.open_nursery() as nursery:
+            nursery.start_soon(face.watch_changes)
+            await face.server.run(read, write, face.init_options())
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,326 @@
+"""The stdio transport to a local MCP server, on Trio, with a bounded shutdown.
+
+We spawn the server ourselves (not the SDK's ``stdio_client``) for three reasons:
+
+- **The whole process tree dies.** The server runs in its own process group; on close
+  every member of the group is signalled, even when the server itself already exited
+  and left children behind (``npx`` -> ``node`` is that shape).
+- **Shutdown is bounded, and short.** A server that finished its handshake gets EOF on
+  stdin and :data:`EOF_GRACE` seconds to exit, then the group gets SIGTERM and
+  :data:`TERM_GRACE` seconds, then SIGKILL: at most about 2.5 s, all shielded so a
+  cancelled caller cannot leak a process. A server that never finished its handshake
+  (a cancelled or timed-out connect) is killed at once: nothing of it is worth a grace.
+  The SDK's own shielded teardown waits 2 s + 2 s + 2 s.
+- **Memory stays bounded.** One line (one JSON-RPC message) may be at most
+  :data:`MAX_LINE_BYTES`; a server that sends more is disconnected.
+
+The server's stderr is ours (its logs show where ours do); its stdin and stdout are
+the protocol pipes.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from typing import Final
+
+import anyio
+import attrs
+import trio
+from mcp.shared.message import SessionMessage
+from mcp_types import jsonrpc_message_adapter
+
+from ._config import McpServerConfig
+
+logger = logging.getLogger("toolnexus_trio.mcp")
+
+MAX_LINE_BYTES: Final = 16 * 1024 * 1024
+"""The largest message a stdio server may send (one line of JSON)."""
+EOF_GRACE: Final = 1.0
+"""Seconds a connected server gets to exit after its stdin closes."""
+TERM_GRACE: Final = 1.0
+"""Seconds between SIGTERM and SIGKILL to the server's process group."""
+_REAP_BOUND: Final = 0.5
+_POLL: Final = 0.01
+_CHUNK: Final = 65536
+
+
+MAX_WRITE_BACKLOG: Final = 64
+"""Messages queued for the server's stdin before senders wait (see :class:`_PipeWriter`)."""
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        return exc
+
+
+class _PipeReader:
+    """The session's read stream: the SDK's receive loop reads the server's stdout
+    itself (no reader task, no queue: one task switch less per message)."""
+
+    def __init__(self, transport: StdioTransport) -> None:
+        self._transport = transport
+        self._buffer = bytearray()
+        self._lines: collections.deque[bytes] = collections.deque()
+        self._eof = False
+
+    def _end(self) -> None:
+        self._eof = True
+        self._transport.closed.set()
+
+    async def receive(self) -> SessionMessage | Exception:
+        """The next message; :class:`anyio.EndOfStream` once the server's output ended."""
+        stdout = self._transport.process.stdout
+        assert stdout is not None
+        while not self._lines:
+            if self._eof:
+                raise anyio.EndOfStream
+            try:
+                chunk = await stdout.receive_some(_CHUNK)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                chunk = b""
+            if not chunk:
+                self._end()
+                raise anyio.EndOfStream
+            start = len(self._buffer)
+            self._buffer += chunk
+            while (end := self._buffer.find(b"\n", start)) >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                start = 0
+                if line.strip():
+                    self._lines.append(line)
+            if len(self._buffer) > MAX_LINE_BYTES:
+                logger.error(
+                    "MCP server process %d sent a line over %d bytes; disconnecting",
+                    self._transport.process.pid,
+                    MAX_LINE_BYTES,
+                )
+                self._lines.clear()
+                self._end()
+                raise anyio.EndOfStream
+        return _parse(self._lines.popleft())
+
+    def __aiter__(self) -> _PipeReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Stop reading (the transport closes the pipe itself)."""
+        self._eof = True
+        await trio.lowlevel.checkpoint()
+
+    async def __aenter__(self) -> _PipeReader:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class _PipeWriter:
+    """The session's write stream; a writer task owns every write that can block.
+
+    A message is serialized in the sender's task. When nothing is queued and the writer
+    is idle, one non-blocking ``write`` is tried right away (the way Trio's own
+    ``send_all`` starts): it never waits and never leaves half a frame behind, since
+    whatever the pipe does not take is handed to the writer task, ahead of anything
+    sent later. Otherwise the message waits for the writer, which sends everything
+    queued in one write; up to :data:`MAX_WRITE_BACKLOG` messages may wait, then
+    senders do.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.queue: collections.deque[bytes] = collections.deque()
+        self.ready = trio.Event()
+        self.room = trio.lowlevel.ParkingLot()
+        self.writing = False
+        self.closed = False
+        self.broken = False
+
+    async def send(self, item: SessionMessage) -> None:
+        """Send *item* (:class:`anyio.BrokenResourceError` once the server stopped reading)."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while len(self.queue) >= MAX_WRITE_BACKLOG and not (self.closed or self.broken):
+            await self.room.park()
+        if self.closed:
+            raise anyio.ClosedResourceError
+        if self.broken:
+            raise anyio.BrokenResourceError
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        if not self.queue and not self.writing:
+            try:
+                written = os.write(self.fd, data)
+            except BlockingIOError:
+                written = 0
+            except OSError:
+                self.broken = True
+                raise anyio.BrokenResourceError from None
+            data = data[written:]
+        if data:
+            self.queue.append(data)
+            self.ready.set()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def close(self) -> None:
+        self.closed = True
+        self.ready.set()
+        self.room.unpark_all()
+
+    async def aclose(self) -> None:
+        """No more messages (those queued still go out)."""
+        self.close()
+        await trio.lowlevel.checkpoint()
+
+    async def __aenter__(self) -> _PipeWriter:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+@attrs.define(eq=False)
+class StdioTransport:
+    """A running server process and the SDK-shaped streams that talk to it.
+
+    Set ``graceful`` once the handshake is done: closing then gives the server its EOF
+    grace instead of killing it at once. ``closed`` is set when the server's stdout
+    ends (it exited or closed it).
+    """
+
+    process: trio.Process
+    closed: trio.Event = attrs.field(factory=trio.Event)
+    graceful: bool = False
+    read: _PipeReader = attrs.field(init=False)
+    write: _PipeWriter = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        stdin = self.process.stdin
+        assert isinstance(stdin, trio.lowlevel.FdStream)  # a pipe, on POSIX
+        self.read = _PipeReader(self)
+        self.write = _PipeWriter(stdin.fileno())
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any member of the group is running (zombies do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # killpg also answers for unreaped zombies; look closer where /proc exists.
+    proc = "/proc"
+    if not os.path.isdir(proc):
+        return True
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"{proc}/{entry}/stat", "rb") as f:
+                stat = f.read()
+            # Fields after the ")" that ends the command name: state, ppid, pgrp.
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            if int(fields[2]) == pgid and fields[0] != b"Z":
+                return True
+    return False
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def _stop(process: trio.Process, graceful: bool) -> None:
+    """Stop the server and every process of its group (run shielded by the caller)."""
+    pgid = process.pid  # start_new_session: the server leads its own group
+    if graceful:
+        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+            assert process.stdin is not None
+            await process.stdin.aclose()
+        with trio.move_on_after(EOF_GRACE):
+            await process.wait()
+    if _group_alive(pgid):
+        if graceful:
+            _signal_group(pgid, signal.SIGTERM)
+            with trio.move_on_after(TERM_GRACE):
+                while _group_alive(pgid):
+                    process.poll()  # reaps the leader, which otherwise keeps the group
+                    await trio.sleep(_POLL)
+        _signal_group(pgid, signal.SIGKILL)
+    with trio.move_on_after(_REAP_BOUND):
+        await process.wait()
+        # A signal is delivered asynchronously: wait until the whole group is gone.
+        while _group_alive(pgid):  # noqa: ASYNC110 - the kernel's state: nothing to wait on
+            await trio.sleep(_POLL)
+    if process.returncode is None:
+        logger.warning("MCP server process %d survived SIGKILL; abandoning it", process.pid)
+    for pipe in (process.stdin, process.stdout):
+        if pipe is not None:
+            with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                await pipe.aclose()
+
+
+async def _writer(transport: StdioTransport) -> None:
+    stdin = transport.process.stdin
+    assert stdin is not None
+    out = transport.write
+    try:
+        while True:
+            while not out.queue:
+                if out.closed:
+                    return
+                await out.ready.wait()
+                out.ready = trio.Event()
+            data = b"".join(out.queue)
+            out.queue.clear()
+            out.room.unpark_all()
+            out.writing = True
+            await stdin.send_all(data)
+            out.writing = False
+    except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+        # The server stopped reading: end the session's view too, so no request
+        # waits forever on an answer that cannot come.
+        out.broken = True
+        out.room.unpark_all()
+        transport.read._end()
+
+
+@contextlib.asynccontextmanager
+async def open_stdio(config: McpServerConfig) -> AsyncIterator[StdioTransport]:
+    """Spawn *config*'s command (environment: ours plus ``config.environment``) and
+    yield the transport; leaving the block stops the whole process group (bounded)."""
+    env = {**os.environ, **config.environment}
+    process = await trio.lowlevel.open_process(
+        list(config.command),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        cwd=config.cwd,
+        start_new_session=True,
+    )
+    # No await until the try: a cancel in between would leak the process.
+    transport = StdioTransport(process)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_writer, transport)
+            try:
+                yield transport
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        transport.write.close()
+        with trio.CancelScope(shield=True):
+            await _stop(process, transport.graceful)
