@@ -86,7 +86,6 @@ from ._wire import (
     decode,
     error_frame,
     invoke_result_frame,
-    is_request_id,
     major_version,
     notification_frame,
     parse_frame,
@@ -272,7 +271,7 @@ class _Connection:
                             and self._welcomed
                             and data.get("jsonrpc") == "2.0"
                             and "id" in data
-                            and is_request_id(data["id"])
+                            and (type(rid := data["id"]) is int or type(rid) is str or rid is None)
                         ):
                             msg = None
                         else:
@@ -287,7 +286,7 @@ class _Connection:
                         self._load += 1
                         self._load_bytes += size
                     if msg is None:
-                        self._invoke(data["id"], data.get("params"), size)
+                        self._invoke(rid, data.get("params"), size)
                     else:
                         self._on_message(msg, size)
                 except Exception:
@@ -568,7 +567,15 @@ class _Connection:
             trio.current_time() + action.timeout_s,
         )
         self._invocations[invocation_id] = inv
-        self._push_deadline(inv, action.timeout_s)
+        # The invocation's deadline joins its timeout's queue (see _timer_loop).
+        queue = self._timeouts.get(action.timeout_s)
+        if queue is None:
+            queue = self._timeouts[action.timeout_s] = collections.deque()
+        queue.append(inv)
+        self._timed += 1
+        scope = self._timer_scope
+        if scope is not None and inv.deadline < scope.deadline:
+            scope.deadline = inv.deadline
         assert self._nursery is not None
         # A name given saves trio building one per task (0.2 us, 112 bytes).
         self._nursery.start_soon(
@@ -631,16 +638,6 @@ class _Connection:
         inv = self._invocations.get(invocation_id)
         if inv is not None:
             self._interrupt(inv, ActionError(TesseronErrorCode.CANCELLED, "Invocation cancelled"))
-
-    def _push_deadline(self, inv: _Invocation, timeout: float) -> None:
-        queue = self._timeouts.get(timeout)
-        if queue is None:
-            queue = self._timeouts[timeout] = collections.deque()
-        queue.append(inv)
-        self._timed += 1
-        scope = self._timer_scope
-        if scope is not None and inv.deadline < scope.deadline:
-            scope.deadline = inv.deadline
 
     async def _timer_loop(self) -> None:
         """The one timer for every invocation deadline."""
