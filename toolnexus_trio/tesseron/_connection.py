@@ -6,8 +6,9 @@ Tasks in the connection's nursery:
   dispatches them synchronously. It never awaits user code: handlers and resource
   reads are spawned into the nursery, and answers go out with ``send_nowait`` to the
   transport's single writer task.
-- one **timer** for every invocation deadline (a heap plus one cancel scope whose
-  deadline is the earliest one), instead of a watchdog task per invocation.
+- one **timer** for every invocation deadline (a FIFO queue per timeout plus one
+  cancel scope whose deadline is the earliest one), instead of a watchdog task per
+  invocation.
 - one **request servicer**: contexts send frozen request objects over a size-0
   channel; it assigns our own outbound id, sends the frame and records the one-shot
   reply channel; the read loop routes the response back.
@@ -21,10 +22,10 @@ Backpressure, so that memory stays bounded whatever the gateway does:
   :data:`MAX_IN_FLIGHT` of them, holding under :data:`MAX_IN_FLIGHT_BYTES` of request
   text, are running;
 - every other producer waits for room *before* it builds its frame: answers of
-  invocations and reads, progress and log (``send``), sample/elicit requests (the
-  servicer takes the next one only when there is room), ``publish``; updates from a
-  subscribe hook's synchronous ``emit`` are coalesced instead (see
-  :mod:`._subscriptions`);
+  invocations and reads, progress and log (:meth:`_Connection.notify_room`),
+  sample/elicit requests (the servicer takes the next one only when there is room),
+  ``publish``; updates from a subscribe hook's synchronous ``emit`` are coalesced
+  instead (see :mod:`._subscriptions`);
 - a gateway that reads nothing for ``SEND_STALL_TIMEOUT`` while a write is pending is
   disconnected with close code 1008 by the transport's watchdog.
 
