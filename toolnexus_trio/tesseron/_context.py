@@ -29,6 +29,7 @@ from .._converter import describe_structure_error
 from .._schema import SchemaError, compile_schema, schema_for_type
 from ._errors import ActionError, TesseronErrorCode, transport_closed
 from ._wire import (
+    PERCENT_TAILS,
     Agent,
     Capabilities,
     ElicitationParams,
@@ -38,8 +39,8 @@ from ._wire import (
     clamp_percent,
     notification_frame,
     payloads,
-    percent_frame,
     progress_frame,
+    progress_head,
     unstructure,
 )
 
@@ -179,6 +180,7 @@ class _Invocation:
 
     __slots__ = (
         "_event",
+        "_progress_head",
         "action_name",
         "answered",
         "cancel_requested",
@@ -215,6 +217,18 @@ class _Invocation:
         # Created on first use: most invocations never wait for cancellation, and
         # 10,000 concurrent invocations should stay small.
         self._event: trio.Event | None = None
+        self._progress_head: str | None = None
+
+    def percent_frame(self, percent: int) -> str:
+        """The ``actions/progress`` frame of a bare percent (0..100) for this invocation.
+
+        The envelope up to the invocation id is encoded once (0.04 us a frame
+        instead of 0.15 us; the slot fits the object's existing 128-byte size).
+        """
+        head = self._progress_head
+        if head is None:
+            head = self._progress_head = progress_head(self.invocation_id)
+        return head + PERCENT_TAILS[percent]
 
     def event(self) -> trio.Event:
         if self._event is None:
@@ -347,7 +361,7 @@ class ActionContext:
             value = inv.highest
         inv.highest = value
         if message is None and data is None:
-            session.notify_nowait(percent_frame(inv.invocation_id, value))
+            session.notify_nowait(inv.percent_frame(value))
         else:
             session.notify_nowait(progress_frame(inv.invocation_id, value, message, data))
 

@@ -469,7 +469,13 @@ def progress_frame(invocation_id: str, percent: int | None, message: str | None,
 
 
 _PROGRESS_HEAD: Final = '{"jsonrpc":"2.0","method":"actions/progress","params":{"invocationId":'
-_PERCENT_TAILS: Final = tuple(f',"percent":{p}}}}}' for p in range(101))
+PERCENT_TAILS: Final = tuple(f',"percent":{p}}}}}' for p in range(101))
+"""The end of a bare-percent progress frame, for each percent 0..100."""
+
+
+def progress_head(invocation_id: str) -> str:
+    """The start of *invocation_id*'s progress frames, up to its id."""
+    return _PROGRESS_HEAD + _json_str(invocation_id)
 
 
 def percent_frame(invocation_id: str, percent: int) -> str:
@@ -477,7 +483,7 @@ def percent_frame(invocation_id: str, percent: int) -> str:
 
     The progress storm's frame, from pre-encoded parts: 0.15 us against 1.0 us.
     """
-    return _PROGRESS_HEAD + _json_str(invocation_id) + _PERCENT_TAILS[percent]
+    return progress_head(invocation_id) + PERCENT_TAILS[percent]
 
 
 # ---------------------------------------------------------------------------
