@@ -24,6 +24,7 @@ from toolnexus_trio.tesseron import (
     TesseronApp,
     _connection,
     _subscriptions,
+    _ws,
 )
 from toolnexus_trio.tesseron._ws import SEND_HIGH_WATER, SEND_STALL_TIMEOUT
 
@@ -181,3 +182,34 @@ async def test_subscriptions_per_connection_are_capped(monkeypatch: pytest.Monke
             error = (await gw.response(rid))["error"]
             assert error["code"] == -32600
             assert "Too many subscriptions" in error["message"]
+
+
+async def test_clones_racing_for_room_never_send_a_lower_percent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ceiling has no lock: room is awaited first, then compare-build-queue runs
+    without a checkpoint. Clones woken together must still keep the percent rising."""
+    monkeypatch.setattr(_ws, "SEND_HIGH_WATER", 4096)  # wait for room often
+    app = TesseronApp("t", "T")
+    clones, updates = 6, 300
+
+    @app.action("race")
+    async def race(input: Any, ctx: ActionContext) -> Any:
+        async def report(k: int, c: ActionContext) -> None:
+            for i in range(updates):
+                # Each clone climbs at its own pace, so values cross between clones.
+                await c.progress((i * (k + 1)) % 101, message="z" * 1000)
+
+        async with trio.open_nursery() as nursery:
+            for k in range(clones):
+                nursery.start_soon(report, k, ctx.clone())
+        return "done"
+
+    with trio.fail_after(30):
+        async with serving(app) as host, gateway(host) as gw:
+            rid = gw.invoke("race", {})
+            others: list[Any] = []
+            assert (await gw.response(rid, others=others))["result"]["output"] == "done"
+    percents = [f["params"]["percent"] for f in others]
+    assert len(percents) == clones * updates
+    assert percents == sorted(percents)

@@ -234,6 +234,39 @@ async def test_one_timer_serves_many_deadlines(socket_autojump_clock: trio.abc.C
             assert got[r3]["result"]["output"] == 2
 
 
+async def test_a_deadline_survives_many_finished_invocations(
+    socket_autojump_clock: trio.abc.Clock,
+) -> None:
+    """Finished invocations are dropped from the timer's queues in bulk; a pending one
+    in the same queue and in another one still times out."""
+    app = make_app()
+
+    @app.action("stuck", timeout_ms=1000)
+    async def stuck(input: Any, ctx: ActionContext) -> Any:
+        await trio.sleep_forever()
+
+    @app.action("quick", timeout_ms=1000)
+    async def quick(input: Any, ctx: ActionContext) -> Any:
+        return input
+
+    @app.action("echo")  # the default timeout: another queue
+    async def echo(input: Any, ctx: ActionContext) -> Any:
+        return input
+
+    with trio.fail_after(100):
+        async with serving(app) as host, gateway(host) as gw:
+            first = gw.invoke("stuck", {})
+            done = [gw.invoke("quick", n) for n in range(150)]
+            middle = gw.invoke("stuck", {})
+            done += [gw.invoke("echo", {"n": n}) for n in range(150)]  # another timeout
+            got: dict[Any, Any] = {}
+            while len(got) < 302:
+                frame = await gw.recv()
+                got[frame["id"]] = frame
+    assert all("result" in got[rid] for rid in done)
+    assert got[first]["error"]["code"] == got[middle]["error"]["code"] == -32002
+
+
 async def test_concurrent_invocations_are_independent() -> None:
     app = make_app()
     release = trio.Event()

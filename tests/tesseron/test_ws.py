@@ -109,6 +109,27 @@ async def test_echo_round_trip(nursery: trio.Nursery) -> None:
             assert await ws.receive_batch() == ["héllo ✓"]
 
 
+async def test_server_frames_of_every_header_size_arrive_intact(nursery: trio.Nursery) -> None:
+    """A server writes its frames' headers itself: 7-bit, 16-bit and 64-bit lengths."""
+    sizes = [0, 1, 125, 126, 127, 65535, 65536, 70000]
+    messages = ["é" * (size // 2) + "x" * (size % 2) for size in sizes]
+
+    async def serve(ws: WebSocket) -> None:
+        for message in messages:
+            ws.send_nowait(message)
+        ws.send_nowait("as bytes ✓".encode())  # already UTF-8
+        await ws.receive_batch()
+
+    with trio.fail_after(GUARD):
+        port = await start_server(nursery, serve)
+        async with connect_websocket(url(port)) as ws:
+            received: list[str] = []
+            while len(received) < len(messages) + 1:
+                received.extend(await ws.receive_batch())
+    assert [len(m.encode()) for m in received[:-1]] == sizes
+    assert received == [*messages, "as bytes ✓"]
+
+
 async def test_binary_and_fragmented_frames_arrive_as_text(nursery: trio.Nursery) -> None:
     received: list[str] = []
     done = trio.Event()

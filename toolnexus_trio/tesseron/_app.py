@@ -91,6 +91,12 @@ class _Action:
     input_type: type[Any] | None
     timeout_s: float
     manifest: ActionManifest
+    task_name: str = attrs.field(init=False)
+    """The name of its invocations' tasks (shown by trio's task tree)."""
+
+    @task_name.default
+    def _task_name(self) -> str:
+        return f"tesseron action {self.name!r}"
 
     def prepare_input(self, raw: Any) -> Any:
         """Validate and structure *raw*; ``INPUT_VALIDATION`` (-32004) with issues on failure."""

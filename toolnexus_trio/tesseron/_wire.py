@@ -5,15 +5,17 @@ converter (:data:`toolnexus_trio._converter.wire`) writes them with camelCase ke
 leaves out ``None`` fields. Fields without a default are always written, which is
 how ``subscribable: false`` and ``output: null`` reach the wire.
 
-Envelopes are built here as JSON text, ``json.dumps`` once per frame.
+Envelopes are built here as JSON text, encoded once per frame (see "JSON on the hot
+path" below for how).
 """
 
 from __future__ import annotations
 
 import json
+import json.scanner
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
 import attrs
@@ -196,7 +198,92 @@ class ElicitationParams:
 # Envelopes (JSON text out)
 # ---------------------------------------------------------------------------
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+def _not_serializable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _unstructure_leaf(value: Any) -> Any:
+    """The encoder's ``default``: what JSON cannot write goes through :data:`payloads`."""
+    data = payloads.unstructure(value)
+    if data is value:  # a type the converter does not know either
+        _not_serializable(value)
+    return data
+
+
+def _make_encoder(default: Callable[[Any], Any]) -> Callable[[Any], str]:
+    """``json.dumps(ensure_ascii=False, separators=(",", ":"), default=default)``, faster.
+
+    ``JSONEncoder.encode`` builds a new C encoder for every call; building it once
+    takes an invoke answer from 1.9 to 0.6 us and a progress frame from 1.7 to 1.0 us
+    (the bench machine). Without the C accelerator (not CPython) the plain encoder is
+    used. Circular data is not checked for separately: it ends in ``RecursionError``
+    (``ValueError`` with the plain encoder), and frames only ever carry trees.
+    """
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    if c_make_encoder is not None:
+        try:
+            encoder = c_make_encoder(
+                None, default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+            )
+            join = "".join
+
+            def encode(value: Any) -> str:
+                return join(encoder(value, 0))
+
+            if encode({"a": [1.5, "\u00e9", None, True]}) == '{"a":[1.5,"\u00e9",null,true]}':
+                return encode
+        except TypeError:  # pragma: no cover - another interpreter's signature
+            pass
+    return json.JSONEncoder(  # pragma: no cover - CPython has the accelerator
+        ensure_ascii=False, separators=(",", ":"), default=default
+    ).encode
+
+
+_dumps: Final = _make_encoder(_not_serializable)
+"""JSON text of wire data (already JSON-native)."""
+
+_dumps_payload: Final = _make_encoder(_unstructure_leaf)
+"""JSON text of user data: JSON-native parts are written as they are, anything else
+(attrs instances, datetimes, sets, ...) goes through :data:`payloads`. Unstructuring
+the whole value first would rebuild every dict and list of plain data: 1.3 us for a
+two-key dict, more than encoding it."""
+
+_json_str: Final = json.encoder.encode_basestring
+"""A ``str`` as JSON text (``ensure_ascii=False``), for pre-encoded frame parts."""
+
+# The stub types make_scanner's argument as the scanner class itself; it takes a decoder.
+_scan_once: Final[Callable[[str, int], tuple[Any, int]]] = json.scanner.make_scanner(
+    json.JSONDecoder()  # type: ignore[arg-type]
+)
+
+
+def decode(text: str) -> Any:
+    """``json.loads(text)``, calling the C scanner directly for the common frame.
+
+    A frame is an object with no surrounding whitespace; ``json.loads`` spends half of
+    its 1.7 us on such a frame in Python-level checks. Anything else (whitespace, a
+    BOM, trailing data, an error) is handed to ``json.loads`` itself, so results and
+    errors are exactly its own.
+    """
+    if text[:1] == "{":
+        try:
+            value, end = _scan_once(text, 0)
+        except (StopIteration, ValueError):
+            pass
+        else:
+            if end == len(text):
+                return value
+    return json.loads(text)
+
+
+def _payload_json(value: Any) -> str:
+    """User data as JSON text, as ``json.dumps(payloads.unstructure(value))`` writes it."""
+    try:
+        return _dumps_payload(value)
+    except (TypeError, ValueError):
+        # E.g. a dict key the converter turns into a string: the full conversion first.
+        return _dumps(payloads.unstructure(value))
 
 
 def unstructure(value: Any) -> Any:
@@ -267,7 +354,8 @@ class Invalid:
 Inbound = Request | Notification | Response | Invalid
 
 
-def _is_id(value: Any) -> bool:
+def is_request_id(value: Any) -> bool:
+    """Whether *value* is a usable JSON-RPC id: a string, an integer or null."""
     return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
 
 
@@ -280,16 +368,21 @@ def parse_frame(text: str) -> Inbound:
     - Unknown shapes are answered only when they carry an id.
     """
     try:
-        msg = json.loads(text)
+        msg = decode(text)
     except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
         return Invalid(None, ActionError(TesseronErrorCode.PARSE_ERROR, "Parse error"), True)
+    return classify(msg)
+
+
+def classify(msg: Any) -> Inbound:
+    """Classify one decoded frame (:func:`parse_frame` after the JSON decoding)."""
     if not isinstance(msg, dict):
         return Invalid(
             None, ActionError(TesseronErrorCode.INVALID_REQUEST, "Invalid Request"), True
         )
     has_id = "id" in msg
     raw_id = msg.get("id")
-    id_ok = has_id and _is_id(raw_id)
+    id_ok = has_id and is_request_id(raw_id)
     method = msg.get("method")
     if msg.get("jsonrpc") != "2.0":
         return Invalid(
@@ -347,14 +440,24 @@ def major_version(version: str) -> int | None:
 
 
 def invoke_result_frame(id: RequestId, invocation_id: str, output: Any) -> str:
-    """The success answer to ``actions/invoke``: ``{invocationId, output}``."""
-    return _dumps(
-        {"jsonrpc": "2.0", "id": id, "result": {"invocationId": invocation_id, "output": output}}
+    """The success answer to ``actions/invoke``: ``{invocationId, output}``.
+
+    *output* is the handler's return value as it is: JSON data, or anything
+    :data:`payloads` can unstructure. Built from pre-encoded parts around the encoded
+    output (0.6 us against 1.1 us for encoding the whole envelope as a dict).
+    """
+    rid = str(id) if type(id) is int else _dumps(id)
+    return (
+        f'{{"jsonrpc":"2.0","id":{rid},"result":{{"invocationId":{_json_str(invocation_id)}'
+        f',"output":{_payload_json(output)}}}}}'
     )
 
 
 def progress_frame(invocation_id: str, percent: int | None, message: str | None, data: Any) -> str:
-    """An ``actions/progress`` notification, equal to :class:`ProgressParams` unstructured."""
+    """An ``actions/progress`` notification, equal to :class:`ProgressParams` unstructured.
+
+    *data* may be anything :data:`payloads` can unstructure.
+    """
     params: dict[str, Any] = {"invocationId": invocation_id}
     if message is not None:
         params["message"] = message
@@ -362,7 +465,25 @@ def progress_frame(invocation_id: str, percent: int | None, message: str | None,
         params["percent"] = percent
     if data is not None:
         params["data"] = data
-    return _dumps({"jsonrpc": "2.0", "method": "actions/progress", "params": params})
+    return '{"jsonrpc":"2.0","method":"actions/progress","params":' + _payload_json(params) + "}"
+
+
+_PROGRESS_HEAD: Final = '{"jsonrpc":"2.0","method":"actions/progress","params":{"invocationId":'
+PERCENT_TAILS: Final = tuple(f',"percent":{p}}}}}' for p in range(101))
+"""The end of a bare-percent progress frame, for each percent 0..100."""
+
+
+def progress_head(invocation_id: str) -> str:
+    """The start of *invocation_id*'s progress frames, up to its id."""
+    return _PROGRESS_HEAD + _json_str(invocation_id)
+
+
+def percent_frame(invocation_id: str, percent: int) -> str:
+    """``progress_frame(invocation_id, percent, None, None)`` for *percent* in 0..100.
+
+    The progress storm's frame, from pre-encoded parts: 0.15 us against 1.0 us.
+    """
+    return progress_head(invocation_id) + PERCENT_TAILS[percent]
 
 
 # ---------------------------------------------------------------------------
