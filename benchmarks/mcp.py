@@ -401,12 +401,12 @@ def mcp_rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Any]:
 
 SCENARIO_TEXT = [
     "12. **MCP** (toolkit tools from stdio MCP servers; ours on mcp 2.x and Trio, the peer",
-    "   on mcp 1.30 and asyncio, each from its own virtualenv; the servers are a raw",
-    "   stdlib JSON-RPC server, the same for both): cold load of 5 servers, one of which",
-    "   never answers ``initialize`` (2 s timeout), until the toolkit is ready, and the",
-    "   processes left after closing it; ``tools/call`` round trip, sequential and 32 in",
-    "   flight; the time from cancelling a call until the server reads",
-    "   ``notifications/cancelled``.",
+    "    on mcp 1.30 and asyncio, each from its own virtualenv; the servers are a raw",
+    "    stdlib JSON-RPC server, the same for both): cold load of 5 servers, one of which",
+    "    never answers ``initialize`` (2 s timeout), until the toolkit is ready, and the",
+    "    processes left after closing it; ``tools/call`` round trip, sequential and 32 in",
+    "    flight; the time from cancelling a call until the server reads",
+    "    ``notifications/cancelled``.",
 ]
 """Scenario 12's description for the performance page."""
 

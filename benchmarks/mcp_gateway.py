@@ -33,11 +33,11 @@ CODE = re.compile(r"claim code ([A-Z0-9]{4}-[A-Z0-9]{2})")
 IN_FLIGHT = 16
 SCENARIO_TEXT = [
     "13. **Gateway for agents** (``python -m toolnexus_trio gateway --mcp``): the mcp",
-    "   SDK's stdio client calls a tool of our host through the gateway (a handler that",
-    "   returns at once), sequentially and with 16 calls in flight; then cancels a call",
-    "   whose handler ignores cancellation and times the host's -32001 from the client's",
-    "   ``notifications/cancelled`` (target 10 ms). The peer column here is the limit, not",
-    "   a peer: the same through our in-process gateway dialling the host directly.",
+    "    SDK's stdio client calls a tool of our host through the gateway (a handler that",
+    "    returns at once), sequentially and with 16 calls in flight; then cancels a call",
+    "    whose handler ignores cancellation and times the host's -32001 from the client's",
+    "    ``notifications/cancelled`` (target 10 ms). The peer column here is the limit, not",
+    "    a peer: the same through our in-process gateway dialling the host directly.",
 ]
 """Scenario 13's description for the performance page."""
 
