@@ -381,6 +381,11 @@ class _Meter:
     metered: bool = False
 
 
+# Shared by every call when ``on_metric`` is unset: nothing reads or writes it then, so
+# a call allocates no meter and takes no clock reading.
+_UNMETERED = _Meter(0.0)
+
+
 class Client:
     """The agent loop around an in-process model. Create with :func:`create_in_process_client`."""
 
@@ -735,7 +740,8 @@ class Client:
         gate: _Gate | None,
         outcomes: list[_Outcome | None],
     ) -> None:
-        meter = _Meter(trio.current_time() if self.options.on_metric is not None else 0.0)
+        metered = self.options.on_metric is not None
+        meter = _Meter(trio.current_time()) if metered else _UNMETERED
         try:
             if gate is not None:
                 await gate.wait_turn(index)
@@ -747,7 +753,7 @@ class Client:
         finally:
             if gate is not None:
                 gate.done[index].set()
-            if not meter.metered:
+            if metered and not meter.metered:
                 outcome = outcomes[index]
                 final = outcome.result if outcome is not None else ToolResult.error("cancelled")
                 self._metric_tool(call.name, final, meter)
@@ -791,21 +797,25 @@ class Client:
                     await run.emit({"type": "pending", "request": request})
                 return _Outcome(result, args)
             result = await self._resolve(run, call, args, request, token, meter)
-        return _Outcome(await self._after_tool(call, args, result, turn, token), args)
+        if self._hooks.after_tool is not None:  # no coroutine per call without the hook
+            result = await self._after_tool(call, args, result, turn, token)
+        return _Outcome(result, args)
 
     async def _execute(
         self, run: _Run, name: str, args: dict[str, Any], ctx: ToolContext, meter: _Meter
     ) -> ToolResult:
-        started = trio.current_time() if self.options.on_metric is not None else 0.0
+        metered = self.options.on_metric is not None
+        started = trio.current_time() if metered else 0.0
         toolkit = run.toolkit
         found = toolkit.get(name) if toolkit is not None else None
         if found is None:
             result = ToolResult.error(f"Unknown tool: {name}")
         else:
-            meter.source = found.source.value
+            if metered:
+                meter.source = found.source.value
             result = await found._call(args, ctx, own_scope=False)
-        meter.metered = True
-        if self.options.on_metric is not None:
+        if metered:
+            meter.metered = True
             self._metric_tool(name, result, attrs.evolve(meter, started=started))
         return result
 
@@ -879,7 +889,8 @@ class Client:
         gate = _gate_for(run.toolkit, [s.name for s in suspended])
 
         async def redo(i: int, s: SuspendedCall) -> None:
-            meter = _Meter(trio.current_time() if self.options.on_metric is not None else 0.0)
+            metered = self.options.on_metric is not None
+            meter = _Meter(trio.current_time()) if metered else _UNMETERED
             try:
                 if gate is not None:
                     await gate.wait_turn(i)
