@@ -304,6 +304,11 @@ def _parse_response(raw: object) -> InProcessResponse:
     return InProcessResponse(content=content, tool_calls=calls, usage=usage)
 
 
+# json.dumps with separators builds a new encoder per call; this one is built once
+# (same settings, same output and errors).
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+
+
 def _to_calls(response: InProcessResponse) -> list[_Call]:
     calls = []
     for i, tc in enumerate(response.tool_calls):
@@ -321,7 +326,7 @@ def _to_calls(response: InProcessResponse) -> list[_Call]:
         else:
             args = arguments
             try:
-                text = json.dumps(arguments, separators=(",", ":"))
+                text = _COMPACT_JSON.encode(arguments)
             except (TypeError, ValueError) as exc:
                 calls.append(_Call(call_id, tc.name, {}, "{}", f"Arguments are not JSON: {exc}"))
                 continue
