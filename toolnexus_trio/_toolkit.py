@@ -100,7 +100,8 @@ class Toolkit:
         self._seen = None
 
     def _current(self) -> dict[str, Tool]:
-        versions = tuple(src.version for src in self._sources)
+        # Read twice per tool call: no generator when there is no dynamic source.
+        versions = tuple(src.version for src in self._sources) if self._sources else ()
         if versions != self._seen:
             index = dict(self._tools)
             for src in self._sources:
