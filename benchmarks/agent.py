@@ -31,7 +31,7 @@ import json
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 QUESTION = "What's the weather in Paris and what is 2+2?"
@@ -204,15 +204,11 @@ def ours(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict
                     for _ in range(warmup):
                         await library()
                         await _bare_fanout_trio(bare_wait)
-                    out["samples"], out["limit_ms"] = samples, floors = [], []
-                    for i in range(runs):
-                        # Alternate the order, so neither always pays the other's GC debt.
-                        if i % 2 == 0:
-                            samples.append(await library())
-                            floors.append(await _bare_fanout_trio(bare_wait))
-                        else:
-                            floors.append(await _bare_fanout_trio(bare_wait))
-                            samples.append(await library())
+
+                    async def floor_run() -> float:
+                        return await _bare_fanout_trio(bare_wait)
+
+                    out |= await _alternate(runs, {"samples": library, "limit_ms": floor_run})
             else:
                 out["samples"] = samples = []
                 out["alive_after"] = alive = []
@@ -267,6 +263,25 @@ async def _bare_overhead_trio(generate: Callable[[Any], Any], runs: int) -> floa
         samples.append((time.perf_counter() - t0) * 1e3)
     samples.sort()
     return samples[len(samples) // 2]
+
+
+async def _alternate(
+    runs: int, steps: dict[str, Callable[[], Awaitable[float]]]
+) -> dict[str, list[float]]:
+    """Run each step *runs* times: its wall times under its key, its process CPU times
+    under ``<key>_cpu``. The order flips every run, and every timed run starts after
+    ``gc.collect()``, so no run pays for a collection that the garbage of the run before
+    it made due (without it the peer's full collections, about 30 ms here, land on
+    whichever run crosses the threshold)."""
+    out: dict[str, list[float]] = {}
+    items = list(steps.items())
+    for i in range(runs):
+        for key, measure in items if i % 2 == 0 else items[::-1]:
+            gc.collect()
+            cpu0 = time.process_time()
+            out.setdefault(key, []).append(await measure())
+            out.setdefault(f"{key}_cpu", []).append((time.process_time() - cpu0) * 1e3)
+    return out
 
 
 async def _bare_fanout_trio(tool: Callable[[], Any]) -> float:
@@ -407,26 +422,21 @@ def peer(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict
                     await library(FANOUT_CALLS)
                     await gather_floor()
                     await taskgroup_floor()
-                out["samples"], out["limit_ms"] = samples, floors = [], []
-                out["limit_taskgroup_ms"] = tg_floors = []
-                for i in range(runs):
-                    # Alternate the order, so neither always pays the other's GC debt.
-                    if i % 2 == 0:
-                        samples.append(await library(FANOUT_CALLS))
-                        floors.append(await gather_floor())
-                        tg_floors.append(await taskgroup_floor())
-                    else:
-                        tg_floors.append(await taskgroup_floor())
-                        floors.append(await gather_floor())
-                        samples.append(await library(FANOUT_CALLS))
+
+                async def library_run() -> float:
+                    return await library(FANOUT_CALLS)
+
+                steps = {
+                    "samples": library_run,
+                    "limit_ms": gather_floor,
+                    "limit_taskgroup_ms": taskgroup_floor,
+                }
+                out |= await _alternate(runs, steps)
             elif scenario == "overhead":
-                expect = 2
                 for _ in range(warmup):
                     await client.run(QUESTION, toolkit)
-                out["samples"] = samples = []
                 gc.collect()
-                for _ in range(runs):
-                    samples.append(await library(expect))
+                out["samples"] = [await library(2) for _ in range(runs)]
             else:
                 out["samples"] = samples = []
                 out["alive_after"] = alive = []

@@ -173,6 +173,8 @@ def _fanout_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -
     o, p = raw["fanout"]["ours"], raw["fanout"]["peer"]
     f = fanout_floors(raw)
     per_task = {k: (f[k] - FANOUT_SLEEP_MS) for k in ("trio", "asyncio")}  # ms per 1,000
+    cpu_o = _median(_per_run(o, "samples_cpu", "limit_ms_cpu"))
+    cpu_p = _median(_per_run(p, "samples_cpu", "limit_ms_cpu"))
     floors = (
         f"the runtimes alone, the same 1,000 tool coroutines with no framework: bare Trio "
         f"(one nursery) {f['trio']:.1f} ms, bare asyncio (asyncio.gather, the peer's own "
@@ -211,6 +213,9 @@ def _fanout_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -
                 "the floor run measured next to it in the same process",
                 f"medians: ours {f['ours']:.1f} ms over a {f['trio']:.1f} ms floor, peer "
                 f"{f['peer']:.1f} ms over a {f['asyncio']:.1f} ms floor",
+                f"the same in process CPU time (steadier than wall time on a shared machine; "
+                f"the peer's includes its worker thread): ours {cpu_o:.2f} ms, peer "
+                f"{cpu_p:.2f} ms, ratio {_ratio(cpu_o / cpu_p) if cpu_p > 0 else 'n/a'}",
             ],
         ),
     ]
@@ -677,7 +682,9 @@ def _fanout_section(rows: list[Row], f: dict[str, float]) -> list[str]:
         "minus bare Trio and the peer minus bare asyncio (``asyncio.gather`` of the same "
         "tool coroutines, the peer's own primitive; ``asyncio.TaskGroup`` is measured too). "
         "Each floor runs in the same process as its library, alternating with the "
-        "library's runs, and each run is paired with the floor run next to it. Target: "
+        "library's runs, and each run is paired with the floor run next to it; every timed "
+        "run starts after a ``gc.collect()``, so none pays for garbage an earlier run left "
+        "(the peer's full collections take about 30 ms here). Target: "
         "overhead ratio ours/peer <= 0.75. The cold first run (a fresh process, no "
         "warm-up), which a user sees once per process, is reported the same way against "
         "the first run of the floor in a fresh process."
