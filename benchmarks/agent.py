@@ -271,8 +271,8 @@ async def _alternate(
     """Run each step *runs* times: its wall times under its key, its process CPU times
     under ``<key>_cpu``. The order flips every run, and every timed run starts after
     ``gc.collect()``, so no run pays for a collection that the garbage of the run before
-    it made due (without it the peer's full collections, about 30 ms here, land on
-    whichever run crosses the threshold)."""
+    it made due (without it the peer's full collections, 25-35 ms when this was
+    written, land on whichever run crosses the threshold)."""
     out: dict[str, list[float]] = {}
     items = list(steps.items())
     for i in range(runs):
