@@ -201,7 +201,7 @@ def _fanout_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -
             ],
         ),
         Row(
-            "2. Fan-out: framework overhead over the runtime floor",
+            "2. Fan-out overhead (over the runtime floor)",
             "run minus its runtime's floor, paired",
             "ms",
             Stats.of(_per_run(o, "samples", "limit_ms")),
@@ -241,7 +241,7 @@ def _fanout_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -
         rounds = f"{cfg.fanout_cold_rounds} fresh processes per side and per kind"
         rows += [
             Row(
-                "2. Fan-out, cold first run (raw wall time)",
+                "2. Fan-out cold first run (raw wall time)",
                 "first run of a fresh process",
                 "ms",
                 Stats.of(lib_o),
@@ -255,7 +255,7 @@ def _fanout_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -
                 ],
             ),
             Row(
-                "2. Fan-out, cold first run: overhead over the cold floor",
+                "2. Fan-out cold overhead (over the cold floor)",
                 "cold run minus cold floor, paired by round",
                 "ms",
                 Stats.of(_paired(lib_o, fl_o)),
@@ -654,8 +654,8 @@ def write_outputs(
 def _fanout_section(rows: list[Row], f: dict[str, float]) -> list[str]:
     """Why scenario 2 is judged on overhead, with this run's numbers."""
     by_name = {r.name: r for r in rows}
-    warm = by_name["2. Fan-out: framework overhead over the runtime floor"]
-    cold = by_name.get("2. Fan-out, cold first run: overhead over the cold floor")
+    warm = by_name["2. Fan-out overhead (over the runtime floor)"]
+    cold = by_name.get("2. Fan-out cold overhead (over the cold floor)")
     if f["trio"] >= f["peer"]:
         verdict = "No library built on Trio can meet that"
         versus = f"already more than the peer's whole run, framework included ({f['peer']:.1f} ms)"
