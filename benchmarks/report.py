@@ -472,13 +472,14 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
 
 
 def _fmt(value: float) -> str:
-    if value >= 1000:
+    magnitude = abs(value)  # an overhead row's min can be negative
+    if magnitude >= 1000:
         return f"{value:,.0f}"
-    if value >= 100:
+    if magnitude >= 100:
         return f"{value:.0f}"
-    if value >= 10:
+    if magnitude >= 10:
         return f"{value:.1f}"
-    if value >= 1:
+    if magnitude >= 1:
         return f"{value:.2f}"
     return f"{value:.3f}"
 
