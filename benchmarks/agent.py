@@ -4,13 +4,23 @@ One process measures one side of one scenario and prints one JSON object on stdo
 
     python -m benchmarks.agent overhead ours --runs 300 --warmup 50
     python -m benchmarks.agent fanout peer --runs 3
+    python -m benchmarks.agent fanout ours --cold           # first run of a fresh process
+    python -m benchmarks.agent fanout ours --cold --floor   # first bare-Trio fan-out instead
     python -m benchmarks.agent cancel ours --runs 1
 
 The peer is used as a black box through its public API only (``create_toolkit``,
 ``define_tool``, ``create_in_process_client``, ``Client.run(cancel=asyncio.Event)``),
 in its own idiom: its ``generate`` is synchronous because the peer runs it on a worker
 thread. Each side also measures the scenario's *limit* (the same work with no
-framework at all) where that makes sense; only the Trio side reports it.
+framework at all) where that makes sense.
+
+Fan-out measures each side against its own runtime's floor: the same 1,000 tool
+coroutines run bare, in one Trio nursery (ours) or one ``asyncio.gather`` (the peer's
+own primitive; ``asyncio.TaskGroup`` is measured too), in the same process, the
+library run and the floor run alternating. ``--cold`` times the first run of a fresh
+process after the same imports and setup and nothing else; with ``--floor`` that first
+run is the bare floor instead (a cold floor cannot share a process with a cold library
+run, so it gets its own fresh process).
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ import json
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 QUESTION = "What's the weather in Paris and what is 2+2?"
@@ -50,6 +60,33 @@ def _has_tool_message(messages: Any) -> bool:
     return any(m.get("role") == "tool" for m in messages)
 
 
+class GcTimer:
+    """Time spent in the cyclic GC while active (``gc.callbacks``), and full collections.
+
+    Used around a cold run: whether the first full collection of the import-time heap
+    lands inside the timed run depends on each process's import history.
+    """
+
+    def __init__(self) -> None:
+        self.ms = 0.0
+        self.full = 0
+        self._t0 = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.ms += (time.perf_counter() - self._t0) * 1e3
+            self.full += info["generation"] == 2
+
+    def __enter__(self) -> GcTimer:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+
 def peak_rss_kib() -> int:
     """This process's peak RSS in KiB (Linux ``ru_maxrss``)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -60,7 +97,7 @@ def peak_rss_kib() -> int:
 # ---------------------------------------------------------------------------
 
 
-def ours(scenario: str, runs: int, warmup: int) -> dict[str, Any]:
+def ours(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict[str, Any]:
     import trio
 
     from toolnexus_trio import (
@@ -83,6 +120,10 @@ def ours(scenario: str, runs: int, warmup: int) -> dict[str, Any]:
         return str(args["a"] + args["b"])
 
     async def wait_10ms(args: dict[str, Any], ctx: ToolContext) -> str:
+        await trio.sleep(FANOUT_SLEEP_S)
+        return "ok"
+
+    async def bare_wait() -> str:  # the tool's body, for the floor
         await trio.sleep(FANOUT_SLEEP_S)
         return "ok"
 
@@ -144,16 +185,30 @@ def ours(scenario: str, runs: int, warmup: int) -> dict[str, Any]:
                     assert len(result.tool_calls) == 2
                 out["limit_ms"] = await _bare_overhead_trio(scripted(first), runs)
             elif scenario == "fanout":
-                for _ in range(warmup):
-                    await client.run(QUESTION, toolkit)
-                out["samples"] = samples = []
-                for _ in range(runs):
+
+                async def library() -> float:
                     t0 = time.perf_counter()
                     result = await client.run(QUESTION, toolkit)
-                    samples.append((time.perf_counter() - t0) * 1e3)
+                    elapsed = (time.perf_counter() - t0) * 1e3
                     assert result.text == FINAL
                     assert len(result.tool_calls) == FANOUT_CALLS
-                out["limit_ms"] = [await _bare_fanout_trio() for _ in range(3)]
+                    return elapsed
+
+                if cold:
+                    with GcTimer() as gc_timer:
+                        out["cold_ms"] = await (
+                            _bare_fanout_trio(bare_wait) if floor else library()
+                        )
+                    out["cold_gc_ms"], out["cold_gc_full"] = gc_timer.ms, gc_timer.full
+                else:
+                    for _ in range(warmup):
+                        await library()
+                        await _bare_fanout_trio(bare_wait)
+
+                    async def floor_run() -> float:
+                        return await _bare_fanout_trio(bare_wait)
+
+                    out |= await _alternate(runs, {"samples": library, "limit_ms": floor_run})
             else:
                 out["samples"] = samples = []
                 out["alive_after"] = alive = []
@@ -210,15 +265,42 @@ async def _bare_overhead_trio(generate: Callable[[Any], Any], runs: int) -> floa
     return samples[len(samples) // 2]
 
 
-async def _bare_fanout_trio() -> float:
-    """1,000 bare ``trio.sleep(0.01)`` tasks in one nursery: 10 ms plus Trio's dispatch."""
+async def _alternate(
+    runs: int, steps: dict[str, Callable[[], Awaitable[float]]]
+) -> dict[str, list[float]]:
+    """Run each step *runs* times: its wall times under its key, its process CPU times
+    under ``<key>_cpu``. The order flips every run, and every timed run starts after
+    ``gc.collect()``, so no run pays for a collection that the garbage of the run before
+    it made due (without it the peer's full collections, 25-35 ms when this was
+    written, land on whichever run crosses the threshold)."""
+    out: dict[str, list[float]] = {}
+    items = list(steps.items())
+    for i in range(runs):
+        for key, measure in items if i % 2 == 0 else items[::-1]:
+            gc.collect()
+            cpu0 = time.process_time()
+            out.setdefault(key, []).append(await measure())
+            out.setdefault(f"{key}_cpu", []).append((time.process_time() - cpu0) * 1e3)
+    return out
+
+
+async def _bare_fanout_trio(tool: Callable[[], Any]) -> float:
+    """The floor: 1,000 bare calls of the tool's body (``trio.sleep(0.01)``, return
+    ``"ok"``) as tasks of one nursery, results collected: 10 ms plus Trio's dispatch."""
     import trio
+
+    results: list[str | None] = [None] * FANOUT_CALLS
+
+    async def one(i: int) -> None:
+        results[i] = await tool()
 
     t0 = time.perf_counter()
     async with trio.open_nursery() as nursery:
-        for _ in range(FANOUT_CALLS):
-            nursery.start_soon(trio.sleep, FANOUT_SLEEP_S)
-    return (time.perf_counter() - t0) * 1e3
+        for i in range(FANOUT_CALLS):
+            nursery.start_soon(one, i)
+    elapsed = (time.perf_counter() - t0) * 1e3
+    assert results.count("ok") == FANOUT_CALLS
+    return elapsed
 
 
 async def _bare_cancel_trio() -> float:
@@ -244,7 +326,7 @@ async def _bare_cancel_trio() -> float:
 # ---------------------------------------------------------------------------
 
 
-def peer(scenario: str, runs: int, warmup: int) -> dict[str, Any]:
+def peer(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict[str, Any]:
     import asyncio
 
     import toolnexus
@@ -299,31 +381,62 @@ def peer(scenario: str, runs: int, warmup: int) -> dict[str, Any]:
         ],
     }[scenario]
 
+    async def gather_floor() -> float:
+        """The asyncio floor, in the peer's own idiom: 1,000 bare tool coroutines gathered."""
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(wait() for _ in range(FANOUT_CALLS)))
+        elapsed = (time.perf_counter() - t0) * 1e3
+        assert results.count("ok") == FANOUT_CALLS
+        return elapsed
+
+    async def taskgroup_floor() -> float:
+        """The same with ``asyncio.TaskGroup`` (reported beside the gather floor)."""
+        t0 = time.perf_counter()
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(wait()) for _ in range(FANOUT_CALLS)]
+        results = [t.result() for t in tasks]
+        elapsed = (time.perf_counter() - t0) * 1e3
+        assert results.count("ok") == FANOUT_CALLS
+        return elapsed
+
     async def main() -> dict[str, Any]:
         client = toolnexus.create_in_process_client(model="scripted", generate=generate)
         out: dict[str, Any] = {}
         toolkit = await toolnexus.create_toolkit(extra_tools=tools, builtins=False)
         async with toolkit:
-            if scenario in ("overhead", "fanout"):
-                expect = 2 if scenario == "overhead" else FANOUT_CALLS
+
+            async def library(expect: int) -> float:
+                t0 = time.perf_counter()
+                result = await client.run(QUESTION, toolkit)
+                elapsed = (time.perf_counter() - t0) * 1e3
+                assert result.text == FINAL, result.text
+                assert len(result.tool_calls) == expect
+                return elapsed
+
+            if scenario == "fanout" and cold:
+                with GcTimer() as gc_timer:
+                    out["cold_ms"] = await (gather_floor() if floor else library(FANOUT_CALLS))
+                out["cold_gc_ms"], out["cold_gc_full"] = gc_timer.ms, gc_timer.full
+            elif scenario == "fanout":
+                for _ in range(warmup):
+                    await library(FANOUT_CALLS)
+                    await gather_floor()
+                    await taskgroup_floor()
+
+                async def library_run() -> float:
+                    return await library(FANOUT_CALLS)
+
+                steps = {
+                    "samples": library_run,
+                    "limit_ms": gather_floor,
+                    "limit_taskgroup_ms": taskgroup_floor,
+                }
+                out |= await _alternate(runs, steps)
+            elif scenario == "overhead":
                 for _ in range(warmup):
                     await client.run(QUESTION, toolkit)
-                out["samples"] = samples = []
                 gc.collect()
-                for _ in range(runs):
-                    t0 = time.perf_counter()
-                    result = await client.run(QUESTION, toolkit)
-                    samples.append((time.perf_counter() - t0) * 1e3)
-                    assert result.text == FINAL, result.text
-                    assert len(result.tool_calls) == expect
-                if scenario == "fanout":  # the same floor on asyncio, for comparison
-                    out["limit_ms"] = floors = []
-                    for _ in range(3):
-                        t0 = time.perf_counter()
-                        await asyncio.gather(
-                            *(asyncio.sleep(FANOUT_SLEEP_S) for _ in range(expect))
-                        )
-                        floors.append((time.perf_counter() - t0) * 1e3)
+                out["samples"] = [await library(2) for _ in range(runs)]
             else:
                 out["samples"] = samples = []
                 out["alive_after"] = alive = []
@@ -362,9 +475,15 @@ def main() -> None:
     parser.add_argument("side", choices=["ours", "peer"])
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--cold", action="store_true", help="fanout: time the first run only")
+    parser.add_argument("--floor", action="store_true", help="with --cold: the bare floor")
     args = parser.parse_args()
+    if (args.cold or args.floor) and args.scenario != "fanout":
+        parser.error("--cold and --floor apply to the fanout scenario")
+    if args.floor and not args.cold:
+        parser.error("--floor needs --cold (warm runs measure the floor anyway)")
     fn = ours if args.side == "ours" else peer
-    json.dump(fn(args.scenario, args.runs, args.warmup), sys.stdout)
+    json.dump(fn(args.scenario, args.runs, args.warmup, args.cold, args.floor), sys.stdout)
     sys.stdout.write("\n")
 
 

@@ -14,12 +14,14 @@ import os
 import platform
 import statistics
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks.agent import FANOUT_SLEEP_S
 from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
 from benchmarks.http_suite import http_rows
 from benchmarks.mcp import SCENARIO_TEXT as MCP_SCENARIO_TEXT
@@ -35,6 +37,7 @@ CHART = ROOT / "docs" / "_static" / "bench.png"
 CHART_REL = "_static/bench.png"
 
 _OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, ">=": operator.ge}
+FANOUT_SLEEP_MS = FANOUT_SLEEP_S * 1000
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,8 @@ class Row:
 
     @property
     def ratio(self) -> float:
-        return self.ours.median / self.peer.median if self.peer.median else math.inf
+        # An overhead row's peer median can be 0 or below in a noisy run: no ratio then.
+        return self.ours.median / self.peer.median if self.peer.median > 0 else math.inf
 
     @property
     def to_limit(self) -> float | None:
@@ -157,6 +161,154 @@ def _median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 
+def _paired(lib: list[float], floor: list[float]) -> list[float]:
+    """Library minus floor, run by run (both lists in measurement order)."""
+    return [a - b for a, b in zip(lib, floor, strict=True)]
+
+
+def _per_run(runs: list[dict[str, Any]], lib: str, floor: str) -> list[float]:
+    """Paired overheads over every process: each run's floor was measured beside it."""
+    out: list[float] = []
+    for run in runs:
+        out.extend(_paired(run[lib], run[floor]))
+    return out
+
+
+def fanout_floors(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, float]:
+    """The medians the fan-out rows and the docs' explanation quote (ms)."""
+    o, p = raw["fanout"]["ours"], raw["fanout"]["peer"]
+    out = {
+        "ours": _median(_flat(o, "samples")),
+        "peer": _median(_flat(p, "samples")),
+        "trio": _median(_flat(o, "limit_ms")),
+        "asyncio": _median(_flat(p, "limit_ms")),
+        "taskgroup": _median(_flat(p, "limit_taskgroup_ms")),
+    }
+    cold, cold_floor = raw.get("fanout_cold", {}), raw.get("fanout_cold_floor", {})
+    for side in ("ours", "peer") if cold and cold_floor else ():
+        # The GC time a cold run spends beyond its floor's, paired by round.
+        extra = _paired(_flat(cold[side], "cold_gc_ms"), _flat(cold_floor[side], "cold_gc_ms"))
+        out[f"cold_gc_{side}"] = _median(extra)
+    return out
+
+
+def _fanout_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> list[Row]:
+    o, p = raw["fanout"]["ours"], raw["fanout"]["peer"]
+    f = fanout_floors(raw)
+    per_task = {k: (f[k] - FANOUT_SLEEP_MS) for k in ("trio", "asyncio")}  # ms per 1,000
+    cpu_o = _median(_per_run(o, "samples_cpu", "limit_ms_cpu"))
+    cpu_p = _median(_per_run(p, "samples_cpu", "limit_ms_cpu"))
+    floors = (
+        f"the runtimes alone, the same 1,000 tool coroutines with no framework: bare Trio "
+        f"(one nursery) {f['trio']:.1f} ms, bare asyncio (asyncio.gather, the peer's own "
+        f"primitive) {f['asyncio']:.1f} ms; asyncio.TaskGroup {f['taskgroup']:.1f} ms"
+    )
+    rows = [
+        Row(
+            "2. Fan-out: 1,000 tool calls of 10 ms (raw wall time)",
+            "wall time per run",
+            "ms",
+            Stats.of(_flat(o, "samples")),
+            Stats.of(_flat(p, "samples")),
+            floors,
+            None,
+            [
+                f"N = {cfg.fanout_runs} runs per process after {cfg.fanout_warmup} warm-up "
+                f"runs, {cfg.agent_rounds} processes per side; each run alternates with a run "
+                "of its runtime's floor in the same process",
+                f"the former target (raw ratio <= 1) measures Trio more than the library: "
+                f"bare Trio alone takes {f['trio']:.1f} ms against the peer's whole run "
+                f"{f['peer']:.1f} ms; beyond the 10 ms sleep that is about "
+                f"{per_task['trio']:.1f} µs per task on Trio and "
+                f"{per_task['asyncio']:.1f} µs on asyncio",
+            ],
+        ),
+        Row(
+            "2. Fan-out overhead (over the runtime floor)",
+            "run minus its runtime's floor, paired",
+            "ms",
+            Stats.of(_per_run(o, "samples", "limit_ms")),
+            Stats.of(_per_run(p, "samples", "limit_ms")),
+            "0 ms: a framework that adds nothing to its runtime; " + floors,
+            Target("ratio", "<=", 0.75),
+            [
+                "ours minus bare Trio, the peer minus bare asyncio, each run paired with "
+                "the floor run measured next to it in the same process",
+                f"medians: ours {f['ours']:.1f} ms over a {f['trio']:.1f} ms floor, peer "
+                f"{f['peer']:.1f} ms over a {f['asyncio']:.1f} ms floor",
+                f"the same in process CPU time (steadier than wall time on a shared machine; "
+                f"the peer's includes its worker thread): ours {cpu_o:.2f} ms, peer "
+                f"{cpu_p:.2f} ms, ratio {_ratio(cpu_o / cpu_p) if cpu_p > 0 else 'n/a'}",
+            ],
+        ),
+    ]
+    cold_o, cold_p = raw.get("fanout_cold", {}), raw.get("fanout_cold_floor", {})
+    if cold_o and cold_p:
+        lib_o, lib_p = _flat(cold_o["ours"], "cold_ms"), _flat(cold_o["peer"], "cold_ms")
+        fl_o, fl_p = _flat(cold_p["ours"], "cold_ms"), _flat(cold_p["peer"], "cold_ms")
+
+        def gc_note(side: str) -> str:
+            lib, fl = cold_o[side], cold_p[side]
+            without_gc = _paired(
+                _paired(_flat(lib, "cold_ms"), _flat(lib, "cold_gc_ms")),
+                _paired(_flat(fl, "cold_ms"), _flat(fl, "cold_gc_ms")),
+            )
+            return (
+                f"{side}: GC time in the timed run {_median(_flat(lib, 'cold_gc_ms')):.1f} ms "
+                f"(floor {_median(_flat(fl, 'cold_gc_ms')):.1f} ms), a full collection in "
+                f"{sum(_flat(lib, 'cold_gc_full')):g}/{len(lib)} runs "
+                f"(floor {sum(_flat(fl, 'cold_gc_full')):g}/{len(fl)}); the cold overhead "
+                f"without GC time is {_median(without_gc):.1f} ms"
+            )
+
+        rounds = f"{cfg.fanout_cold_rounds} fresh processes per side and per kind"
+        rows += [
+            Row(
+                "2. Fan-out cold first run (raw wall time)",
+                "first run of a fresh process",
+                "ms",
+                Stats.of(lib_o),
+                Stats.of(lib_p),
+                f"the first run of the bare floor in a fresh process: Trio "
+                f"{_median(fl_o):.1f} ms, asyncio {_median(fl_p):.1f} ms",
+                None,
+                [
+                    f"{rounds}; no warm-up: imports, tools and client are set up, then "
+                    "the first run is timed"
+                ],
+            ),
+            Row(
+                "2. Fan-out cold overhead (over the cold floor)",
+                "cold run minus cold floor, paired by round",
+                "ms",
+                Stats.of(_paired(lib_o, fl_o)),
+                Stats.of(_paired(lib_p, fl_p)),
+                "0 ms; the floor's first run has its own fresh process (a cold floor cannot "
+                "share one with a cold library run), with the same imports and setup",
+                None,
+                [
+                    f"{rounds}, the library's and the floor's processes alternating",
+                    gc_note("ours"),
+                    gc_note("peer"),
+                    "whether the first full collection of a process's import-time heap "
+                    "lands in the timed run depends on what that process imported before",
+                ],
+            ),
+        ]
+    rows.append(
+        Row(
+            "2. Fan-out: peak RSS",
+            "peak RSS of the process",
+            "MiB",
+            Stats.of([k / 1024 for k in _flat(o, "peak_rss_kib")]),
+            Stats.of([k / 1024 for k in _flat(p, "peak_rss_kib")]),
+            "the interpreter plus each library's imports; informational",
+            None,
+        )
+    )
+    return rows
+
+
 def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> list[Row]:
     """One row per reported metric, in scenario order, for whatever was run."""
     rows: list[Row] = []
@@ -179,38 +331,7 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
             )
         )
     if "fanout" in raw:
-        o, p = raw["fanout"]["ours"], raw["fanout"]["peer"]
-        trio_floor, aio_floor = _median(_flat(o, "limit_ms")), _median(_flat(p, "limit_ms"))
-        ours_med, peer_med = _median(_flat(o, "samples")), _median(_flat(p, "samples"))
-        rows.append(
-            Row(
-                "2. Fan-out: 1,000 tool calls of 10 ms",
-                "wall time per run",
-                "ms",
-                Stats.of(_flat(o, "samples")),
-                Stats.of(_flat(p, "samples")),
-                f"10 ms plus dispatch; 1,000 bare trio.sleep(0.01) tasks in one nursery take "
-                f"{_median(_flat(o, 'limit_ms')):.1f} ms here",
-                Target("ratio", "<=", 1.0),
-                [
-                    f"floors with no framework: {trio_floor:.1f} ms for Trio (bare "
-                    f"trio.sleep tasks in a nursery), {aio_floor:.1f} ms for asyncio (bare "
-                    f"asyncio.gather of asyncio.sleep); over its own floor ours adds "
-                    f"{ours_med - trio_floor:.1f} ms, the peer {peer_med - aio_floor:.1f} ms"
-                ],
-            )
-        )
-        rows.append(
-            Row(
-                "2. Fan-out: peak RSS",
-                "peak RSS of the process",
-                "MiB",
-                Stats.of([k / 1024 for k in _flat(o, "peak_rss_kib")]),
-                Stats.of([k / 1024 for k in _flat(p, "peak_rss_kib")]),
-                "the interpreter plus each library's imports; informational",
-                None,
-            )
-        )
+        rows.extend(_fanout_rows(raw, cfg))
     if "cancel" in raw:
         o, p = raw["cancel"]["ours"], raw["cancel"]["peer"]
         alive_o, alive_p = _flat(o, "alive_after"), _flat(p, "alive_after")
@@ -407,13 +528,14 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
 
 
 def _fmt(value: float) -> str:
-    if value >= 1000:
+    magnitude = abs(value)  # an overhead row's min can be negative
+    if magnitude >= 1000:
         return f"{value:,.0f}"
-    if value >= 100:
+    if magnitude >= 100:
         return f"{value:.0f}"
-    if value >= 10:
+    if magnitude >= 10:
         return f"{value:.1f}"
-    if value >= 1:
+    if magnitude >= 1:
         return f"{value:.2f}"
     return f"{value:.3f}"
 
@@ -585,7 +707,8 @@ def write_outputs(
     chart = _chart(rows)
     if chart is None and CHART.exists():
         CHART.unlink()  # never show a chart from an older run
-    DOC.write_text(_rst(rows, machine, vers, date, command, chart), encoding="utf-8")
+    fanout = fanout_floors(raw) if "fanout" in raw else None
+    DOC.write_text(_rst(rows, machine, vers, date, command, chart, fanout), encoding="utf-8")
     print(
         f"\nwrote {RESULTS.relative_to(ROOT)}, {DOC.relative_to(ROOT)}"
         + (f", {CHART.relative_to(ROOT)}" if chart else " (no chart: matplotlib is not installed)"),
@@ -593,8 +716,71 @@ def write_outputs(
     )
 
 
+def _fanout_section(rows: list[Row], f: dict[str, float]) -> list[str]:
+    """Why scenario 2 is judged on overhead, with this run's numbers."""
+    by_name = {r.name: r for r in rows}
+    warm = by_name["2. Fan-out overhead (over the runtime floor)"]
+    cold = by_name.get("2. Fan-out cold overhead (over the cold floor)")
+    if f["trio"] >= f["peer"]:
+        verdict = "No library built on Trio can meet that"
+        versus = f"already more than the peer's whole run, framework included ({f['peer']:.1f} ms)"
+    else:
+        verdict = "That target measures the runtime more than the library"
+        versus = (
+            f"{f['trio'] / f['peer']:.0%} of the peer's whole run ({f['peer']:.1f} ms), which "
+            f"would leave {f['peer'] - f['trio']:.1f} ms for all of a framework's work"
+        )
+    why = (
+        "Scenario 2 was first judged on the raw ratio of wall times (ours/peer <= 1). "
+        f"{verdict}: 1,000 bare ``trio.sleep(0.01)`` tasks in one "
+        f"nursery, with no framework at all, take {f['trio']:.1f} ms here, {versus}; the "
+        f"same bare tasks on asyncio take {f['asyncio']:.1f} ms. The difference is Trio's "
+        f"per-task cost: beyond the 10 ms sleep, about {f['trio'] - FANOUT_SLEEP_MS:.1f} µs "
+        f"per task against {f['asyncio'] - FANOUT_SLEEP_MS:.1f} µs on asyncio (a Trio sleep "
+        "enters a cancel scope with a deadline and ends when that deadline cancels it, a "
+        "``Cancelled`` raised and caught; an asyncio sleep is a timer on a future). Any "
+        "Trio library pays that, whatever it does."
+    )
+    target = (
+        "So the raw ratio is still reported, without a target, and the target is what a "
+        "library controls: its **framework overhead over its own runtime's floor**, ours "
+        "minus bare Trio and the peer minus bare asyncio (``asyncio.gather`` of the same "
+        "tool coroutines, the peer's own primitive; ``asyncio.TaskGroup`` is measured too). "
+        "Each floor runs in the same process as its library, alternating with the "
+        "library's runs, and each run is paired with the floor run next to it; every timed "
+        "run starts after a ``gc.collect()``, so none pays for a collection that garbage "
+        "from an earlier run made due. Target: "
+        "overhead ratio ours/peer <= 0.75. The cold first run (a fresh process, no "
+        "warm-up), which a user sees once per process, is reported the same way against "
+        "the first run of the floor in a fresh process."
+    )
+    now = (
+        f"In this run the overhead is {warm.ours.median:.2f} ms for ours and "
+        f"{warm.peer.median:.2f} ms for the peer (ratio {_ratio(warm.ratio)}, target "
+        f"{_met(warm)})"
+    )
+    if cold is not None and "cold_gc_ours" in f:
+        now += (
+            f"; cold, {cold.ours.median:.1f} ms and {cold.peer.median:.1f} ms (ratio "
+            f"{_ratio(cold.ratio)}, reported), of which the cyclic GC accounts for "
+            f"{f['cold_gc_ours']:.1f} ms and {f['cold_gc_peer']:.1f} ms beyond the cold "
+            "floors' own GC time (see the notes below)"
+        )
+    title = "Fan-out: the target is the overhead over the runtime"
+    out = [title, "-" * len(title), ""]
+    for paragraph in (why, target, now + "."):
+        out += [*textwrap.wrap(paragraph, width=88, break_on_hyphens=False), ""]
+    return out
+
+
 def _rst(
-    rows: list[Row], machine: str, vers: dict[str, str], date: str, command: str, chart: str | None
+    rows: list[Row],
+    machine: str,
+    vers: dict[str, str],
+    date: str,
+    command: str,
+    chart: str | None,
+    fanout: dict[str, float] | None = None,
 ) -> str:
     missed = [r.name for r in rows if r.met is False]
     out = [
@@ -644,6 +830,8 @@ def _rst(
         ]
     else:
         out += ["(No chart: matplotlib was not installed when this page was generated.)", ""]
+    if fanout is not None:
+        out += _fanout_section(rows, fanout)
     out += [
         "Limits and notes",
         "----------------",
@@ -664,7 +852,8 @@ def _rst(
         "1. **Loop overhead**: the SPEC scenario (2 model turns, 2 parallel tool calls",
         "   ``get_weather`` and ``add``, then the final text) with an in-process scripted",
         "   model and trivial async tools. The peer's ``generate`` is synchronous, its idiom.",
-        "2. **Fan-out**: one model message with 1,000 tool calls that each wait 10 ms.",
+        "2. **Fan-out**: one model message with 1,000 tool calls that each wait 10 ms;",
+        "   wall time, the overhead over each runtime's floor, and the cold first run.",
         "3. **Cancel latency**: the tool sleeps 5 s; the run's cancel token fires at 100 ms",
         "   (the peer takes an ``asyncio.Event``). Time from the cancel until ``run`` returns",
         "   or raises, and whether the tool task is still alive afterwards.",

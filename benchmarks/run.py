@@ -39,8 +39,9 @@ class Config:
     host_rounds: int = 5
     overhead_runs: int = 300
     overhead_warmup: int = 50
-    fanout_runs: int = 5
-    fanout_warmup: int = 2
+    fanout_runs: int = 20
+    fanout_warmup: int = 3
+    fanout_cold_rounds: int = 12
     cancel_runs: int = 1
     invoke_sequential: int = 2000
     invoke_total: int = 20000
@@ -55,7 +56,13 @@ class Config:
 
 
 QUICK = dataclasses.replace(
-    Config(), agent_rounds=2, host_rounds=1, fanout_runs=3, overhead_warmup=30, stubborn_reps=2
+    Config(),
+    agent_rounds=2,
+    host_rounds=1,
+    fanout_runs=6,
+    fanout_cold_rounds=4,
+    overhead_warmup=30,
+    stubborn_reps=2,
 )
 QUICK = dataclasses.replace(QUICK, http_rounds=1)  # scenarios 8-10
 
@@ -131,6 +138,16 @@ def collect(cfg: Config, only: set[int]) -> Raw:
                 argv += ["--runs", str(runs), "--warmup", str(warmup)]
                 add(scenario, side, _json_child(argv, timeout=120))
             _progress(f"{scenario} round {r + 1}/{cfg.agent_rounds}", t0)
+        if scenario == "fanout":
+            # The cold first run: one fresh process per measurement, the library's
+            # first run and the bare floor's first run alternating within each side.
+            for r in range(cfg.fanout_cold_rounds):
+                for side in _order(r):
+                    for floor in (False, True) if r % 2 == 0 else (True, False):
+                        argv = ["-m", "benchmarks.agent", scenario, side, "--cold"]
+                        key = "fanout_cold_floor" if floor else "fanout_cold"
+                        add(key, side, _json_child([*argv, "--floor"] if floor else argv, 120))
+                _progress(f"{scenario} cold round {r + 1}/{cfg.fanout_cold_rounds}", t0)
 
     hosted: list[tuple[int, str, list[str]]] = [
         (4, "invoke", ["--sequential", str(cfg.invoke_sequential)]),

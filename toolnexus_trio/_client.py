@@ -66,6 +66,11 @@ logger = logging.getLogger("toolnexus_trio")
 _TOO_DEEP = f"Invalid JSON arguments: nested too deeply (more than {MAX_JSON_DEPTH} levels)"
 
 
+# json.dumps with separators builds a new encoder per call; this one is built once
+# (same settings, same output and errors).
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+
+
 def _to_calls(response: InProcessResponse) -> list[_Call]:
     calls = []
     for i, tc in enumerate(response.tool_calls):
@@ -89,7 +94,7 @@ def _to_calls(response: InProcessResponse) -> list[_Call]:
         else:
             args = arguments
             try:
-                text = json.dumps(arguments, separators=(",", ":"))
+                text = _COMPACT_JSON.encode(arguments)
                 deep = nested_too_deeply(args, text=text)
             except (TypeError, ValueError) as exc:
                 calls.append(_Call(call_id, tc.name, {}, "{}", f"Arguments are not JSON: {exc}"))

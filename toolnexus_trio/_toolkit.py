@@ -273,7 +273,8 @@ class Toolkit:
             index[t.name] = t
 
     def _current(self) -> dict[str, Tool]:
-        versions = tuple(src.version for src in self._sources)
+        # Read twice per tool call: no generator when there is no dynamic source.
+        versions = tuple(src.version for src in self._sources) if self._sources else ()
         if versions != self._seen:
             index: dict[str, Tool] = {}
             for src in self._head:

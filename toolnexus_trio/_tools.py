@@ -225,7 +225,10 @@ def define_tool(name: str, description: str, input_schema: JSONSchema | None, fn
         raise TypeError(f"define_tool({name!r}): fn must be an async function")
 
     async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return _to_result(await fn(args, ctx))
+        value = await fn(args, ctx)
+        if type(value) is str:  # the common case, without _to_result's two calls
+            return ToolResult(value)
+        return _to_result(value)
 
     return Tool(
         name=name,
