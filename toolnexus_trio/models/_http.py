@@ -12,15 +12,18 @@ import inspect
 import random
 import re
 import ssl
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import attrs
 import httpx2
 import trio
 
 from .._results import GenerateError
+from ._transport import Http1Transport
 
 DEFAULT_RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -121,13 +124,30 @@ async def read_bounded(response: httpx2.Response, limit: int | None = None) -> b
 _ssl_context: ssl.SSLContext | None = None
 
 
-def _new_client() -> httpx2.AsyncClient:
-    """A pool for one client; the first call per process loads the CA bundle (blocking)."""
+def _proxied(url: str) -> bool:
+    """Whether httpx2 would send a request to *url* through a proxy of the environment."""
+    proxies = urllib.request.getproxies()
+    scheme = urlsplit(url).scheme
+    if not (proxies.get(scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass(urlsplit(url).hostname or "")
+
+
+def _new_client(url: str = "") -> httpx2.AsyncClient:
+    """A pool for one client; the first call per process loads the CA bundle (blocking).
+
+    The transport is our lean HTTP/1.1 one (:mod:`._transport`), unless the environment
+    names a proxy for *url*: then httpx2's stock transport, which speaks to proxies.
+    """
     global _ssl_context
     if _ssl_context is None:
         _ssl_context = httpx2.create_ssl_context()
+        _ssl_context.set_alpn_protocols(["http/1.1"])
     # A model answer can take minutes; the run's own deadline is run_timeout_ms.
-    return httpx2.AsyncClient(verify=_ssl_context, timeout=httpx2.Timeout(600.0, connect=30.0))
+    timeout = httpx2.Timeout(600.0, connect=30.0)
+    if _proxied(url):
+        return httpx2.AsyncClient(verify=_ssl_context, timeout=timeout)
+    return httpx2.AsyncClient(transport=Http1Transport(ssl_context=_ssl_context), timeout=timeout)
 
 
 class Poster:
@@ -169,7 +189,7 @@ class Poster:
             delay: int | None = None
             failure: GenerateError
             try:
-                http = self.http or await self._make_client()
+                http = self.http or await self._make_client(url)
                 request = http.build_request("POST", url, headers=headers, content=content)
                 response = await http.send(request, stream=True)
             except httpx2.TransportError as exc:
@@ -245,13 +265,13 @@ class Poster:
         if self._owned and self.http is not None:
             await self.http.aclose()
 
-    async def _make_client(self) -> httpx2.AsyncClient:
-        # The first pool of the process loads the CA bundle and httpcore2 (tens of ms
-        # of blocking I/O): that one is made in a worker thread; later ones are cheap.
+    async def _make_client(self, url: str) -> httpx2.AsyncClient:
+        # The first pool of the process loads the CA bundle (tens of ms of blocking
+        # I/O): that one is made in a worker thread; later ones are cheap.
         if _ssl_context is None:
-            made = await trio.to_thread.run_sync(_new_client)
+            made = await trio.to_thread.run_sync(_new_client, url)
         else:
-            made = _new_client()
+            made = _new_client(url)
         if self.http is None:
             self.http = made
         else:  # another run made the pool while this one waited for the thread
