@@ -146,7 +146,7 @@ class Http1Transport(httpx2.AsyncBaseTransport):
         timeouts: Mapping[str, Any] = request.extensions.get("timeout") or {}
         stream = request.stream
         if isinstance(stream, httpx2.ByteStream):
-            head = serialize_head(request, request.content)
+            head = serialize_head(request, request.read())
             body: AsyncIterator[bytes] | None = None
         else:
             head = serialize_head(request, b"")
