@@ -9,6 +9,7 @@ abort is never retried nor shown to ``on_error``.
 from __future__ import annotations
 
 import inspect
+import logging
 import random
 import re
 import ssl
@@ -34,6 +35,7 @@ _CLOSE_GRACE = 1.0
 _DELAY_SECONDS = re.compile(r"[0-9]+")
 _MAX_RETRY_AFTER = 2147483647
 _REDACTED = "[redacted]"
+_httpx2_logger = logging.getLogger("httpx2")
 
 
 @attrs.frozen
@@ -114,7 +116,9 @@ async def read_bounded(response: httpx2.Response, limit: int | None = None) -> b
     limit = MAX_RESPONSE_BYTES if limit is None else limit
     out: list[bytes] = []
     total = 0
-    chunks = response.aiter_bytes()
+    # Without a content coding the raw bytes are the body: one generator less.
+    encoded = "content-encoding" in response.headers
+    chunks = response.aiter_bytes() if encoded else response.aiter_raw()
     finished = False
     try:
         async for chunk in chunks:
@@ -142,11 +146,12 @@ def _proxied(url: str) -> bool:
     return not urllib.request.proxy_bypass(urlsplit(url).hostname or "")
 
 
-def _new_client(url: str = "") -> httpx2.AsyncClient:
-    """A pool for one client; the first call per process loads the CA bundle (blocking).
+def _new_pool(url: str = "") -> tuple[httpx2.AsyncClient, Http1Transport | None]:
+    """A pool for one client, and its lean transport (``None`` if it has httpx2's).
 
     The transport is our lean HTTP/1.1 one (:mod:`._transport`), unless the environment
-    names a proxy for *url*: then httpx2's stock transport, which speaks to proxies.
+    names a proxy for *url*: then httpx2's stock transport, which speaks to proxies. The
+    first call per process loads the CA bundle (blocking).
     """
     global _ssl_context
     if _ssl_context is None:
@@ -157,8 +162,14 @@ def _new_client(url: str = "") -> httpx2.AsyncClient:
     # scope). (A per-read limit would also cost a cancel scope on every socket read.)
     timeout = httpx2.Timeout(None, connect=30.0)
     if _proxied(url):
-        return httpx2.AsyncClient(verify=_ssl_context, timeout=timeout)
-    return httpx2.AsyncClient(transport=Http1Transport(ssl_context=_ssl_context), timeout=timeout)
+        return httpx2.AsyncClient(verify=_ssl_context, timeout=timeout), None
+    lean = Http1Transport(ssl_context=_ssl_context)
+    return httpx2.AsyncClient(transport=lean, timeout=timeout), lean
+
+
+def _new_client(url: str = "") -> httpx2.AsyncClient:
+    """The client of :func:`_new_pool`."""
+    return _new_pool(url)[0]
 
 
 class Poster:
@@ -179,6 +190,7 @@ class Poster:
     ) -> None:
         self._owned = http_client is None
         self.http: httpx2.AsyncClient | None = http_client
+        self._lean: Http1Transport | None = None
         self.retries = retries
         self.retry_base_ms = retry_base_ms
         self.retryable = DEFAULT_RETRYABLE_STATUSES | frozenset(retryable_statuses or ())
@@ -206,7 +218,7 @@ class Poster:
             try:
                 http = self.http or await self._make_client(url)
                 request = self._request(http, url, headers, content)
-                response = await http.send(request, stream=True)
+                response = await self._send(http, request)
             except httpx2.TransportError as exc:
                 info = ErrorInfo(exc, None, attempt, True)
                 failure = self._network_failure(url, exc)
@@ -264,6 +276,37 @@ class Poster:
             extensions=extensions,
         )
 
+    async def _send(self, http: httpx2.AsyncClient, request: httpx2.Request) -> httpx2.Response:
+        """``http.send(request, stream=True)``; on the owned lean pool, the transport itself.
+
+        That client has nothing for ``send`` to apply (no auth or event hooks, redirects
+        not followed), so the request goes straight to the transport, and what ``send``
+        does that still matters is done here: the request set on the response and on
+        errors, cookies kept, httpx2's INFO log line. (``send``'s generators and context
+        managers cost about as much CPU as the transport's whole exchange.)
+        """
+        lean = self._lean
+        if lean is None:
+            return await http.send(request, stream=True)
+        try:
+            response = await lean.handle_async_request(request)
+        except httpx2.RequestError as exc:
+            exc.request = request
+            raise
+        response.request = request
+        if "set-cookie" in response.headers:
+            http.cookies.extract_cookies(response)
+        if _httpx2_logger.isEnabledFor(logging.INFO):
+            _httpx2_logger.info(
+                'HTTP Request: %s %s "%s %d %s"',
+                request.method,
+                request.url,
+                response.http_version,
+                response.status_code,
+                response.reason_phrase,
+            )
+        return response
+
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before attempt ``attempt + 1``."""
         return backoff_seconds(self.retry_base_ms, attempt)
@@ -312,11 +355,11 @@ class Poster:
         # The first pool of the process loads the CA bundle (tens of ms of blocking
         # I/O): that one is made in a worker thread; later ones are cheap.
         if _ssl_context is None:
-            made = await trio.to_thread.run_sync(_new_client, url)
+            made, lean = await trio.to_thread.run_sync(_new_pool, url)
         else:
-            made = _new_client(url)
+            made, lean = _new_pool(url)
         if self.http is None:
-            self.http = made
+            self.http, self._lean = made, lean
         else:  # another run made the pool while this one waited for the thread
             await made.aclose()
         return self.http
