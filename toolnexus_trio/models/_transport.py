@@ -38,6 +38,7 @@ which keeps httpx2's stock transport.
 from __future__ import annotations
 
 import math
+import os
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -57,6 +58,7 @@ from ._h1 import (
 )
 
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
+_POSIX = os.name == "posix"
 _READ_SIZE = 65536
 MAX_HEAD_BYTES = 64 * 1024
 """A response head (status line and headers) larger than this is refused."""
@@ -84,14 +86,19 @@ def _timeout(timeouts: Mapping[str, Any], name: str) -> float:
 
 class _Conn:
     """One open connection: its stream, the raw socket (closed synchronously), bytes
-    read past the last response head, and when it went idle."""
+    read past the last response head, and when it went idle.
 
-    __slots__ = ("buffer", "idle_since", "key", "socket", "stream")
+    ``fd`` is the socket's descriptor for plain TCP on POSIX, read and written directly
+    (see :func:`send`), and -1 for TLS, which goes through the ``SSLStream``.
+    """
+
+    __slots__ = ("buffer", "fd", "idle_since", "key", "socket", "stream")
 
     def __init__(self, stream: trio.abc.Stream, socket: trio.socket.SocketType, key: Key):
         self.stream = stream
         self.socket = socket
         self.key = key
+        self.fd = socket.fileno() if _POSIX and type(stream) is trio.SocketStream else -1
         self.buffer = b""
         self.idle_since = 0.0
 
@@ -154,7 +161,7 @@ class Http1Transport(httpx2.AsyncBaseTransport):
         conn = self._idle_conn(key) or await self._connect(key, timeouts)
         try:
             write = _timeout(timeouts, "write")
-            await self._send(conn, head, write)
+            await send(conn, head, write)
             if body is not None:
                 await self._send_body(conn, body, request, write)
             return await self._response(conn, request, _timeout(timeouts, "read"))
@@ -265,28 +272,15 @@ class Http1Transport(httpx2.AsyncBaseTransport):
 
     # -- one exchange -------------------------------------------------------
 
-    @staticmethod
-    async def _send(conn: _Conn, data: bytes, per_write: float) -> None:
-        try:
-            if per_write == math.inf:
-                await conn.stream.send_all(data)
-                return
-            with trio.move_on_after(per_write):
-                await conn.stream.send_all(data)
-                return
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            raise httpx2.WriteError(_detail(exc)) from exc
-        raise httpx2.WriteTimeout("sending the request timed out")
-
     async def _send_body(
         self, conn: _Conn, body: AsyncIterator[bytes], request: httpx2.Request, per_write: float
     ) -> None:
         chunked = "chunked" in request.headers.get("transfer-encoding", "").lower()
         async for part in body:
             if part:
-                await self._send(conn, chunk_frame(part) if chunked else part, per_write)
+                await send(conn, chunk_frame(part) if chunked else part, per_write)
         if chunked:
-            await self._send(conn, b"0\r\n\r\n", per_write)
+            await send(conn, b"0\r\n\r\n", per_write)
 
     async def _response(
         self, conn: _Conn, request: httpx2.Request, per_read: float
@@ -328,7 +322,8 @@ class Http1Transport(httpx2.AsyncBaseTransport):
                     raise httpx2.RemoteProtocolError(
                         f"the response head is over {MAX_HEAD_BYTES} bytes"
                     )
-            more = await receive(conn, _READ_SIZE, per_read)
+            # Nothing buffered: the answer is not here yet, so wait before trying a read.
+            more = await receive(conn, _READ_SIZE, per_read, wait_first=not data)
             if not more:
                 if first and not data:
                     raise httpx2.RemoteProtocolError(
@@ -339,22 +334,79 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             data = data + more if data else more
 
 
-async def receive(conn: _Conn, size: int, per_read: float) -> bytes:
+async def send(conn: _Conn, data: bytes, per_write: float) -> None:
+    """Write *data* to *conn*, errors as httpx2's; a write that waits longer than
+    *per_write* seconds is a ``WriteTimeout``.
+
+    On a plain TCP connection the first write goes straight to the descriptor: it is a
+    cancel point, and not a schedule point (the response wait that follows is one); a
+    stream's ``send_all`` would add a trip through the scheduler to every request.
+    """
+    fd = conn.fd
+    if fd >= 0 and per_write == math.inf:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            sent = os.write(fd, data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            raise httpx2.WriteError(_detail(exc)) from exc
+        if sent == len(data):
+            return
+        data = data[sent:]  # the socket buffer is full: the stream waits for room
+    try:
+        if per_write == math.inf:
+            await conn.stream.send_all(data)
+            return
+        with trio.move_on_after(per_write):
+            await conn.stream.send_all(data)
+            return
+    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        raise httpx2.WriteError(_detail(exc)) from exc
+    raise httpx2.WriteTimeout("sending the request timed out")
+
+
+async def receive(conn: _Conn, size: int, per_read: float, *, wait_first: bool = False) -> bytes:
     """Up to *size* bytes from *conn* (``b""`` at EOF), errors as httpx2's; a read
-    that waits longer than *per_read* seconds is a ``ReadTimeout``."""
-    data: bytes | bytearray | None = None
+    that waits longer than *per_read* seconds is a ``ReadTimeout``.
+
+    On a plain TCP connection the descriptor is read directly, and with *wait_first*
+    (nothing can have arrived yet) only once it is readable, which saves a failed read.
+    Either way the call is a checkpoint, as a stream's ``receive_some`` is.
+    """
+    fd = conn.fd
+    if fd >= 0 and per_read == math.inf:
+        try:
+            if not wait_first:
+                await trio.lowlevel.checkpoint_if_cancelled()
+                try:
+                    data = os.read(fd, size)
+                except BlockingIOError:
+                    pass
+                else:
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                    return data
+            while True:
+                await trio.lowlevel.wait_readable(conn.socket)
+                try:
+                    return os.read(fd, size)
+                except BlockingIOError:
+                    continue  # a spurious wakeup
+        except (OSError, trio.ClosedResourceError) as exc:
+            raise httpx2.ReadError(_detail(exc)) from exc
+    got: bytes | bytearray | None = None
     try:
         if per_read == math.inf:
-            data = await conn.stream.receive_some(size)
+            got = await conn.stream.receive_some(size)
         else:
             with trio.move_on_after(per_read):
-                data = await conn.stream.receive_some(size)
-            if data is None:
+                got = await conn.stream.receive_some(size)
+            if got is None:
                 raise httpx2.ReadTimeout("reading the response timed out")
     except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
         raise httpx2.ReadError(_detail(exc)) from exc
     # (Trio's socket and TLS streams both return bytes; bytearray is allowed by the ABC.)
-    return data if type(data) is bytes else bytes(data)
+    return got if type(got) is bytes else bytes(got)
 
 
 class _Empty(httpx2.AsyncByteStream):
