@@ -23,6 +23,7 @@ _RESPONSE_HEAD = re.compile(
     rb"HTTP/1\.[01] [0-9]{3}(?: " + _VALUE + rb")?(?:\n" + _TOKEN + rb":" + _VALUE + rb")*"
 )
 _OBS_FOLD = re.compile(rb"\n[ \t]+")
+_CONNECTION_CLOSE = re.compile(rb"\nconnection:[^\r]*\bclose\b", re.IGNORECASE)
 _MAX_LENGTH_DIGITS = 18
 
 # Body framings: a known length, chunked, or until the server closes.
@@ -38,8 +39,9 @@ class Head(NamedTuple):
     headers: list[tuple[bytes, bytes]]
 
 
-def serialize_head(request: httpx2.Request, body: bytes) -> bytes:
-    """The request line, headers and *body*, joined once; a bad header is refused.
+def serialize_head(request: httpx2.Request, body: bytes) -> tuple[bytes, bool]:
+    """The request line, headers and *body*, joined once (a bad header is refused), and
+    whether the request asks to close the connection after its answer.
 
     httpx2 has already added ``Host`` and ``Content-Length`` (or ``Transfer-Encoding``).
     """
@@ -49,12 +51,13 @@ def serialize_head(request: httpx2.Request, body: bytes) -> bytes:
     parts.append(b"\r\n")
     parts.append(body)
     data = b"".join(parts)
-    if _REQUEST_HEAD.fullmatch(data, 0, len(data) - len(body)) is None:
+    end = len(data) - len(body)
+    if _REQUEST_HEAD.fullmatch(data, 0, end) is None:
         raise httpx2.LocalProtocolError(
             "the request line or a header is malformed (a control character, or a name "
             "that is not a token)"
         )
-    return data
+    return data, _CONNECTION_CLOSE.search(data, 0, end) is not None
 
 
 def chunk_frame(part: bytes) -> bytes:
@@ -91,9 +94,10 @@ def parse_head(head: bytes) -> Head:
     return Head(status_line[:8], int(status_line[9:12]), status_line[13:], headers)
 
 
-def body_framing(head: Head, request: httpx2.Request) -> tuple[int, int, bool]:
-    """``(framing, length, keep_alive)`` of the response body (RFC 9112 §6.3)."""
-    keep_alive = head.version == b"HTTP/1.1"
+def body_framing(head: Head, method: str, close: bool) -> tuple[int, int, bool]:
+    """``(framing, length, keep_alive)`` of the response body (RFC 9112 §6.3) to a
+    *method* request (*close*: the request said ``Connection: close``)."""
+    keep_alive = head.version == b"HTTP/1.1" and not close
     length: int | None = None
     codings: list[bytes] = []
     for name, value in head.headers:
@@ -112,10 +116,8 @@ def body_framing(head: Head, request: httpx2.Request) -> tuple[int, int, bool]:
             codings += (c.strip(b" \t").lower() for c in value.split(b","))
         elif lname == b"connection" and b"close" in value.lower():
             keep_alive = False
-    if keep_alive and b"close" in request.headers.get("connection", "").lower().encode():
-        keep_alive = False
     status = head.status
-    if request.method == "HEAD" or status in (204, 304):
+    if method == "HEAD" or status in (204, 304):
         return LENGTH, 0, keep_alive
     if codings:
         if codings != [b"chunked"]:

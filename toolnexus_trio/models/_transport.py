@@ -153,10 +153,10 @@ class Http1Transport(httpx2.AsyncBaseTransport):
         timeouts: Mapping[str, Any] = request.extensions.get("timeout") or {}
         stream = request.stream
         if isinstance(stream, httpx2.ByteStream):
-            head = serialize_head(request, request.read())
+            head, close = serialize_head(request, request.read())
             body: AsyncIterator[bytes] | None = None
         else:
-            head = serialize_head(request, b"")
+            head, close = serialize_head(request, b"")
             body = aiter(stream)  # type: ignore[arg-type]
         conn = self._idle_conn(key) or await self._connect(key, timeouts)
         try:
@@ -164,7 +164,7 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             await send(conn, head, write)
             if body is not None:
                 await self._send_body(conn, body, request, write)
-            return await self._response(conn, request, _timeout(timeouts, "read"))
+            return await self._response(conn, request.method, close, _timeout(timeouts, "read"))
         except BaseException:
             self._drop(conn)
             raise
@@ -283,7 +283,7 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             await send(conn, b"0\r\n\r\n", per_write)
 
     async def _response(
-        self, conn: _Conn, request: httpx2.Request, per_read: float
+        self, conn: _Conn, method: str, close: bool, per_read: float
     ) -> httpx2.Response:
         while True:
             head = await self._read_head(conn, per_read)
@@ -292,7 +292,7 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             if head.status == 101:
                 raise httpx2.RemoteProtocolError("the server switched protocols unasked (101)")
             # 100 Continue, 103 Early Hints...: informational, the answer follows.
-        framing, length, keep_alive = body_framing(head, request)
+        framing, length, keep_alive = body_framing(head, method, close)
         extensions = {"http_version": head.version, "reason_phrase": head.reason}
         if framing == LENGTH and length == 0:
             if keep_alive:
