@@ -45,14 +45,18 @@ def serialize_head(request: httpx2.Request, body: bytes) -> tuple[bytes, bool]:
 
     httpx2 has already added ``Host`` and ``Content-Length`` (or ``Transfer-Encoding``).
     """
+    headers = request.headers.raw
     parts = [request.method.encode("ascii"), b" ", request.url.raw_path, b" HTTP/1.1\r\n"]
-    for name, value in request.headers.raw:
+    for name, value in headers:
         parts += (name, b": ", value, b"\r\n")
     parts.append(b"\r\n")
     parts.append(body)
     data = b"".join(parts)
     end = len(data) - len(body)
-    if _REQUEST_HEAD.fullmatch(data, 0, end) is None:
+    # The pattern checks every line; the count, that no name or value brought a line of
+    # its own (a value "a\r\nX-B: b" would otherwise pass as two good lines).
+    lines = len(headers) + 2
+    if data.count(b"\n", 0, end) != lines or _REQUEST_HEAD.fullmatch(data, 0, end) is None:
         raise httpx2.LocalProtocolError(
             "the request line or a header is malformed (a control character, or a name "
             "that is not a token)"
