@@ -166,7 +166,7 @@ async def test_a_request_asking_to_close_is_not_kept() -> None:
 
 async def test_lenient_where_servers_are() -> None:
     answer = (
-        b"HTTP/1.1 200\nX-Folded: one\n two\nContent-Length: 2\nX-Empty:\nSet-Cookie: a=1\n"
+        b"\r\n\r\nHTTP/1.1 200\nX-Folded: one\n two\nContent-Length: 2\nX-Empty:\nSet-Cookie: a=1\n"
         b"Set-Cookie: b=2\n\nok"
     )
 
@@ -405,3 +405,31 @@ async def test_aclose_closes_idle_connections_and_refuses_more() -> None:
         assert await closed_soon(server.peers[0])
         with pytest.raises(RuntimeError, match="closed"):
             await transport.handle_async_request(httpx2.Request("GET", server.url))
+
+
+async def test_closing_the_pool_fails_requests_in_flight_and_waiting() -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.read_request()
+        await peer.wait_closed()
+
+    outcomes: dict[str, BaseException] = {}
+
+    async def one(name: str, client: httpx2.AsyncClient, url: str) -> None:
+        try:
+            await client.get(url)
+        except Exception as exc:
+            outcomes[name] = exc
+
+    async with (
+        raw_server(handler) as server,
+        lean_client(max_connections=1) as (client, transport),
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(one, "in flight", client, server.url)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(one, "waiting", client, server.url)
+        await trio.testing.wait_all_tasks_blocked()
+        await transport.aclose()
+    assert isinstance(outcomes["in flight"], httpx2.ReadError)
+    assert isinstance(outcomes["waiting"], RuntimeError)
+    assert transport.open_connections == 0

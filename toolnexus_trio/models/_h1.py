@@ -69,10 +69,12 @@ def chunk_frame(part: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(part), part)
 
 
-def find_head_end(data: bytes) -> tuple[int, int] | None:
-    """Where the head in *data* ends and the body starts, or ``None`` if not yet."""
-    crlf = data.find(b"\r\n\r\n")
-    lf = data.find(b"\n\n", 0, crlf if crlf >= 0 else len(data))
+def find_head_end(data: bytes | bytearray, start: int = 0) -> tuple[int, int] | None:
+    """Where the head in *data* ends and the body starts, or ``None`` if not yet (the
+    blank line is looked for from *start* on)."""
+    start = max(start, 0)
+    crlf = data.find(b"\r\n\r\n", start)
+    lf = data.find(b"\n\n", start, crlf if crlf >= 0 else len(data))
     if lf >= 0:
         return lf, lf + 2
     if crlf >= 0:

@@ -208,21 +208,22 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             idle = self._idle.get(conn.key)
             if idle and conn in idle:
                 idle.remove(conn)
+            conn.fd = -1  # its number may be reused at once: never touched again
             conn.socket.close()
             self._slots.release()
 
     async def _take_slot(self, timeouts: Mapping[str, Any]) -> None:
-        try:
-            self._slots.acquire_nowait()
-            return
-        except trio.WouldBlock:
-            pass
-        # Full: an idle connection (of another host: ours were tried) makes room.
-        idle = [c for conns in self._idle.values() for c in conns]
-        if idle:
+        while True:
+            try:
+                self._slots.acquire_nowait()
+                return
+            except trio.WouldBlock:
+                pass
+            # Full: an idle connection (of another host: ours were tried) makes room.
+            idle = [c for conns in self._idle.values() for c in conns]
+            if not idle:
+                break
             self._drop(min(idle, key=lambda c: c.idle_since))
-            self._slots.acquire_nowait()
-            return
         self._waiting += 1
         try:
             with trio.move_on_after(_timeout(timeouts, "pool")) as scope:
@@ -231,6 +232,9 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             self._waiting -= 1
         if scope.cancelled_caught:
             raise httpx2.PoolTimeout(f"no connection free among {self.max_connections}")
+        if self._closed:  # closed while this request waited
+            self._slots.release()
+            raise RuntimeError("the transport is closed")
 
     async def _connect(self, key: Key, timeouts: Mapping[str, Any]) -> _Conn:
         await self._take_slot(timeouts)
@@ -308,30 +312,38 @@ class Http1Transport(httpx2.AsyncBaseTransport):
         )
 
     async def _read_head(self, conn: _Conn, per_read: float) -> Head:
-        data = conn.buffer
+        data: bytes | bytearray = conn.buffer
         conn.buffer = b""
-        first = True
+        start = 0  # where the blank line can start, given what was searched already
         while True:
+            if data[:1] in (b"\r", b"\n"):  # blank lines before the status line: ignored
+                data = data.lstrip(b"\r\n")
+                start = 0
             if data:
-                found = find_head_end(data)
+                found = find_head_end(data, start)
                 if found is not None:
                     end, after = found
-                    conn.buffer = data[after:]
-                    return parse_head(data[:end])
+                    conn.buffer = bytes(data[after:])
+                    return parse_head(bytes(data[:end]))
                 if len(data) > MAX_HEAD_BYTES:
                     raise httpx2.RemoteProtocolError(
                         f"the response head is over {MAX_HEAD_BYTES} bytes"
                     )
+                start = len(data) - 3
             # Nothing buffered: the answer is not here yet, so wait before trying a read.
             more = await receive(conn, _READ_SIZE, per_read, wait_first=not data)
             if not more:
-                if first and not data:
+                if not data:
                     raise httpx2.RemoteProtocolError(
                         "the server disconnected without sending a response"
                     )
                 raise httpx2.RemoteProtocolError("the server disconnected mid response head")
-            first = False
-            data = data + more if data else more
+            if not data:
+                data = more
+            elif isinstance(data, bytearray):
+                data += more  # (a head in many pieces is gathered in place, not re-copied)
+            else:
+                data = bytearray(data) + more
 
 
 async def send(conn: _Conn, data: bytes, per_write: float) -> None:
@@ -342,11 +354,10 @@ async def send(conn: _Conn, data: bytes, per_write: float) -> None:
     cancel point, and not a schedule point (the response wait that follows is one); a
     stream's ``send_all`` would add a trip through the scheduler to every request.
     """
-    fd = conn.fd
-    if fd >= 0 and per_write == math.inf:
+    if conn.fd >= 0 and per_write == math.inf:
         await trio.lowlevel.checkpoint_if_cancelled()
         try:
-            sent = os.write(fd, data)
+            sent = os.write(conn.fd, data)
         except BlockingIOError:
             sent = 0
         except OSError as exc:
@@ -374,13 +385,13 @@ async def receive(conn: _Conn, size: int, per_read: float, *, wait_first: bool =
     (nothing can have arrived yet) only once it is readable, which saves a failed read.
     Either way the call is a checkpoint, as a stream's ``receive_some`` is.
     """
-    fd = conn.fd
-    if fd >= 0 and per_read == math.inf:
+    if conn.fd >= 0 and per_read == math.inf:
+        # (conn.fd is read again after every wait: the pool may have closed the socket.)
         try:
             if not wait_first:
                 await trio.lowlevel.checkpoint_if_cancelled()
                 try:
-                    data = os.read(fd, size)
+                    data = os.read(conn.fd, size)
                 except BlockingIOError:
                     pass
                 else:
@@ -388,8 +399,10 @@ async def receive(conn: _Conn, size: int, per_read: float, *, wait_first: bool =
                     return data
             while True:
                 await trio.lowlevel.wait_readable(conn.socket)
+                if conn.fd < 0:
+                    raise trio.ClosedResourceError("the connection was closed")
                 try:
-                    return os.read(fd, size)
+                    return os.read(conn.fd, size)
                 except BlockingIOError:
                     continue  # a spurious wakeup
         except (OSError, trio.ClosedResourceError) as exc:
