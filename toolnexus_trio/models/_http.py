@@ -227,7 +227,7 @@ class Poster:
                     if stream:
                         return response, None
                     try:
-                        return response, await read_bounded(response)
+                        return response, await self._read(response)
                     except httpx2.TransportError as exc:
                         info = ErrorInfo(exc, None, attempt, True)
                         failure = self._network_failure(url, exc)
@@ -306,6 +306,28 @@ class Poster:
                 response.reason_phrase,
             )
         return response
+
+    async def _read(self, response: httpx2.Response) -> bytes:
+        """:func:`read_bounded`; on the owned lean pool, from the response's stream.
+
+        Without a content coding to undo, that is what ``aiter_raw`` does, without its
+        generator and context managers (as costly as parsing the answer). The response
+        is closed once read; if the read fails, the caller's :func:`close_response`
+        closes it (and so the connection).
+        """
+        stream = response.stream
+        if self._lean is None or "content-encoding" in response.headers:
+            return await read_bounded(response)
+        assert isinstance(stream, httpx2.AsyncByteStream)
+        out: list[bytes] = []
+        total = 0
+        async for chunk in stream:
+            total += len(chunk)
+            if total > MAX_RESPONSE_BYTES:
+                raise GenerateError(f"the model's answer is larger than {MAX_RESPONSE_BYTES} bytes")
+            out.append(chunk)
+        await response.aclose()
+        return b"".join(out)
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before attempt ``attempt + 1``."""
