@@ -157,3 +157,29 @@ async def test_a_closed_client_fails_its_next_call_clearly() -> None:
         with pytest.raises(Exception, match="closed"):
             await client.run("two")
     await trio.lowlevel.checkpoint()
+
+
+async def test_an_answer_cut_mid_body_is_retried_with_its_request_on_the_error() -> None:
+    async def handler(peer: Peer) -> None:
+        if peer.index == 0:
+            await peer.read_request()
+            await peer.send(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"choi')
+            return  # and the connection ends
+        await answer_each(peer, response(ANSWER, b"Content-Type: application/json"))
+
+    seen: list[ErrorInfo] = []
+
+    def on_error(info: ErrorInfo) -> str:
+        seen.append(info)
+        return "retry"
+
+    async with raw_server(handler) as server:
+        options = ClientOptions(
+            base_url=server.url + "/v1", style="openai", model="m", api_key="k",
+            retry_base_ms=0, on_error=on_error,  # type: ignore[arg-type]
+        )  # fmt: skip
+        async with create_client(options) as client:
+            assert (await client.run("one")).text == "hello"
+    assert len(seen) == 1 and isinstance(seen[0].error, httpx2.RemoteProtocolError)
+    assert seen[0].error.request.url.path == "/v1/chat/completions"
+    assert len(server.peers) == 2

@@ -321,11 +321,17 @@ class Poster:
         assert isinstance(stream, httpx2.AsyncByteStream)
         out: list[bytes] = []
         total = 0
-        async for chunk in stream:
-            total += len(chunk)
-            if total > MAX_RESPONSE_BYTES:
-                raise GenerateError(f"the model's answer is larger than {MAX_RESPONSE_BYTES} bytes")
-            out.append(chunk)
+        try:
+            async for chunk in stream:
+                total += len(chunk)
+                if total > MAX_RESPONSE_BYTES:
+                    raise GenerateError(
+                        f"the model's answer is larger than {MAX_RESPONSE_BYTES} bytes"
+                    )
+                out.append(chunk)
+        except httpx2.RequestError as exc:
+            exc.request = response.request  # as aiter_raw would
+            raise
         await response.aclose()
         return b"".join(out)
 
