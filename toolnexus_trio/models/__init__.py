@@ -4,7 +4,8 @@
 model turns come from here; the loop is the one the in-process client runs. One module
 per wire style (``_openai``, ``_anthropic``), the shared POST with retries
 (``_http``), an SSE decoder (``_sse``), the turn source (``_source``), and the HTTP/1.1
-transport the client's own httpx2 pool runs on (``_transport``, framing in ``_h1``).
+transport the client's own httpx2 pool runs on (``_transport``; framing in ``_h1``,
+connection I/O and streamed bodies in ``_h1io``).
 """
 
 from ._http import ErrorInfo as ErrorInfo

@@ -13,8 +13,9 @@ agent loop around it. What it does:
 - One ``send_all`` per request: the head and a bytes body joined once. Streamed request
   bodies are sent as they come (chunked when the request says so).
 - Responses framed by ``Content-Length``, ``Transfer-Encoding: chunked`` or the close of
-  the connection, parsed by :mod:`._h1`; the body is streamed: the socket is read only
-  when the caller asks for the next piece, so a slow reader slows the server.
+  the connection, parsed by :mod:`._h1`; the body is streamed (:mod:`._h1io`): the
+  socket is read only when the caller asks for the next piece, so a slow reader slows
+  the server.
 
 A connection goes back to the pool only when its response was read to its framed end
 with keep-alive on both sides and nothing extra after it. Otherwise (a body left
@@ -38,7 +39,6 @@ which keeps httpx2's stock transport.
 from __future__ import annotations
 
 import math
-import os
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -46,61 +46,15 @@ from typing import Any
 import httpx2
 import trio
 
-from ._h1 import (
-    CHUNKED,
-    LENGTH,
-    Head,
-    body_framing,
-    chunk_frame,
-    find_head_end,
-    parse_head,
-    serialize_head,
-)
+from ._h1 import LENGTH, Head, body_framing, chunk_frame, find_head_end, parse_head, serialize_head
+from ._h1io import MAX_HEAD_BYTES, READ_SIZE, Body, Conn, EmptyBody, Key, detail, receive, send
 
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
-_POSIX = os.name == "posix"
-_READ_SIZE = 65536
-MAX_HEAD_BYTES = 64 * 1024
-"""A response head (status line and headers) larger than this is refused."""
-_MAX_LINE = 4096
-"""A chunk-size line (with its extensions) or a trailer line longer than this is refused."""
-
-Key = tuple[bytes, bytes, int]
-
-# Chunked states.
-_SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
-
-
-def _detail(exc: BaseException) -> str:
-    """The most useful message of a Trio stream error (often the cause's)."""
-    cause = exc.__cause__
-    if cause is not None and str(cause):
-        return f"{type(cause).__name__}: {cause}"
-    return str(exc) or type(exc).__name__
 
 
 def _timeout(timeouts: Mapping[str, Any], name: str) -> float:
     value = timeouts.get(name)
     return math.inf if value is None else float(value)
-
-
-class _Conn:
-    """One open connection: its stream, the raw socket (closed synchronously), bytes
-    read past the last response head, and when it went idle.
-
-    ``fd`` is the socket's descriptor for plain TCP on POSIX, read and written directly
-    (see :func:`send`), and -1 for TLS, which goes through the ``SSLStream``.
-    """
-
-    __slots__ = ("buffer", "fd", "idle_since", "key", "socket", "stream")
-
-    def __init__(self, stream: trio.abc.Stream, socket: trio.socket.SocketType, key: Key):
-        self.stream = stream
-        self.socket = socket
-        self.key = key
-        self.fd = socket.fileno() if _POSIX and type(stream) is trio.SocketStream else -1
-        self.buffer = b""
-        self.idle_since = 0.0
 
 
 class Http1Transport(httpx2.AsyncBaseTransport):
@@ -126,8 +80,8 @@ class Http1Transport(httpx2.AsyncBaseTransport):
         self.keepalive_expiry = keepalive_expiry
         self._slots = trio.Semaphore(max_connections)
         self._waiting = 0
-        self._idle: dict[Key, list[_Conn]] = {}
-        self._open: set[_Conn] = set()
+        self._idle: dict[Key, list[Conn]] = {}
+        self._open: set[Conn] = set()
         self._closed = False
 
     @property
@@ -166,20 +120,20 @@ class Http1Transport(httpx2.AsyncBaseTransport):
                 await self._send_body(conn, body, request, write)
             return await self._response(conn, request.method, close, _timeout(timeouts, "read"))
         except BaseException:
-            self._drop(conn)
+            self.drop(conn)
             raise
 
     async def aclose(self) -> None:
         """Close every connection (idle or busy); later requests fail."""
         self._closed = True
         for conn in list(self._open):
-            self._drop(conn)
+            self.drop(conn)
         self._idle.clear()
         await trio.lowlevel.checkpoint()
 
     # -- the pool -----------------------------------------------------------
 
-    def _idle_conn(self, key: Key) -> _Conn | None:
+    def _idle_conn(self, key: Key) -> Conn | None:
         idle = self._idle.get(key)
         if not idle:
             return None
@@ -188,20 +142,20 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             conn = idle.pop()  # the most recently used: the least likely to be stale
             # Readable while idle: the server closed it (or sent bytes nobody asked for).
             if conn.idle_since < oldest_usable or conn.socket.is_readable():
-                self._drop(conn)
+                self.drop(conn)
                 continue
             return conn
         return None
 
-    def _release(self, conn: _Conn) -> None:
+    def release(self, conn: Conn) -> None:
         """A response was read to its end: keep *conn* for the next request."""
         if self._closed or self._waiting or conn.buffer:
-            self._drop(conn)  # a waiter gets its slot; extra bytes are a broken framing
+            self.drop(conn)  # a waiter gets its slot; extra bytes are a broken framing
             return
         conn.idle_since = trio.current_time()
         self._idle.setdefault(conn.key, []).append(conn)
 
-    def _drop(self, conn: _Conn) -> None:
+    def drop(self, conn: Conn) -> None:
         """Close *conn* now (synchronously: no checkpoint, safe under a cancel)."""
         if conn in self._open:
             self._open.discard(conn)
@@ -223,7 +177,7 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             idle = [c for conns in self._idle.values() for c in conns]
             if not idle:
                 break
-            self._drop(min(idle, key=lambda c: c.idle_since))
+            self.drop(min(idle, key=lambda c: c.idle_since))
         self._waiting += 1
         try:
             with trio.move_on_after(_timeout(timeouts, "pool")) as scope:
@@ -236,12 +190,12 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             self._slots.release()
             raise RuntimeError("the transport is closed")
 
-    async def _connect(self, key: Key, timeouts: Mapping[str, Any]) -> _Conn:
+    async def _connect(self, key: Key, timeouts: Mapping[str, Any]) -> Conn:
         await self._take_slot(timeouts)
         scheme, raw_host, port = key
         host = raw_host.decode("ascii")
         tcp: trio.SocketStream | None = None
-        conn: _Conn | None = None
+        conn: Conn | None = None
         try:
             with trio.move_on_after(_timeout(timeouts, "connect")):
                 tcp = await trio.open_tcp_stream(host, port)
@@ -251,13 +205,13 @@ class Http1Transport(httpx2.AsyncBaseTransport):
                     tls = trio.SSLStream(tcp, context, server_hostname=host, https_compatible=True)
                     await tls.do_handshake()
                     stream = tls
-                conn = _Conn(stream, tcp.socket, key)
+                conn = Conn(stream, tcp.socket, key)
         except BaseException as exc:
             if tcp is not None:
                 tcp.socket.close()
             self._slots.release()
             if isinstance(exc, OSError | trio.BrokenResourceError):
-                raise httpx2.ConnectError(_detail(exc)) from exc
+                raise httpx2.ConnectError(detail(exc)) from exc
             raise
         if conn is None:
             if tcp is not None:
@@ -277,7 +231,7 @@ class Http1Transport(httpx2.AsyncBaseTransport):
     # -- one exchange -------------------------------------------------------
 
     async def _send_body(
-        self, conn: _Conn, body: AsyncIterator[bytes], request: httpx2.Request, per_write: float
+        self, conn: Conn, body: AsyncIterator[bytes], request: httpx2.Request, per_write: float
     ) -> None:
         chunked = "chunked" in request.headers.get("transfer-encoding", "").lower()
         async for part in body:
@@ -287,7 +241,7 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             await send(conn, b"0\r\n\r\n", per_write)
 
     async def _response(
-        self, conn: _Conn, method: str, close: bool, per_read: float
+        self, conn: Conn, method: str, close: bool, per_read: float
     ) -> httpx2.Response:
         while True:
             head = await self._read_head(conn, per_read)
@@ -300,18 +254,18 @@ class Http1Transport(httpx2.AsyncBaseTransport):
         extensions = {"http_version": head.version, "reason_phrase": head.reason}
         if framing == LENGTH and length == 0:
             if keep_alive:
-                self._release(conn)
+                self.release(conn)
             else:
-                self._drop(conn)
+                self.drop(conn)
             return httpx2.Response(
-                head.status, headers=head.headers, stream=_Empty(), extensions=extensions
+                head.status, headers=head.headers, stream=EmptyBody(), extensions=extensions
             )
-        stream = _Body(self, conn, framing, length, keep_alive, per_read)
+        stream = Body(self, conn, framing, length, keep_alive, per_read)
         return httpx2.Response(
             head.status, headers=head.headers, stream=stream, extensions=extensions
         )
 
-    async def _read_head(self, conn: _Conn, per_read: float) -> Head:
+    async def _read_head(self, conn: Conn, per_read: float) -> Head:
         data: bytes | bytearray = conn.buffer
         conn.buffer = b""
         start = 0  # where the blank line can start, given what was searched already
@@ -331,7 +285,7 @@ class Http1Transport(httpx2.AsyncBaseTransport):
                     )
                 start = len(data) - 3
             # Nothing buffered: the answer is not here yet, so wait before trying a read.
-            more = await receive(conn, _READ_SIZE, per_read, wait_first=not data)
+            more = await receive(conn, READ_SIZE, per_read, wait_first=not data)
             if not more:
                 if not data:
                     raise httpx2.RemoteProtocolError(
@@ -344,275 +298,3 @@ class Http1Transport(httpx2.AsyncBaseTransport):
                 data += more  # (a head in many pieces is gathered in place, not re-copied)
             else:
                 data = bytearray(data) + more
-
-
-async def send(conn: _Conn, data: bytes, per_write: float) -> None:
-    """Write *data* to *conn*, errors as httpx2's; a write that waits longer than
-    *per_write* seconds is a ``WriteTimeout``.
-
-    On a plain TCP connection the first write goes straight to the descriptor: it is a
-    cancel point, and not a schedule point (the response wait that follows is one); a
-    stream's ``send_all`` would add a trip through the scheduler to every request.
-    """
-    if conn.fd >= 0 and per_write == math.inf:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        try:
-            sent = os.write(conn.fd, data)
-        except BlockingIOError:
-            sent = 0
-        except OSError as exc:
-            raise httpx2.WriteError(_detail(exc)) from exc
-        if sent == len(data):
-            return
-        data = data[sent:]  # the socket buffer is full: the stream waits for room
-    try:
-        if per_write == math.inf:
-            await conn.stream.send_all(data)
-            return
-        with trio.move_on_after(per_write):
-            await conn.stream.send_all(data)
-            return
-    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        raise httpx2.WriteError(_detail(exc)) from exc
-    raise httpx2.WriteTimeout("sending the request timed out")
-
-
-async def receive(conn: _Conn, size: int, per_read: float, *, wait_first: bool = False) -> bytes:
-    """Up to *size* bytes from *conn* (``b""`` at EOF), errors as httpx2's; a read
-    that waits longer than *per_read* seconds is a ``ReadTimeout``.
-
-    On a plain TCP connection the descriptor is read directly, and with *wait_first*
-    (nothing can have arrived yet) only once it is readable, which saves a failed read.
-    Either way the call is a checkpoint, as a stream's ``receive_some`` is.
-    """
-    if conn.fd >= 0 and per_read == math.inf:
-        # (conn.fd is read again after every wait: the pool may have closed the socket.)
-        try:
-            if not wait_first:
-                await trio.lowlevel.checkpoint_if_cancelled()
-                try:
-                    data = os.read(conn.fd, size)
-                except BlockingIOError:
-                    pass
-                else:
-                    await trio.lowlevel.cancel_shielded_checkpoint()
-                    return data
-            while True:
-                await trio.lowlevel.wait_readable(conn.socket)
-                if conn.fd < 0:
-                    raise trio.ClosedResourceError("the connection was closed")
-                try:
-                    return os.read(conn.fd, size)
-                except BlockingIOError:
-                    continue  # a spurious wakeup
-        except (OSError, trio.ClosedResourceError) as exc:
-            raise httpx2.ReadError(_detail(exc)) from exc
-    got: bytes | bytearray | None = None
-    try:
-        if per_read == math.inf:
-            got = await conn.stream.receive_some(size)
-        else:
-            with trio.move_on_after(per_read):
-                got = await conn.stream.receive_some(size)
-            if got is None:
-                raise httpx2.ReadTimeout("reading the response timed out")
-    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        raise httpx2.ReadError(_detail(exc)) from exc
-    # (Trio's socket and TLS streams both return bytes; bytearray is allowed by the ABC.)
-    return got if type(got) is bytes else bytes(got)
-
-
-class _Empty(httpx2.AsyncByteStream):
-    """A body known to be empty."""
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
-
-    async def __anext__(self) -> bytes:
-        raise StopAsyncIteration
-
-
-class _Body(httpx2.AsyncByteStream):
-    """A response body read from its connection as the caller iterates.
-
-    The piece that completes the body puts the connection back in the pool (or closes
-    it); :meth:`aclose` before that, or an error or cancel while reading, closes it.
-    """
-
-    __slots__ = (
-        "_buf",
-        "_conn",
-        "_done",
-        "_framing",
-        "_keep_alive",
-        "_left",
-        "_per_read",
-        "_pos",
-        "_received",
-        "_state",
-        "_trailer",
-        "_transport",
-    )
-
-    def __init__(
-        self,
-        transport: Http1Transport,
-        conn: _Conn,
-        framing: int,
-        length: int,
-        keep_alive: bool,
-        per_read: float,
-    ) -> None:
-        self._transport = transport
-        self._conn = conn
-        self._framing = framing
-        self._left = length  # Content-Length: bytes to come; chunked: of this chunk
-        self._keep_alive = keep_alive
-        self._per_read = per_read
-        self._done = False
-        self._received = 0
-        self._state = _SIZE
-        self._trailer = 0
-        self._buf = conn.buffer
-        self._pos = 0
-        conn.buffer = b""
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
-
-    async def __anext__(self) -> bytes:
-        if self._done:
-            raise StopAsyncIteration
-        try:
-            if self._framing == LENGTH:
-                data = await self._next_length()
-            elif self._framing == CHUNKED:
-                data = await self._next_chunked()
-            else:
-                data = await self._next_until_close()
-        except BaseException:
-            self._abandon()
-            raise
-        if not data:
-            raise StopAsyncIteration
-        return data
-
-    async def aclose(self) -> None:
-        """Close the connection unless the body was read to its end."""
-        self._abandon()
-
-    def _abandon(self) -> None:
-        if not self._done:
-            self._done = True
-            self._transport._drop(self._conn)
-
-    def _finish(self, leftover: bool) -> None:
-        self._done = True
-        if self._keep_alive and not leftover:
-            self._transport._release(self._conn)
-        else:
-            self._transport._drop(self._conn)
-
-    async def _next_length(self) -> bytes:
-        data = self._buf
-        if data:
-            self._buf = b""
-        else:
-            data = await receive(self._conn, min(self._left, _READ_SIZE), self._per_read)
-            if not data:
-                raise httpx2.RemoteProtocolError(
-                    "the server closed the connection before the end of the body: "
-                    f"{self._received} bytes received, {self._received + self._left} announced"
-                )
-        size = len(data)
-        self._received += size
-        if size >= self._left:
-            leftover = size > self._left
-            if leftover:
-                data = data[: self._left]
-            self._left = 0
-            self._finish(leftover)
-        else:
-            self._left -= size
-        return data
-
-    async def _next_until_close(self) -> bytes:
-        data = self._buf
-        if data:
-            self._buf = b""
-            return data
-        data = await receive(self._conn, _READ_SIZE, self._per_read)
-        if not data:
-            self._finish(True)
-        return data
-
-    async def _next_chunked(self) -> bytes:
-        """Every chunk byte already received, joined; reads the socket only when none is."""
-        out: list[bytes] = []
-        buf, pos, state, left = self._buf, self._pos, self._state, self._left
-        try:
-            while True:
-                end = len(buf)
-                if state == _DATA:
-                    if pos < end:
-                        take = min(end - pos, left)
-                        out.append(buf[pos : pos + take])
-                        pos += take
-                        left -= take
-                        if not left:
-                            state = _DATA_END
-                        continue
-                elif state == _SIZE:
-                    nl = buf.find(b"\n", pos)
-                    if nl >= 0:
-                        left = _chunk_size(buf[pos:nl])
-                        pos = nl + 1
-                        state = _DATA if left else _TRAILER
-                        continue
-                    if end - pos > _MAX_LINE:
-                        raise httpx2.RemoteProtocolError("a chunk-size line is too long")
-                elif state == _DATA_END:
-                    if buf.startswith(b"\r\n", pos):
-                        pos += 2
-                        state = _SIZE
-                        continue
-                    if buf.startswith(b"\n", pos):
-                        pos += 1
-                        state = _SIZE
-                        continue
-                    if end - pos >= 2 or (end - pos == 1 and buf[pos] != 13):
-                        raise httpx2.RemoteProtocolError("a chunk does not end with CRLF")
-                else:  # _TRAILER: header lines after the last chunk, ignored
-                    nl = buf.find(b"\n", pos)
-                    if nl >= 0:
-                        line_end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
-                        empty = line_end == pos
-                        self._trailer += nl + 1 - pos
-                        pos = nl + 1
-                        if empty:
-                            self._finish(pos < end)
-                            break
-                        if self._trailer > MAX_HEAD_BYTES:
-                            raise httpx2.RemoteProtocolError("the chunked trailer is too long")
-                        continue
-                    if end - pos > _MAX_LINE:
-                        raise httpx2.RemoteProtocolError("a trailer line is too long")
-                if out:
-                    break  # hand over what arrived before waiting for more
-                more = await receive(self._conn, _READ_SIZE, self._per_read)
-                if not more:
-                    raise httpx2.RemoteProtocolError(
-                        "the server closed the connection before the end of the chunked body"
-                    )
-                buf = buf[pos:] + more if pos < end else more
-                pos = 0
-        finally:
-            self._buf, self._pos, self._state, self._left = buf, pos, state, left
-        return b"".join(out) if len(out) != 1 else out[0]
-
-
-def _chunk_size(line: bytes) -> int:
-    size = line.split(b";", 1)[0].strip(b" \t\r")
-    if not size or len(size) > 16 or size.strip(b"0123456789abcdefABCDEF"):
-        raise httpx2.RemoteProtocolError(f"a bad chunk-size line: {line[:40]!r}")
-    return int(size, 16)
