@@ -23,7 +23,8 @@ prints one JSON object on stdout::
 
 The peer is used as a black box through its public API only (``create_client``,
 ``create_toolkit``, ``define_tool``, ``run``/``stream`` with ``cancel=asyncio.Event``).
-The Trio side also measures each scenario's *limit* with a bare ``httpx2`` client.
+The Trio side also measures each scenario's *limit* with a bare ``httpx2`` client
+(for ``overhead``, on our lean transport and on httpx2's stock one).
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ def ours(scenario: str, url: str, runs: int, warmup: int) -> dict[str, Any]:
                     samples.append((time.perf_counter() - t0) * 1e3)
                     assert result.text == FINAL, result.text
                     assert len(result.tool_calls) == 2
-                out["limit_ms"] = await _bare_overhead(url, warmup, runs)
+                out["limit_ms"] = await _bare_overhead(url, warmup, runs, lean=True)
+                out["stock_ms"] = await _bare_overhead(url, warmup, runs, lean=False)
                 out["raw_ms"] = _raw_overhead(url, warmup, runs)
             elif scenario == "burst":
                 out["samples"], out["received"], out["hung"] = [], [], []
@@ -153,14 +155,19 @@ def ours(scenario: str, url: str, runs: int, warmup: int) -> dict[str, Any]:
     return result
 
 
-async def _bare_overhead(url: str, warmup: int, runs: int) -> list[float]:
+async def _bare_overhead(url: str, warmup: int, runs: int, *, lean: bool) -> list[float]:
     """The provider's own response time: the same two POSTs per run with a bare httpx2
-    client (keep-alive, JSON decoded), no loop, no tools."""
+    client (keep-alive, JSON decoded), no loop, no tools; on our lean transport (the
+    model client's) or on httpx2's stock one (httpcore2)."""
     import httpx2
+
+    from toolnexus_trio.models._transport import Http1Transport
 
     body = {"model": MODEL, "messages": [{"role": "user", "content": QUESTION}]}
     samples: list[float] = []
-    async with httpx2.AsyncClient(headers={"authorization": f"Bearer {KEY}"}) as http:
+    transport = Http1Transport() if lean else None
+    headers = {"authorization": f"Bearer {KEY}"}
+    async with httpx2.AsyncClient(headers=headers, transport=transport) as http:
         for i in range(warmup + runs):
             t0 = time.perf_counter()
             for _ in range(2):

@@ -63,9 +63,8 @@ async def test_only_http_and_https(url: str) -> None:
 async def test_a_redirect_to_another_scheme_is_refused() -> None:
     async with open_route_server(ROUTES) as base:
         result = await _fetch({"url": base + "/to-file"})
-    assert result == ToolResult.error(
-        "webfetch: Request URL has an unsupported protocol 'file://'."
-    )
+    # The redirect target is refused by the transport, never fetched.
+    assert result == ToolResult.error("webfetch: unsupported URL scheme 'file'")
 
 
 async def test_timeout_and_cancel_abort_the_request() -> None:

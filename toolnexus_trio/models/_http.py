@@ -9,18 +9,22 @@ abort is never retried nor shown to ``on_error``.
 from __future__ import annotations
 
 import inspect
+import logging
 import random
 import re
 import ssl
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import attrs
 import httpx2
 import trio
 
 from .._results import GenerateError
+from ._transport import Http1Transport
 
 DEFAULT_RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -31,6 +35,7 @@ _CLOSE_GRACE = 1.0
 _DELAY_SECONDS = re.compile(r"[0-9]+")
 _MAX_RETRY_AFTER = 2147483647
 _REDACTED = "[redacted]"
+_httpx2_logger = logging.getLogger("httpx2")
 
 
 @attrs.frozen
@@ -85,6 +90,8 @@ def excerpt(body: bytes, secret: str | None) -> str:
 
 async def close_response(response: httpx2.Response) -> None:
     """Close *response* even while the caller is being cancelled (bounded, shielded)."""
+    if response.is_closed:
+        return  # read to its end: httpx2 has closed it already
     with trio.move_on_after(_CLOSE_GRACE, shield=True):
         await response.aclose()
 
@@ -109,25 +116,60 @@ async def read_bounded(response: httpx2.Response, limit: int | None = None) -> b
     limit = MAX_RESPONSE_BYTES if limit is None else limit
     out: list[bytes] = []
     total = 0
-    async with body_chunks(response) as chunks:
+    # Without a content coding the raw bytes are the body: one generator less.
+    encoded = "content-encoding" in response.headers
+    chunks = response.aiter_bytes() if encoded else response.aiter_raw()
+    finished = False
+    try:
         async for chunk in chunks:
             total += len(chunk)
             if total > limit:
                 raise GenerateError(f"the model's answer is larger than {limit} bytes")
             out.append(chunk)
+        finished = True
+    finally:
+        if not finished:  # (an exhausted generator needs no closing: the common case)
+            with trio.move_on_after(_CLOSE_GRACE, shield=True):
+                await chunks.aclose()
     return b"".join(out)
 
 
 _ssl_context: ssl.SSLContext | None = None
 
 
-def _new_client() -> httpx2.AsyncClient:
-    """A pool for one client; the first call per process loads the CA bundle (blocking)."""
+def _proxied(url: str) -> bool:
+    """Whether httpx2 would send a request to *url* through a proxy of the environment."""
+    proxies = urllib.request.getproxies()
+    scheme = urlsplit(url).scheme
+    if not (proxies.get(scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass(urlsplit(url).hostname or "")
+
+
+def _new_pool(url: str = "") -> tuple[httpx2.AsyncClient, Http1Transport | None]:
+    """A pool for one client, and its lean transport (``None`` if it has httpx2's).
+
+    The transport is our lean HTTP/1.1 one (:mod:`._transport`), unless the environment
+    names a proxy for *url*: then httpx2's stock transport, which speaks to proxies. The
+    first call per process loads the CA bundle (blocking).
+    """
     global _ssl_context
     if _ssl_context is None:
         _ssl_context = httpx2.create_ssl_context()
-    # A model answer can take minutes; the run's own deadline is run_timeout_ms.
-    return httpx2.AsyncClient(verify=_ssl_context, timeout=httpx2.Timeout(600.0, connect=30.0))
+        _ssl_context.set_alpn_protocols(["http/1.1"])
+    # Only connecting has a limit of its own: a model answer can take minutes, and what
+    # bounds it is the run's cancel scope (run_timeout_ms, the run's token, an enclosing
+    # scope). (A per-read limit would also cost a cancel scope on every socket read.)
+    timeout = httpx2.Timeout(None, connect=30.0)
+    if _proxied(url):
+        return httpx2.AsyncClient(verify=_ssl_context, timeout=timeout), None
+    lean = Http1Transport(ssl_context=_ssl_context)
+    return httpx2.AsyncClient(transport=lean, timeout=timeout), lean
+
+
+def _new_client(url: str = "") -> httpx2.AsyncClient:
+    """The client of :func:`_new_pool`."""
+    return _new_pool(url)[0]
 
 
 class Poster:
@@ -148,11 +190,16 @@ class Poster:
     ) -> None:
         self._owned = http_client is None
         self.http: httpx2.AsyncClient | None = http_client
+        self._lean: Http1Transport | None = None
         self.retries = retries
         self.retry_base_ms = retry_base_ms
         self.retryable = DEFAULT_RETRYABLE_STATUSES | frozenset(retryable_statuses or ())
         self.on_error = on_error
         self.secret = secret
+        self._prepared: (
+            tuple[str, Mapping[str, str], httpx2.URL, list[tuple[bytes, bytes]], dict[str, Any]]
+            | None
+        ) = None
 
     async def post(
         self, url: str, headers: Mapping[str, str], content: bytes, *, stream: bool
@@ -169,9 +216,9 @@ class Poster:
             delay: int | None = None
             failure: GenerateError
             try:
-                http = self.http or await self._make_client()
-                request = http.build_request("POST", url, headers=headers, content=content)
-                response = await http.send(request, stream=True)
+                http = self.http or await self._make_client(url)
+                request = self._request(http, url, headers, content)
+                response = await self._send(http, request)
             except httpx2.TransportError as exc:
                 info = ErrorInfo(exc, None, attempt, True)
                 failure = self._network_failure(url, exc)
@@ -180,7 +227,7 @@ class Poster:
                     if stream:
                         return response, None
                     try:
-                        return response, await read_bounded(response)
+                        return response, await self._read(response)
                     except httpx2.TransportError as exc:
                         info = ErrorInfo(exc, None, attempt, True)
                         failure = self._network_failure(url, exc)
@@ -200,6 +247,93 @@ class Poster:
                 raise failure
             await trio.sleep(delay if delay is not None else self.backoff(attempt))
             attempt += 1
+
+    def _request(
+        self, http: httpx2.AsyncClient, url: str, headers: Mapping[str, str], content: bytes
+    ) -> httpx2.Request:
+        """``http.build_request("POST", url, headers=headers, content=content)``, cheaper
+        for the pool this poster owns.
+
+        The owned client has no auth, params or event hooks, so while its cookie jar is
+        empty the request is made from a URL parsed once and the header list merged once
+        (client defaults, *headers*, ``Host``), plus this body's ``Content-Length``: the
+        same request, without ``build_request`` parsing and merging on every call (it
+        costs more than the transport's whole exchange).
+        """
+        if not self._owned or http.cookies:
+            return http.build_request("POST", url, headers=headers, content=content)
+        prepared = self._prepared
+        if prepared is None or prepared[0] != url or prepared[1] is not headers:
+            model = http.build_request("POST", url, headers=headers, content=b"")
+            fixed = [(k, v) for k, v in model.headers.raw if k.lower() != b"content-length"]
+            prepared = self._prepared = (url, headers, model.url, fixed, model.extensions)
+        _, _, parsed, fixed, extensions = prepared
+        return httpx2.Request(
+            "POST",
+            parsed,
+            headers=[*fixed, (b"Content-Length", b"%d" % len(content))],
+            stream=httpx2.ByteStream(content),
+            extensions=extensions,
+        )
+
+    async def _send(self, http: httpx2.AsyncClient, request: httpx2.Request) -> httpx2.Response:
+        """``http.send(request, stream=True)``; on the owned lean pool, the transport itself.
+
+        That client has nothing for ``send`` to apply (no auth or event hooks, redirects
+        not followed), so the request goes straight to the transport, and what ``send``
+        does that still matters is done here: the request set on the response and on
+        errors, cookies kept, httpx2's INFO log line. (``send``'s generators and context
+        managers cost about as much CPU as the transport's whole exchange.)
+        """
+        lean = self._lean
+        if lean is None:
+            return await http.send(request, stream=True)
+        try:
+            response = await lean.handle_async_request(request)
+        except httpx2.RequestError as exc:
+            exc.request = request
+            raise
+        response.request = request
+        if "set-cookie" in response.headers:
+            http.cookies.extract_cookies(response)
+        if _httpx2_logger.isEnabledFor(logging.INFO):
+            _httpx2_logger.info(
+                'HTTP Request: %s %s "%s %d %s"',
+                request.method,
+                request.url,
+                response.http_version,
+                response.status_code,
+                response.reason_phrase,
+            )
+        return response
+
+    async def _read(self, response: httpx2.Response) -> bytes:
+        """:func:`read_bounded`; on the owned lean pool, from the response's stream.
+
+        Without a content coding to undo, that is what ``aiter_raw`` does, without its
+        generator and context managers (as costly as parsing the answer). The response
+        is closed once read; if the read fails, the caller's :func:`close_response`
+        closes it (and so the connection).
+        """
+        stream = response.stream
+        if self._lean is None or "content-encoding" in response.headers:
+            return await read_bounded(response)
+        assert isinstance(stream, httpx2.AsyncByteStream)
+        out: list[bytes] = []
+        total = 0
+        try:
+            async for chunk in stream:
+                total += len(chunk)
+                if total > MAX_RESPONSE_BYTES:
+                    raise GenerateError(
+                        f"the model's answer is larger than {MAX_RESPONSE_BYTES} bytes"
+                    )
+                out.append(chunk)
+        except httpx2.RequestError as exc:
+            exc.request = response.request  # as aiter_raw would
+            raise
+        await response.aclose()
+        return b"".join(out)
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before attempt ``attempt + 1``."""
@@ -245,15 +379,15 @@ class Poster:
         if self._owned and self.http is not None:
             await self.http.aclose()
 
-    async def _make_client(self) -> httpx2.AsyncClient:
-        # The first pool of the process loads the CA bundle and httpcore2 (tens of ms
-        # of blocking I/O): that one is made in a worker thread; later ones are cheap.
+    async def _make_client(self, url: str) -> httpx2.AsyncClient:
+        # The first pool of the process loads the CA bundle (tens of ms of blocking
+        # I/O): that one is made in a worker thread; later ones are cheap.
         if _ssl_context is None:
-            made = await trio.to_thread.run_sync(_new_client)
+            made, lean = await trio.to_thread.run_sync(_new_pool, url)
         else:
-            made = _new_client()
+            made, lean = _new_pool(url)
         if self.http is None:
-            self.http = made
+            self.http, self._lean = made, lean
         else:  # another run made the pool while this one waited for the thread
             await made.aclose()
         return self.http
