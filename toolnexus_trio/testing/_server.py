@@ -238,6 +238,20 @@ def _error(message: str) -> bytes:
     return json.dumps({"error": {"type": "fake_provider", "message": message}}).encode()
 
 
+def _head(
+    conn: h11.Connection,
+    status: int,
+    content_type: str,
+    length: int | None,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> bytes:
+    headers = [(b"content-type", content_type.encode()), (b"server", _SERVER)]
+    if length is not None:
+        headers.append((b"content-length", str(length).encode()))
+    headers += extra or []
+    return conn.send(h11.Response(status_code=status, headers=headers)) or b""
+
+
 async def _send_head(
     conn: h11.Connection,
     stream: trio.SocketStream,
@@ -246,11 +260,7 @@ async def _send_head(
     length: int | None,
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    headers = [(b"content-type", content_type.encode()), (b"server", _SERVER)]
-    if length is not None:
-        headers.append((b"content-length", str(length).encode()))
-    headers += extra or []
-    await stream.send_all(conn.send(h11.Response(status_code=status, headers=headers)))
+    await stream.send_all(_head(conn, status, content_type, length, extra))
 
 
 async def _send_simple(
@@ -261,8 +271,12 @@ async def _send_simple(
     extra: list[tuple[bytes, bytes]] | None = None,
     content_type: str = "application/json",
 ) -> None:
-    await _send_head(conn, stream, status, content_type, len(body), extra)
-    await stream.send_all(conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage()))
+    # One write for head and body, as servers do for a small answer (one wake-up for
+    # the client instead of two).
+    head = _head(conn, status, content_type, len(body), extra)
+    await stream.send_all(
+        head + (conn.send(h11.Data(data=body)) or b"") + (conn.send(h11.EndOfMessage()) or b"")
+    )
 
 
 async def _send_events(
