@@ -138,9 +138,20 @@ class PrometheusRegistry:
             tokens[1] += event.get("completion_tokens") or 0
 
     def _observe_tool(self, event: Mapping[str, Any]) -> None:
-        name = event.get("tool")
-        key = (name, event.get("source"), event.get("is_error") is True,
-               event.get("pending") is True)  # fmt: skip
+        self.observe_tool(
+            event.get("tool"),
+            event.get("source"),
+            event.get("is_error") is True,
+            event.get("pending") is True,
+            event.get("ms", 0),
+        )
+
+    def observe_tool(
+        self, name: Any, source: Any, is_error: bool, pending: bool, ms: float
+    ) -> None:
+        """One ``tool`` event given as values: the loop's path when nobody else wants the
+        event (no dict is built per tool call)."""
+        key = (name, source, is_error, pending)
         calls = self._tool_calls
         if key in calls:
             calls[key] += 1
@@ -151,7 +162,7 @@ class PrometheusRegistry:
             if not self._room(self._tool_seconds, "toolnexus_tool_duration_seconds"):
                 return
             histogram = self._tool_seconds[name] = _Histogram()
-        histogram.observe(event.get("ms", 0) / 1000)
+        histogram.observe(ms / 1000)
 
     def _observe_run(self, event: Mapping[str, Any]) -> None:
         if event.get("error") is None:

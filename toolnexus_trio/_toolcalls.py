@@ -29,7 +29,7 @@ from ._results import (
     ToolCallRecord,
 )
 from ._toolkit import Toolkit
-from ._tools import ToolContext, ToolResult, describe_exception, pending_of
+from ._tools import ToolContext, ToolResult, ToolSource, describe_exception, pending_of
 from ._wire import Answer, Request
 from .models import ClientOptions
 
@@ -110,6 +110,9 @@ class _Outcome:
     args: Any
 
 
+_SOURCE_LABEL: dict[ToolSource, str] = {source: source.value for source in ToolSource}
+
+
 @attrs.define
 class _Meter:
     """Per-call metric state: one ``tool`` event per execution, or one for the call."""
@@ -186,7 +189,9 @@ class ToolCalls:
         gate: _Gate | None,
         outcomes: list[_Outcome | None],
     ) -> None:
-        meter = _Meter(trio.current_time())
+        # No clock read here: _execute stamps the tool's start; a call that never got
+        # there (cancelled at its gate or hook) is reported with 0 ms.
+        meter = _Meter(math.nan)
         try:
             if gate is not None:
                 await gate.wait_turn(index)
@@ -249,16 +254,16 @@ class ToolCalls:
     async def _execute(
         self, run: _Run, name: str, args: dict[str, Any], ctx: ToolContext, meter: _Meter
     ) -> ToolResult:
-        started = trio.current_time()
+        meter.started = trio.current_time()  # the tool's own time, not the gate's wait
         toolkit = run.toolkit
         found = toolkit.get(name) if toolkit is not None else None
         if found is None:
             result = ToolResult.error(f"Unknown tool: {name}")
         else:
-            meter.source = found.source.value
+            meter.source = _SOURCE_LABEL[found.source]  # Enum.value is a slow descriptor
             result = await found._call(args, ctx, own_scope=False)
         meter.metered = True
-        self._metric_tool(name, result, attrs.evolve(meter, started=started))
+        self._metric_tool(name, result, meter)
         return result
 
     async def _resolve(
@@ -381,9 +386,18 @@ class ToolCalls:
 
     def _metric_tool(self, name: str, result: ToolResult, meter: _Meter) -> None:
         suspended = pending_of(result) is not None
+        is_error = result.is_error and not suspended
+        ms = _ms(meter.started)
+        if self.options.on_metric is None:
+            # Only the registry wants it: no event dict per call (the fan-out hot path).
+            try:
+                self._registry.observe_tool(name, meter.source, is_error, suspended, ms)
+            except Exception:
+                logger.exception("toolnexus_trio: the metrics registry failed on an event")
+            return
         event: dict[str, Any] = {
-            "event": "tool", "tool": name, "source": meter.source,
-            "is_error": result.is_error and not suspended, "ms": _ms(meter.started),
+            "event": "tool", "tool": name, "source": meter.source, "is_error": is_error,
+            "ms": ms,
         }  # fmt: skip
         if suspended:
             event["pending"] = True
