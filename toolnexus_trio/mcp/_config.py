@@ -8,7 +8,6 @@ is not a boolean) and an error names the server and the field.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -18,6 +17,9 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 import attrs
+
+from .._names import sanitize as _sanitize
+from .._names import sanitize_tool_name
 
 logger = logging.getLogger("toolnexus_trio.mcp")
 
@@ -38,24 +40,20 @@ _TRANSPORTS: Final[dict[str, Literal["auto", "streamable-http", "sse"]]] = {
     "streamable-http": "streamable-http",
     "sse": "sse",
 }
-_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def sanitize(name: str) -> str:
     """``name`` with every character outside ``[a-zA-Z0-9_-]`` replaced by ``_``
     (SPEC §0.2), cut to 64 characters."""
-    return _UNSAFE.sub("_", name)[:MAX_NAME]
+    return _sanitize(name)[:MAX_NAME]
 
 
 def mcp_tool_name(server: str, tool: str) -> str:
     """``sanitize(server) + "_" + sanitize(tool)``; a name past 64 characters keeps its
-    first 55 and gets ``_`` plus 8 hex digits of its hash, so two long names stay apart."""
-    name = f"{_UNSAFE.sub('_', server)}_{_UNSAFE.sub('_', tool)}"
-    if len(name) <= MAX_NAME:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return f"{name[:55]}_{digest}"
+    first 55 and gets ``_`` plus 8 hex digits of its hash, so two long names stay apart
+    (the library's one naming rule, :mod:`toolnexus_trio._names`)."""
+    return sanitize_tool_name(f"{_sanitize(server)}_{_sanitize(tool)}")
 
 
 def expand_env(value: str, environ: Mapping[str, str] | None = None) -> str:
