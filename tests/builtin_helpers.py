@@ -30,6 +30,8 @@ async def _serve_one(stream: trio.SocketStream, routes: Mapping[str, Mapping[str
         route = routes.get(request.target.decode())
         if route is None:
             route = {"status": 404, "type": "text/plain", "body": b"no such route"}
+        if "arrived" in route:
+            route["arrived"].set()  # a test's signal that the request reached the server
         await trio.sleep(route.get("delay", 0))
         headers = [("connection", "close")]
         if not route.get("chunked"):
@@ -50,8 +52,9 @@ async def open_route_server(
 ) -> AsyncIterator[str]:
     """Serve GET *routes* on loopback (one connection per request); yield the base URL.
 
-    A route is ``{status, type?, location?, body, delay?, chunked?}`` (``delay`` in
-    seconds; ``chunked`` sends no Content-Length).
+    A route is ``{status, type?, location?, body, delay?, chunked?, arrived?}`` (``delay``
+    in seconds; ``chunked`` sends no Content-Length; ``arrived``, a ``trio.Event``, is set
+    when a request for the route is read).
     """
     async with trio.open_nursery() as nursery:
         handler = functools.partial(_serve_one, routes=routes)

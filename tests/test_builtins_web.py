@@ -68,18 +68,20 @@ async def test_a_redirect_to_another_scheme_is_refused() -> None:
 
 
 async def test_timeout_and_cancel_abort_the_request() -> None:
-    async with open_route_server(ROUTES) as base:
+    arrived = trio.Event()
+    routes = {**ROUTES, "/hang-signalled": {**ROUTES["/hang"], "arrived": arrived}}
+    async with open_route_server(routes) as base:
         with trio.fail_after(10):
             timed_out = await _fetch({"url": base + "/hang", "timeout": 0.2})
             ctx = ToolContext()
             results: list[ToolResult] = []
 
             async def call() -> None:
-                results.append(await _fetch({"url": base + "/hang"}, ctx))
+                results.append(await _fetch({"url": base + "/hang-signalled"}, ctx))
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(call)
-                await trio.sleep(0.1)
+                await arrived.wait()  # the request is on the server: cancel mid-request
                 ctx.cancel.cancel()
     assert timed_out == ToolResult.error("webfetch: timed out")
     assert results == [ToolResult.error("cancelled")]

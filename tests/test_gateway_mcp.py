@@ -220,6 +220,17 @@ async def wait_for_tools(client: Client, present: bool, name: str) -> None:
             await trio.sleep(0.05)
 
 
+async def slow_started(client: Client, app: str) -> int:
+    return int(data(await client.call_tool(f"{app}__seen", {}))["slow_started"])
+
+
+async def wait_slow_started(client: Client, app: str, before: int) -> None:
+    """Until the host's ``slow`` handler has started once more than *before*."""
+    with trio.fail_after(20):
+        while await slow_started(client, app) <= before:  # noqa: ASYNC110 - another process
+            await trio.sleep(0.02)
+
+
 async def claim(client: Client, agent: Agent, app: str, nth: int = 1) -> None:
     code = await agent.code(app, nth)
     claimed = data(await client.call_tool("tesseron__claim_session", {"code": code.lower()}))
@@ -316,8 +327,11 @@ async def test_host_through_gateway_mcp(tmp_path: Path, host: Host) -> None:
         assert data(await client.call_tool(f"{app}__rename", {})) == {"value": None}
 
         # Cancel: notifications/cancelled reaches the handler; the session goes on.
-        with trio.move_on_after(0.5):
-            await client.call_tool(f"{app}__slow", {})
+        before = await slow_started(client, app)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client.call_tool, f"{app}__slow", {})
+            await wait_slow_started(client, app, before)  # in the handler: now cancel
+            nursery.cancel_scope.cancel()
         with trio.fail_after(10):
             while data(await client.call_tool(f"{app}__seen", {}))["slow_cancelled"] is not True:  # noqa: ASYNC110
                 await trio.sleep(0.02)
@@ -370,8 +384,9 @@ async def test_killed_host_mid_call(tmp_path: Path, host: Host) -> None:
             async def call() -> None:
                 results.append(await client.call_tool(f"{host.app}__slow", {}))
 
+            before = await slow_started(client, host.app)
             nursery.start_soon(call)
-            await trio.sleep(0.5)
+            await wait_slow_started(client, host.app, before)  # in the handler: now kill
             os.killpg(running.proc.pid, signal.SIGKILL)
             # A liveness bound, not a speed test (the benchmark measures): without the
             # transport error the call would wait out the 60 s handler.

@@ -35,7 +35,11 @@ async def cancel_mid_call(toolkit: Any, name: str, tag: str) -> Any:
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(call)
-        await trio.sleep(0.3)  # the request is on the wire (a real server, real time)
+        # The server's handler has started (asked on the same session), then cancel.
+        seen = f"{name.split('_')[0]}_seen_cancels"
+        with trio.fail_after(15):
+            while tag not in (await toolkit.execute(seen, {"started_calls": True})).output:  # noqa: ASYNC110 - the state is in the server process
+                await trio.sleep(0.01)
         token.cancel()
     return out[0]
 

@@ -29,7 +29,7 @@ from toolnexus_trio.tesseron import (
     TesseronApp,
 )
 
-SEEN: dict[str, Any] = {"slow_cancelled": None, "cancelled_at": None}
+SEEN: dict[str, Any] = {"slow_cancelled": None, "cancelled_at": None, "slow_started": 0}
 
 
 @attrs.frozen
@@ -64,6 +64,7 @@ def build() -> TesseronApp:
 
     @app.action("slow", "Sleeps until cancelled", timeout_ms=120_000)
     async def slow(input: Any, ctx: ActionContext) -> str:
+        SEEN["slow_started"] += 1  # a test's signal that the call reached the handler
         try:
             await trio.sleep(60)
         finally:

@@ -27,7 +27,7 @@ import pydantic
 import tesseron
 from tesseron.manifest import mint_instance_id, publish, withdraw
 
-SEEN: dict[str, Any] = {"slow_cancelled": None}
+SEEN: dict[str, Any] = {"slow_cancelled": None, "slow_started": 0}
 RELAYED: set[asyncio.StreamWriter] = set()
 TASKS: set[asyncio.Task[None]] = set()
 
@@ -72,6 +72,7 @@ def build() -> tuple[Any, Any]:
 
     @app.action("slow", description="Sleep until cancelled", timeout_ms=120_000)
     async def slow(input: Any, ctx: Any) -> Any:
+        SEEN["slow_started"] += 1  # a test's signal that the call reached the handler
         try:
             await asyncio.sleep(60)
         finally:

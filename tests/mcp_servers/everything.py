@@ -27,6 +27,7 @@ class Name(BaseModel):
 def build(name: str = "everything") -> MCPServer:
     server = MCPServer(name)
     cancelled: list[str] = []
+    started: list[str] = []
     child: dict[str, Any] = {}
 
     @server.tool()
@@ -47,6 +48,7 @@ def build(name: str = "everything") -> MCPServer:
     @server.tool()
     async def slow(tag: str, seconds: float = 30.0) -> str:
         """Sleep; a cancel is recorded under its tag."""
+        started.append(tag)
         try:
             await anyio.sleep(seconds)
         except anyio.get_cancelled_exc_class():
@@ -55,9 +57,10 @@ def build(name: str = "everything") -> MCPServer:
         return f"slept {tag}"
 
     @server.tool()
-    def seen_cancels() -> str:
-        """The tags of the slow calls whose handler saw a cancel."""
-        return ",".join(cancelled)
+    def seen_cancels(started_calls: bool = False) -> str:
+        """The tags of the slow calls whose handler saw a cancel (or, with
+        *started_calls*, that started: a test's signal that a call is in flight)."""
+        return ",".join(started if started_calls else cancelled)
 
     @server.tool()
     async def progress(steps: int, ctx: Context) -> str:
