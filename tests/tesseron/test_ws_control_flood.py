@@ -27,16 +27,21 @@ import trio
 import trio.lowlevel
 import trio.testing
 from gateway_helpers import serving, welcome
+from gateway_rig import hello_params
 from websockets.client import ClientProtocol
 from websockets.frames import Close, Frame, Opcode
+from websockets.http11 import Request
 from websockets.protocol import State
+from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
 
-from toolnexus_trio.tesseron import TesseronApp, _ws
+from toolnexus_trio.tesseron import Gateway, TesseronApp, _ws
 from toolnexus_trio.tesseron._ws import (
     RECEIVE_CHUNK,
     SEND_HIGH_WATER,
+    SEND_STALL_TIMEOUT,
+    STALL_CLOSE_CODE,
     SUBPROTOCOL,
     WRITE_CHUNK,
     WebSocket,
@@ -336,3 +341,124 @@ async def test_pings_sent_through_the_close_handshake_are_read_within_the_bound(
                 peer.proto.receive_data(data)
             assert peer.proto.close_rcvd == Close(1000, "")
             await reader_stops(ws, peer.raw, burst)
+
+
+# -- the gateway's side: a hostile host ---------------------------------------------
+
+
+class HostileServer:
+    """A hand-made WebSocket server on raw sockets: accepts one gateway, says hello."""
+
+    def __init__(self, listener: socket.socket) -> None:
+        self.listener = listener
+        self.port: int = listener.getsockname()[1]
+        self.peer: RawSocket | None = None
+        self.ready = trio.Event()  # the upgrade answered (and the hello sent, if asked)
+
+    async def serve(self, *, hello: bool) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+                break
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self.listener)
+        raw = self.peer = RawSocket(sock)
+        proto = ServerProtocol(subprotocols=[Subprotocol(SUBPROTOCOL)])
+        request: Request | None = None
+        while request is None:
+            data = await raw.receive_some()
+            assert data, "the gateway closed during the handshake"
+            proto.receive_data(data)
+            for event in proto.events_received():
+                if isinstance(event, Request):
+                    request = event
+        proto.send_response(proto.accept(request))
+        if hello:
+            message: dict[str, Any] = {"jsonrpc": "2.0", "id": "h1", "method": "tesseron/hello"}
+            message["params"] = hello_params()
+            proto.send_text(json.dumps(message).encode())
+        await raw.send_all(b"".join(proto.data_to_send()))
+        self.ready.set()
+
+
+@asynccontextmanager
+async def hostile_server(*, hello: bool = True) -> AsyncIterator[HostileServer]:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    small_buffers(listener)  # accepted sockets inherit them
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.setblocking(False)
+    server = HostileServer(listener)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(server.serve, hello=hello))
+            yield server
+            nursery.cancel_scope.cancel()
+    finally:
+        if server.peer is not None:
+            server.peer.close()
+        listener.close()
+
+
+def gateway_ws(gw: Gateway) -> WebSocket:
+    (conn,) = gw._conns
+    return conn.ws
+
+
+@pytest.mark.parametrize("payload", [125, 0])
+async def test_a_host_flooding_pings_stops_the_gateway_reading(payload: int) -> None:
+    burst = pings(mask=False, payload=payload)
+    with trio.fail_after(GUARD), traced():
+        async with hostile_server() as server, Gateway() as gw:
+            session = await gw.connect(f"ws://127.0.0.1:{server.port}/")
+            assert session.connected
+            ws = gateway_ws(gw)
+            assert server.peer is not None
+            tracemalloc.reset_peak()
+            await reader_stops(ws, server.peer, burst)
+            assert peak() <= QUEUE_BOUND + SLACK
+            assert session.connected
+
+
+async def test_a_host_flooding_pings_before_its_hello_stops_the_gateway_reading() -> None:
+    burst = pings(mask=False)
+    with trio.fail_after(GUARD), traced():
+        async with (
+            hostile_server(hello=False) as server,
+            Gateway() as gw,
+            trio.open_nursery() as nursery,
+        ):
+            # connect() waits for a hello that never comes: the flood is its handshake.
+            nursery.start_soon(gw.connect, f"ws://127.0.0.1:{server.port}/")
+            await server.ready.wait()
+            while not gw._conns:
+                await trio.testing.wait_all_tasks_blocked()
+            ws = gateway_ws(gw)
+            assert server.peer is not None
+            tracemalloc.reset_peak()
+            await reader_stops(ws, server.peer, burst)
+            assert peak() <= QUEUE_BOUND + SLACK
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_host_flooding_pings_is_dropped_as_not_reading(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The stall watchdog ends it: the gateway's pongs wait, unsent, for 30 s."""
+    burst = pings(mask=False)
+    with trio.fail_after(SEND_STALL_TIMEOUT + GUARD):
+        async with hostile_server() as server, Gateway() as gw:
+            session = await gw.connect(f"ws://127.0.0.1:{server.port}/")
+            ws = gateway_ws(gw)
+            assert server.peer is not None
+            started = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(server.peer.flood, burst, lambda: ws.queued_bytes)
+                version = gw.version
+                while session.connected:
+                    version = await gw.wait_changed(version)
+                nursery.cancel_scope.cancel()
+            assert trio.current_time() - started >= SEND_STALL_TIMEOUT
+            assert ws._proto.close_sent is not None
+            assert ws._proto.close_sent.code == STALL_CLOSE_CODE
+            assert ws.queued_bytes <= QUEUE_BOUND

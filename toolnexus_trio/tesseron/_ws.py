@@ -85,6 +85,9 @@ most the replies to one :data:`RECEIVE_CHUNK` read: no more than the read itself
 a server, three times it on a client (a 2-byte ping owes a 6-byte masked pong).
 """
 
+FEED_SLICE = 4096
+"""Most bytes given to the protocol object at once (see :meth:`WebSocket._feed`)."""
+
 WRITE_CHUNK = 65536
 """Most bytes joined into one ``send_all`` (a single larger frame is written whole)."""
 
@@ -254,12 +257,19 @@ class WebSocket:
         chunks = self._proto.data_to_send()
         if not chunks:
             return
-        for chunk in chunks:
-            if chunk:
-                self._out.append(chunk)
-                self._out_bytes += len(chunk)
-            else:  # websockets.protocol.SEND_EOF: half-close after what precedes it
+        if len(chunks) == 1:
+            data = chunks[0]
+        else:
+            # One entry however many frames: a read of 2-byte pings makes thousands of
+            # pongs, and a bytes object each would cost ~8x their size in the queue.
+            data = b"".join(chunks)
+            if b"" in chunks:  # websockets.protocol.SEND_EOF, only ever the last chunk
                 self._eof_pending = True
+        if data:
+            self._out.append(data)
+            self._out_bytes += len(data)
+        elif len(chunks) == 1:  # SEND_EOF alone: half-close after what precedes it
+            self._eof_pending = True
         if self._writer_lot:
             self._writer_lot.unpark_all()
 
@@ -477,10 +487,23 @@ class WebSocket:
             self._ready.append(str(data, "utf-8", errors="replace"))
 
     def _feed(self, data: bytes) -> None:
-        """Give *data* to the protocol object and take what it made of it."""
-        self._proto.receive_data(data)
-        self._pull_output()
-        self._handle_events(self._proto.events_received())
+        """Give *data* to the protocol object and take what it made of it.
+
+        In slices of :data:`FEED_SLICE` bytes: the protocol makes a ``Frame`` (and, for
+        a ping, a pong) per frame, and a whole read of the smallest frames would be
+        ~30,000 objects alive at once.
+        """
+        proto = self._proto
+        if len(data) <= FEED_SLICE:
+            proto.receive_data(data)
+            self._pull_output()
+            self._handle_events(proto.events_received())
+            return
+        view = memoryview(data)
+        for start in range(0, len(data), FEED_SLICE):
+            proto.receive_data(bytes(view[start : start + FEED_SLICE]))
+            self._pull_output()
+            self._handle_events(proto.events_received())
 
     def _receive(self, data: bytes) -> None:
         """Handle received bytes: common data frames here, anything else by the protocol.
