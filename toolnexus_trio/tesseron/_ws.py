@@ -14,9 +14,13 @@ which measured 3-4x slower than feeding a Sans-I/O protocol straight from a
 
 Backpressure: :meth:`WebSocket.send` and :meth:`WebSocket.wait_writable` wait while
 more than :data:`SEND_HIGH_WATER` bytes are queued, and read loops wait on
-``wait_writable`` before reading more. A watchdog beside the writer closes the
-connection with :data:`STALL_CLOSE_CODE` when one write has not finished within
-:data:`SEND_STALL_TIMEOUT`: the peer has stopped reading.
+``wait_writable`` before reading more. Replies to control frames (a pong per ping,
+the close frame) are queued output like any other, and :meth:`WebSocket.receive_batch`
+itself reads no further while the queue is over the mark, whatever frames are
+arriving: a peer that pings and never reads is read no faster than it reads. A
+watchdog beside the writer closes the connection with :data:`STALL_CLOSE_CODE` when
+one write has not finished within :data:`SEND_STALL_TIMEOUT`: the peer has stopped
+reading.
 
 The writer is the only code that calls ``send_all`` while it runs. Before it starts
 (the opening handshake) and after it has exited (the final close frame), the code
@@ -75,8 +79,14 @@ SEND_HIGH_WATER = 1024 * 1024
 A producer that waits adds at most one frame past it, and the writer holds at most
 one such batch in ``send_all``: when everything sent waits for room first, outgoing
 bytes stay below ``2 * (SEND_HIGH_WATER + the largest frame)`` (a read loop's
-immediate answers to the one batch it read add a little).
+immediate answers to the one batch it read add a little). No read starts while the
+queue is over the mark, so the pongs (and close frame) owed for what arrives add at
+most the replies to one :data:`RECEIVE_CHUNK` read: no more than the read itself on
+a server, three times it on a client (a 2-byte ping owes a 6-byte masked pong).
 """
+
+FEED_SLICE = 4096
+"""Most bytes given to the protocol object at once (see :meth:`WebSocket._feed`)."""
 
 WRITE_CHUNK = 65536
 """Most bytes joined into one ``send_all`` (a single larger frame is written whole)."""
@@ -247,12 +257,19 @@ class WebSocket:
         chunks = self._proto.data_to_send()
         if not chunks:
             return
-        for chunk in chunks:
-            if chunk:
-                self._out.append(chunk)
-                self._out_bytes += len(chunk)
-            else:  # websockets.protocol.SEND_EOF: half-close after what precedes it
+        if len(chunks) == 1:
+            data = chunks[0]
+        else:
+            # One entry however many frames: a read of 2-byte pings makes thousands of
+            # pongs, and a bytes object each would cost ~8x their size in the queue.
+            data = b"".join(chunks)
+            if b"" in chunks:  # websockets.protocol.SEND_EOF, only ever the last chunk
                 self._eof_pending = True
+        if data:
+            self._out.append(data)
+            self._out_bytes += len(data)
+        elif len(chunks) == 1:  # SEND_EOF alone: half-close after what precedes it
+            self._eof_pending = True
         if self._writer_lot:
             self._writer_lot.unpark_all()
 
@@ -470,10 +487,23 @@ class WebSocket:
             self._ready.append(str(data, "utf-8", errors="replace"))
 
     def _feed(self, data: bytes) -> None:
-        """Give *data* to the protocol object and take what it made of it."""
-        self._proto.receive_data(data)
-        self._pull_output()
-        self._handle_events(self._proto.events_received())
+        """Give *data* to the protocol object and take what it made of it.
+
+        In slices of :data:`FEED_SLICE` bytes: the protocol makes a ``Frame`` (and, for
+        a ping, a pong) per frame, and a whole read of the smallest frames would be
+        ~30,000 objects alive at once.
+        """
+        proto = self._proto
+        if len(data) <= FEED_SLICE:
+            proto.receive_data(data)
+            self._pull_output()
+            self._handle_events(proto.events_received())
+            return
+        view = memoryview(data)
+        for start in range(0, len(data), FEED_SLICE):
+            proto.receive_data(bytes(view[start : start + FEED_SLICE]))
+            self._pull_output()
+            self._handle_events(proto.events_received())
 
     def _receive(self, data: bytes) -> None:
         """Handle received bytes: common data frames here, anything else by the protocol.
@@ -579,14 +609,24 @@ class WebSocket:
         """Every complete message available now (at least one), in arrival order.
 
         Text frames as ``str``; binary frames decoded as UTF-8 (``errors='replace'``).
-        Raises :class:`WebSocketClosed` when the peer closed or the stream broke.
-        Only one task may call it.
+        Before each read it waits while more than :data:`SEND_HIGH_WATER` bytes are
+        queued (the replies to control frames count). Raises :class:`WebSocketClosed`
+        when the peer closed or the stream broke. Only one task may call it.
         """
         while not self._ready:
             if self._proto.state is not State.OPEN or self._lost_reason is not None:
                 raise self._closed_error()
             if self._aclose_started:
                 raise self._closed_error()
+            if self._out_bytes > SEND_HIGH_WATER:
+                # Control frames make output too (a pong per ping, a close frame), and
+                # none of them is a message that would hand control back to the read
+                # loop's own wait_writable: so wait for room here before every read, or
+                # a peer that pings and never reads grows the queue without bound.
+                if self._write_failed:
+                    raise self._closed_error()  # nothing will ever drain the queue
+                await self._space_lot.park()
+                continue
             await self._read_chunk()
         batch = self._ready
         self._ready = []
@@ -631,7 +671,11 @@ class WebSocket:
 
     async def _await_peer_close(self) -> None:
         while not self._peer_done():
-            if self._reading:
+            if self._out_bytes > SEND_HIGH_WATER and self._writer_running:
+                # As in receive_batch: a peer pinging through our close reads no more
+                # than the writer can take (the caller's deadline bounds the wait).
+                await self._space_lot.park()
+            elif self._reading:
                 # The receive_batch task will see the close; let it tell us.
                 await self._read_lot.park()
             elif not await self._read_chunk():
