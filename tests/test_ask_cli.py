@@ -273,6 +273,24 @@ async def test_on_a_terminal_the_user_answers_before_bash_runs(
     assert declined is not runs
 
 
+async def test_ctrl_c_while_an_approval_waits_on_the_terminal_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "marker"
+    async with open_fake_provider(_bash_touch(marker)) as provider:
+        argv = _argv(provider, "openai")[3:]
+        with trio.fail_after(60):
+            async with child_command(*argv, stdin="terminal", cwd=tmp_path, env=_env()) as child:
+                await child.wait_for_output(b"? Allow bash to run this command? [y/N]")
+                child.interrupt()
+                code, out, _ = await child.finish()
+    assert code == 130, out
+    assert "Fatal Python error" not in out
+    assert out.count(GOODBYE) == 1 and out.splitlines()[-1] == GOODBYE, out
+    assert not marker.exists()
+    assert len(provider.requests) == 1
+
+
 async def test_each_changing_tool_shows_what_it_will_do_and_waits_for_a_yes(
     tmp_path: Path,
 ) -> None:
