@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 import trio
+from terminal_helpers import StdinKind, child_command
 
 import toolnexus_trio.__main__ as cli
 from toolnexus_trio._cli import EXIT_INTERRUPTED, GOODBYE, run_gateway
+from toolnexus_trio._terminal import MAX_LINE_BYTES, TerminalLines
 from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed, serve_websocket
 
 HELLO_TIMEOUT_S = 60  # generous: CI machines are shared; nothing here waits it out
@@ -231,3 +233,109 @@ def test_host_refuses_a_port_that_is_not_a_number(capsys: pytest.CaptureFixture[
         cli.main(["host", "--port", "http"])
     assert exited.value.code == 2
     assert "not a port number: 'http'" in capsys.readouterr().err
+
+
+# -- issue 17 item 19: Ctrl-C while a question waits for the terminal ----------------
+
+
+@pytest.mark.parametrize("stdin", ["pipe", "terminal", "terminal-stdin"])
+async def test_ctrl_c_while_demo_ask_waits_for_an_answer_is_the_goodbye(
+    stdin: StdinKind, tmp_path: Path
+) -> None:
+    # Before: a worker thread sat in sys.stdin.readline() holding the buffered stdin's
+    # lock, and shutdown aborted: "Fatal Python error: _enter_buffered_busy", -6.
+    env = {**os.environ, "HOME": str(tmp_path)}
+    with trio.fail_after(120):
+        async with child_command("demo", "--ask", stdin=stdin, env=env) as demo:
+            await demo.wait_for_output(b'? Delete "buy milk"? This cannot be undone. [y/N]')
+            demo.interrupt()
+            code, out, err = await demo.finish()
+    shown = out + err  # on the terminal, everything is on one stream
+    assert "Fatal Python error" not in shown
+    assert code == EXIT_INTERRUPTED, shown
+    assert "Traceback" not in shown
+    # One goodbye, on a line of its own (not after the question's prompt).
+    assert shown.count(GOODBYE) == 1, shown
+    assert GOODBYE in shown.splitlines(), shown
+    assert "-> yes" not in out and "-> no" not in out  # nothing was answered
+
+
+async def test_demo_ask_reads_each_answer_from_a_pipe_and_a_terminal_alike(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "HOME": str(tmp_path)}
+    for stdin in ("pipe", "terminal"):
+        with trio.fail_after(120):
+            async with child_command("demo", "--ask", stdin=stdin, env=env) as demo:  # type: ignore[arg-type]
+                await demo.wait_for_output(b"[y/N]")
+                await demo.type(b"y\n")
+                await demo.wait_for_output(b"to?")
+                await demo.type("the report, done \u2713\n".encode())
+                code, out, err = await demo.finish()
+        assert code == 0, err
+        assert "Fatal Python error" not in err
+        assert 'wait_for: Delete "buy milk"? This cannot be undone. -> yes' in out, out
+        assert "#2 the report, done \u2713" in out, out
+        assert "#1 buy milk" not in out  # deleted
+
+
+# -- the terminal reader the questions use (toolnexus_trio._terminal) -----------------
+
+
+async def test_terminal_lines_survive_a_cancelled_wait_and_end_at_end_of_input() -> None:
+    read_end, write_end = os.pipe()
+    try:
+        lines = TerminalLines(read_end)
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(lines.readline)
+                await trio.testing.wait_all_tasks_blocked()  # waiting on the empty pipe
+                scope.cancel()
+        os.write(write_end, "one\r\ntwo \xff\n".encode("latin-1") + b"three")
+        assert await lines.readline() == "one"
+        assert await lines.readline() == "two \ufffd"  # not UTF-8: replaced, not an error
+        os.close(write_end)
+        write_end = -1
+        assert await lines.readline() == "three"  # the last line needs no newline
+        assert await lines.readline() is None
+        assert await lines.readline() is None
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+
+
+async def test_terminal_lines_cut_an_endless_line_and_keep_memory_bounded() -> None:
+    read_end, write_end = os.pipe()
+    lines = TerminalLines(read_end)
+    long_line = b"x" * (MAX_LINE_BYTES * 4)
+
+    async def type_it() -> None:
+        stream = trio.lowlevel.FdStream(write_end)  # closes write_end
+        async with stream:
+            await stream.send_all(long_line + b"\nnext\n")
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(type_it)
+            assert await lines.readline() == "x" * MAX_LINE_BYTES
+            assert await lines.readline() == "next"  # the rest of the long line is gone
+            assert len(lines._buffer) <= MAX_LINE_BYTES
+        assert await lines.readline() is None
+    finally:
+        os.close(read_end)
+
+
+@pytest.mark.parametrize("source", ["/dev/null", "file"])
+async def test_terminal_lines_read_files_that_cannot_be_polled(source: str, tmp_path: Path) -> None:
+    path = tmp_path / "answers"
+    path.write_bytes(b"y\n")
+    fd = os.open(os.devnull if source == "/dev/null" else path, os.O_RDONLY)
+    try:
+        lines = TerminalLines(fd)
+        if source == "file":
+            assert await lines.readline() == "y"
+        assert await lines.readline() is None
+    finally:
+        os.close(fd)
+    assert await TerminalLines(1_000_000).readline() is None  # no such fd: no stdin at all

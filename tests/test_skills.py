@@ -266,6 +266,65 @@ async def test_a_toolkit_logs_each_skip(tmp_path: Path, caplog: pytest.LogCaptur
     assert "- **x**: d" in tk.skills_prompt()
 
 
+DEEP = 2_000  # PyYAML's recursive parser gives up near 500 levels (1 KB of brackets)
+
+
+@pytest.mark.parametrize(
+    "frontmatter",
+    [
+        "name: deep\ndescription: " + "[" * DEEP + "]" * DEEP,
+        "name: deep\nmeta: " + "{a: " * DEEP + "b" + "}" * DEEP,
+        "name: deep\nsteps:\n  " + "- " * DEEP + "x",
+        "name: " + "[" * DEEP,  # no closing bracket either: the parser fails first
+    ],
+    ids=["flow-list", "flow-map", "block-list", "unclosed"],
+)
+async def test_frontmatter_nested_too_deeply_skips_that_skill_only(
+    frontmatter: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: RecursionError out of list_skills and create_toolkit.
+    deep = write(tmp_path / "a-deep" / "SKILL.md", f"---\n{frontmatter}\n---\nbody")
+    write(tmp_path / "b-ok" / "SKILL.md", skill_md("ok", "fine"))
+    inventory = await list_skills(tmp_path)
+    assert [s.name for s in inventory.skills] == ["ok"]
+    (skip,) = inventory.skipped
+    assert skip == SkillSkip(
+        str(deep), SkipReason.MALFORMED_FRONTMATTER, "nested too deeply for the YAML parser"
+    )
+    with caplog.at_level(logging.WARNING, "toolnexus_trio"):
+        tk = await toolkit(skills_dir=tmp_path)
+    assert (
+        f"skill skipped (malformed-frontmatter) at {deep}: nested too deeply for the YAML parser"
+        in caplog.text
+    )
+    assert "- **ok**: fine" in tk.skills_prompt()
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("!!float abc", "ValueError: could not convert string to float: 'abc'"),
+        ("!!timestamp 2001-13-14", "ValueError: month must be in 1..12"),
+        ("!!int " + "1" * 5_000, "ValueError: Exceeds the limit (4300 digits)"),
+        ("!!int 0b2", "ValueError: invalid literal for int() with base 2: '2'"),
+    ],
+)
+async def test_a_value_its_tag_cannot_hold_skips_that_skill_only(
+    value: str, reason: str, tmp_path: Path
+) -> None:
+    # Before: the constructor's ValueError came out of list_skills and create_toolkit.
+    bad = write(tmp_path / "a-bad" / "SKILL.md", f"---\nname: bad\nwhen: {value}\n---\n")
+    write(tmp_path / "b-ok" / "SKILL.md", skill_md("ok", "fine"))
+    inventory = await list_skills(tmp_path)
+    assert [s.name for s in inventory.skills] == ["ok"]
+    (skip,) = inventory.skipped
+    assert (skip.location, skip.reason) == (str(bad), SkipReason.MALFORMED_FRONTMATTER)
+    assert skip.detail.startswith("the YAML parser failed: " + reason), skip.detail
+    assert len(skip.detail) <= 300  # one readable line, not the 5,000 digits
+    tk = await toolkit(skills_dir=tmp_path)
+    assert "- **ok**: fine" in tk.skills_prompt()
+
+
 # -- discovery ------------------------------------------------------------------
 
 

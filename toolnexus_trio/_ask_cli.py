@@ -13,6 +13,13 @@ What goes where, so the answer can be piped:
   the ``question`` builtin (``? ...``, answered from stdin, one line per question; end
   of input declines), a ``done: ...`` summary, and ``error: ...`` on failure.
 
+What the model may do: the builtins, with the file tools confined to the current
+directory (a path outside it is refused), and each ``bash``, ``write``, ``edit`` and
+``apply_patch`` call shown on stderr (the command, the path, the patch) and asked
+about first (``? ... [y/N]``, answered on the terminal; ``y`` or ``yes`` runs it). With
+no terminal on stdin the answer is no. A declined call does not run and the model is
+told so. ``--yes`` runs them without asking (still confined).
+
 Exit codes: 0 done; 1 ``error: ...`` (the model call failed after its retries, the run
 hit ``--max-turns``, ...); 2 bad arguments; 130 interrupted (Ctrl-C).
 
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from typing import Any, TextIO
@@ -32,9 +40,11 @@ from urllib.parse import urlsplit
 
 import trio
 
+from ._ask_guard import ask_tools
 from ._cli import run_command
 from ._groups import leaf_exceptions
 from ._results import Hooks, RunResult
+from ._terminal import TerminalLines, is_terminal
 from ._wire import Answer, Request
 from .builtins import render_questions
 
@@ -95,10 +105,10 @@ class TurnPrinter:
             self.text_out.flush()
             self._open = False
 
-    def info(self, line: str) -> None:
-        """Write one notice line (control characters escaped, long lines cut)."""
+    def info(self, line: str, *, width: int = _INFO_WIDTH) -> None:
+        """Write one notice line (control characters escaped, cut at *width*)."""
         self.end_text()
-        self.info_out.write(self.info_prefix + _one_line(line) + "\n")
+        self.info_out.write(self.info_prefix + _one_line(line, width) + "\n")
         self.info_out.flush()
 
     def hooks(self) -> Hooks:
@@ -125,39 +135,69 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-async def _read_line() -> str:
-    if sys.stdin is None:
-        return ""
-    # readline blocks, so it runs in a worker thread; Ctrl-C abandons it.
-    line: str = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-    return line
+_SHOW_LIMIT = 64_000
+"""An approval shows this many characters of a command or patch in full; a longer one
+shows its start and end and says how much is hidden."""
 
 
-def stdin_wait_for(printer: TurnPrinter) -> Any:
+def _show_block(printer: TurnPrinter, text: str) -> None:
+    if len(text) > _SHOW_LIMIT:
+        half = _SHOW_LIMIT // 2
+        hidden = len(text) - 2 * half
+        text = f"{text[:half]}\n[... {hidden} characters not shown ...]\n{text[-half:]}"
+    for line in text.split("\n"):
+        # Whole, not cut (what is approved must be seen); controls made visible.
+        printer.info("  | " + line, width=sys.maxsize)
+
+
+def stdin_wait_for(
+    printer: TurnPrinter, lines: TerminalLines | None = None, *, terminal: bool | None = None
+) -> Any:
     """A ``wait_for`` that asks on *printer*'s notice stream and reads answers from stdin.
 
-    A ``question`` gets one line per question (``data={"answers": [...]}``); any other
-    kind is a yes/no (``y`` or ``yes`` approves). End of input declines.
+    A ``question`` gets one line per question (``data={"answers": [...]}``), from a
+    terminal or a pipe. Any other kind (the approvals of ``bash``, ``write``, ``edit``
+    and ``apply_patch``) shows ``data["show"]`` and is a yes/no asked on the terminal
+    (``y`` or ``yes`` approves); without a terminal (*terminal*, default: whether stdin
+    is one) the answer is no. End of input declines. Lines come from *lines* (default:
+    fd 0), one question at a time.
     """
+    reader = TerminalLines() if lines is None else lines
+    on_terminal = is_terminal() if terminal is None else terminal
+    asking = trio.Lock()  # parallel calls: one question (prompt and answer) at a time
 
     async def wait_for(request: Request) -> Answer:
+        async with asking:
+            return await ask(request)
+
+    async def ask(request: Request) -> Answer:
         questions = (request.data or {}).get("questions") if request.kind == "question" else None
         if isinstance(questions, list) and questions:
-            prompts = [render_questions([q]) if isinstance(q, dict) else str(q) for q in questions]
-        else:
-            prompts = [f"{request.prompt} [y/N]"]
-        replies = []
-        for prompt in prompts:
-            printer.info(f"? {prompt}")
-            line = await _read_line()
-            if not line:
-                printer.info("(end of input: declined)")
-                return Answer(id=request.id, ok=False, reason="declined")
-            replies.append(line.rstrip("\r\n"))
-        if request.kind == "question" and questions:
+            replies = []
+            for question in questions:
+                shown = render_questions([question]) if isinstance(question, dict) else question
+                printer.info(f"? {shown}")
+                reply = await reader.readline()
+                if reply is None:
+                    return declined(request, "(end of input: declined)")
+                replies.append(reply)
             return Answer(id=request.id, ok=True, data={"answers": replies})
-        approved = replies[0].strip().lower() in ("y", "yes")
-        return Answer(id=request.id, ok=approved, reason=None if approved else "declined")
+        show = (request.data or {}).get("show")
+        if isinstance(show, str) and show:
+            _show_block(printer, show)
+        printer.info(f"? {request.prompt} [y/N]")
+        if not on_terminal:
+            return declined(request, "(no terminal to ask: declined; --yes allows without asking)")
+        reply = await reader.readline()
+        if reply is None:
+            return declined(request, "(end of input: declined)")
+        if reply.strip().lower() not in ("y", "yes"):
+            return Answer(id=request.id, ok=False, reason="declined")
+        return Answer(id=request.id, ok=True)
+
+    def declined(request: Request, notice: str) -> Answer:
+        printer.info(notice)
+        return Answer(id=request.id, ok=False, reason="declined")
 
     return wait_for
 
@@ -178,9 +218,12 @@ async def run_ask(args: argparse.Namespace, printer: TurnPrinter) -> int:
         hooks=printer.hooks(),
         wait_for=stdin_wait_for(printer),
     )
+    # Confined to where ask runs, and asking before anything that changes something
+    # (see _ask_guard): a model that read a hostile page must not act unasked.
+    tools = ask_tools(os.getcwd(), confirm=not args.yes)
     async with (
         create_client(options) as client,
-        await create_toolkit(ToolkitOptions()) as toolkit,
+        await create_toolkit(ToolkitOptions(extra_tools=tools, builtins=False)) as toolkit,
     ):
         result = await client.ask(args.prompt, toolkit, on_text=printer.text)
     printer.end_text()
@@ -229,8 +272,11 @@ def add_ask_command(commands: Any) -> None:
         "ask",
         help="ask a real model (OpenAI- or Anthropic-style HTTP) with the builtin tools",
         description=(
-            "Run one ask with the builtin tools. The answer streams to stdout; tool calls, "
-            "questions and the summary go to stderr. Exit 0 done, 1 error, 130 Ctrl-C."
+            "Run one ask with the builtin tools. The file tools are confined to the current "
+            "directory, and each bash, write, edit and apply_patch call is shown and asked "
+            "about on the terminal first (no terminal: no; --yes: run without asking). The "
+            "answer streams to stdout; tool calls, questions and the summary go to stderr. "
+            "Exit 0 done, 1 error, 130 Ctrl-C."
         ),
     )
     ask.add_argument("prompt", help="what to ask")
@@ -247,6 +293,12 @@ def add_ask_command(commands: Any) -> None:
     )
     ask.add_argument("--system", default=None, help="a system prompt")
     ask.add_argument("--max-turns", type=_positive, default=10, help="default: 10")
+    ask.add_argument(
+        "--yes",
+        action="store_true",
+        help="run bash, write, edit and apply_patch without asking first (by default each "
+        "call is shown and asked about on the terminal; with no terminal the answer is no)",
+    )
 
 
 def main_ask(args: argparse.Namespace) -> int:

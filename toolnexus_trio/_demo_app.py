@@ -23,6 +23,7 @@ from ._client import (
     RunResult,
     create_in_process_client,
 )
+from ._terminal import TerminalLines, is_terminal
 from ._todo import build_todo_app
 from ._toolkit import ToolkitOptions, create_toolkit
 from ._wire import Answer, Request
@@ -78,18 +79,19 @@ def _script() -> list[InProcessResponse]:
     ]
 
 
-async def _ask_terminal(question: str) -> str | None:
+async def _ask_terminal(lines: TerminalLines, question: str) -> str | None:
     """The typed line, or ``None`` at end of input (stdin closed or ``/dev/null``)."""
-
-    def ask() -> str | None:
-        try:
-            return input(question)
-        except EOFError:
-            print(flush=True)  # end the prompt's line
-            return None
-
-    # input() blocks, so it runs in a worker thread, never on the event loop.
-    return await trio.to_thread.run_sync(ask, abandon_on_cancel=True)
+    # The prompt goes to stdout with the story; the answer is read from fd 0 without a
+    # thread stuck in sys.stdin, so Ctrl-C here is the usual goodbye (see _terminal).
+    print(question, end="", flush=True)
+    try:
+        reply = await lines.readline()
+    except trio.Cancelled:
+        print(flush=True)  # Ctrl-C: the goodbye line does not follow the prompt
+        raise
+    if reply is None or not is_terminal():
+        print(flush=True)  # end the prompt's line (a terminal echoed the typed newline)
+    return reply
 
 
 async def run_app_demo(*, ask: bool = False) -> RunResult:
@@ -99,6 +101,7 @@ async def run_app_demo(*, ask: bool = False) -> RunResult:
     declined (one line says so).
     """
     out = _Printer()
+    lines = TerminalLines()
 
     def declined(request: Request) -> Answer:
         out.line(f"  wait_for: {request.prompt} -> declined (end of input)")
@@ -109,7 +112,7 @@ async def run_app_demo(*, ask: bool = False) -> RunResult:
         fields = list((schema.get("properties") or {}).keys())
         if not fields:  # a yes/no confirmation
             if ask:
-                reply = await _ask_terminal(f"  ? {request.prompt} [y/N] ")
+                reply = await _ask_terminal(lines, f"  ? {request.prompt} [y/N] ")
                 if reply is None:
                     return declined(request)
                 ok = reply.strip().lower() in {"y", "yes"}
@@ -121,7 +124,7 @@ async def run_app_demo(*, ask: bool = False) -> RunResult:
         data: dict[str, Any] = {}
         for name in fields:
             if ask:
-                typed = await _ask_terminal(f"  ? {request.prompt} {name}: ")
+                typed = await _ask_terminal(lines, f"  ? {request.prompt} {name}: ")
                 if typed is None:
                     return declined(request)
                 data[name] = typed

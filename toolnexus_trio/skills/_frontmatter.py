@@ -12,6 +12,13 @@ Two choices here go past the SPEC's text:
   ``name:`` / ``description:`` lines, values trimmed, one pair of matching quotes
   removed, values that start a YAML construct (``[ { > | * & ! % @ ```) ignored. Only
   when that finds no name is the skill skipped as ``malformed-frontmatter``.
+- Any other failure of the parser skips the skill as ``malformed-frontmatter`` with the
+  reason, whatever a line-wise reading would find: nesting too deep for PyYAML's
+  recursive parser (about 500 brackets, 1 KB, raise ``RecursionError``), or a value
+  its explicit tag cannot hold (``!!float abc``, ``!!timestamp 2001-13-14``, an
+  ``!!int`` of 5,000 digits raise ``ValueError``). Such a document is not a YAML slip
+  to guess around, and discovery must never fail on it (SPEC §3). :func:`parse`
+  never raises.
 """
 
 from __future__ import annotations
@@ -45,7 +52,8 @@ class Frontmatter:
     """What a ``SKILL.md`` says: its name and description (trimmed) and its body.
 
     ``error`` is the YAML error (whitespace collapsed) when the frontmatter did not
-    parse, whether or not the line-wise fallback found a name.
+    parse, whether or not the line-wise fallback found a name; after any other failure
+    of the parser it is the reason and ``name`` is ``None`` (the skill is skipped).
     """
 
     name: str | None
@@ -94,8 +102,13 @@ def _fallback(frontmatter: str) -> dict[str, str]:
     return found
 
 
+def _one_line(text: str, width: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def parse(text: str) -> Frontmatter:
-    """Parse a whole ``SKILL.md`` (newlines already normalized to ``\\n``)."""
+    """Parse a whole ``SKILL.md`` (newlines already normalized to ``\\n``); never raises."""
     raw, body = split(text)
     if raw is None:
         return Frontmatter(None, None, body)
@@ -105,6 +118,11 @@ def parse(text: str) -> Frontmatter:
         found = _fallback(raw)
         error = " ".join(str(exc).split())
         return Frontmatter(found.get("name"), found.get("description"), body, error)
+    except RecursionError:
+        return Frontmatter(None, None, body, "nested too deeply for the YAML parser")
+    except Exception as exc:  # a tag's constructor failed: ValueError, OverflowError...
+        error = _one_line(f"the YAML parser failed: {type(exc).__name__}: {exc}")
+        return Frontmatter(None, None, body, error)
     if not isinstance(data, dict):
         return Frontmatter(None, None, body)
     return Frontmatter(_scalar(data.get("name")), _scalar(data.get("description")), body)
