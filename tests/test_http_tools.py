@@ -262,7 +262,10 @@ async def test_a_network_failure_is_an_error_result() -> None:
     listener.close()  # nothing listens there now
     result = await tool(f"http://127.0.0.1:{port}/x").call({})
     assert result.is_error
-    assert result.output.startswith(f"GET http://127.0.0.1:{port}/x failed: ConnectError")
+    assert result.output == (
+        f"GET http://127.0.0.1:{port}/x failed: "
+        f"ConnectError: cannot connect to 127.0.0.1:{port}: Connection refused"
+    )
 
 
 async def test_timeout_aborts_the_request(socket_autojump_clock: trio.testing.MockClock) -> None:

@@ -34,6 +34,7 @@ import trio
 
 from ._cli import run_command
 from ._groups import leaf_exceptions
+from ._http_client import safe_url
 from ._results import Hooks, RunResult
 from ._wire import Answer, Request
 from .builtins import render_questions
@@ -212,7 +213,7 @@ def _describe(exc: BaseException) -> str:
 def _http_url(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise argparse.ArgumentTypeError(f"not an http(s) URL: {value!r}")
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {safe_url(value)!r}")
     return value
 
 
