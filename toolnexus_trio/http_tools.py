@@ -5,6 +5,11 @@ arguments (URL-encoded), sends ``query`` arguments as the query string and the r
 a JSON (or form, or raw) body, expands ``${ENV}`` in header values, and returns the
 response body. The request runs in the caller's task on httpx2: a cancel, the tool's
 ``timeout_ms`` or the loop's ``tool_timeout_ms`` aborts it on the socket at once.
+
+Redirects are followed here, hop by hop, rather than by httpx2 (which strips only
+``Authorization`` when a redirect leaves the origin): the configured headers carry
+secrets (``${ENV}``), so they go to the tool's own origin only, and once a redirect
+has left it no later hop gets them.
 """
 
 from __future__ import annotations
@@ -158,6 +163,19 @@ async def _read(response: httpx2.Response, limit: int) -> tuple[bytes, bool]:
     return bytes(out), False
 
 
+def _origin(url: httpx2.URL) -> tuple[str, str, int]:
+    return url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80)
+
+
+def _redirect_method(method: str, status: int) -> str:
+    """The method of the next hop (RFC 9110, and what browsers do with 301/302)."""
+    if status in (302, 303) and method != "HEAD":
+        return "GET"
+    if status == 301 and method == "POST":
+        return "GET"
+    return method
+
+
 async def _exchange(
     client: httpx2.AsyncClient,
     method: str,
@@ -167,10 +185,48 @@ async def _exchange(
     content: bytes | None,
     auth: httpx2.BasicAuth | None,
 ) -> httpx2.Response:
-    """Send the request, following redirects; the last response, open."""
-    sent = {**headers, **body_headers}
-    request = client.build_request(method, url, headers=sent, content=content)
-    return await client.send(request, stream=True, follow_redirects=True, auth=auth)
+    """Send the request and follow its redirects; the last response, open.
+
+    *headers* (the configured ones) and *auth* go only to *url*'s origin (scheme, host
+    and port): from the first redirect to another origin on, no hop carries them.
+    *body_headers* describe *content* and go wherever it goes (307 and 308 resend it;
+    a redirect that turns the request into a ``GET`` drops both).
+    """
+    home = _origin(httpx2.URL(url))
+    trusted = True
+    target: httpx2.URL | str = url
+    limit = client.max_redirects
+    for hop in range(limit + 1):
+        sent = {**headers, **body_headers} if trusted else dict(body_headers)
+        request = client.build_request(method, target, headers=sent, content=content)
+        response = await client.send(
+            request,
+            stream=True,
+            follow_redirects=False,
+            auth=auth if trusted else None,
+        )
+        if not response.has_redirect_location:
+            return response
+        await close_response(response)  # a redirect's own body is never read
+        location = response.headers["location"]
+        try:
+            target = response.url.join(location)
+        except httpx2.InvalidURL as exc:
+            raise httpx2.RemoteProtocolError(
+                f"invalid redirect location {location!r}", request=request
+            ) from exc
+        if target.scheme not in ("http", "https"):
+            raise httpx2.UnsupportedProtocol(
+                f"a redirect to a {target.scheme!r} URL is not followed", request=request
+            )
+        if hop == limit:
+            raise httpx2.TooManyRedirects(f"more than {limit} redirects", request=request)
+        new_method = _redirect_method(method, response.status_code)
+        if new_method != method and new_method == "GET":
+            content, body_headers = None, {}
+        method = new_method
+        trusted = trusted and _origin(target) == home
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def _default_schema(names: Sequence[str], query: Sequence[str]) -> JSONSchema:
@@ -225,9 +281,13 @@ def http_tool(
       ``HTTP <status>: <body>``, the body cut to 2000 characters. A network failure is
       the error ``<METHOD> <url> failed: <error>`` (a refused connection names the
       host, the port and the operating system's reason).
-      Redirects are followed; credentials written in ``url`` are sent as basic auth.
+    - Redirects are followed (at most 20), but the configured ``headers`` (and
+      credentials written in ``url``, sent as basic auth) go to ``url``'s own origin
+      only: a redirect to another scheme, host or port is followed without any of
+      them, and so is every hop after it.
     - ``http_client``: an ``httpx2.AsyncClient`` you own, to pool connections (never
-      closed here); without it each call uses a client of its own.
+      closed here; its own ``follow_redirects`` is not used, its ``max_redirects``
+      is); without it each call uses a client of its own.
     """
     if not _NAME.fullmatch(name):
         raise ValueError(f"http_tool name must match [a-zA-Z0-9_-]{{1,128}}, not {name!r}")
