@@ -9,7 +9,13 @@ prints one JSON object on stdout::
     python -m benchmarks.http_loop cancel ours --url URL --runs 5
 
 - ``overhead``: the SPEC scenario (2 model calls, 2 parallel tool calls) per run, not
-  streamed, openai style. The provider cycles ``[tool calls, final text]``.
+  streamed, openai style. The provider cycles ``[tool calls, final text]``. Each run
+  alternates, in the same process, with a run of the side's *floor*: a bare client of
+  its own HTTP stack posting the same two request bodies the loop sent (captured once
+  through ``body_transform``), encoding each and decoding each answer, no loop, no
+  tools; a bare ``httpx2.AsyncClient`` on httpx2's own transport for ours, a bare
+  ``urllib`` POST in ``asyncio.to_thread`` (the peer's own stack) for the peer. A run
+  minus the floor run beside it is the loop's own overhead.
 - ``burst``: one streamed call whose answer is 1,000 text deltas sent as fast as the
   socket takes them; the consumer takes 2 ms per delta (an async sleep). Deltas
   received and the time are reported; a run that has not ended after ``BURST_BOUND_S``
@@ -24,7 +30,8 @@ prints one JSON object on stdout::
 The peer is used as a black box through its public API only (``create_client``,
 ``create_toolkit``, ``define_tool``, ``run``/``stream`` with ``cancel=asyncio.Event``).
 The Trio side also measures each scenario's *limit* with a bare ``httpx2`` client
-(for ``overhead``, on our lean transport and on httpx2's stock one).
+(for ``overhead``, also the two POSTs as raw bytes on one socket, the provider's own
+response time).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from benchmarks.agent import ADD_SCHEMA, FINAL, QUESTION, SPEC_CALLS, WEATHER_SCHEMA, peak_rss_kib
@@ -66,6 +74,8 @@ def provider_scripts() -> dict[str, list[dict[str, Any]]]:
 
 
 def ours(scenario: str, url: str, runs: int, warmup: int) -> dict[str, Any]:
+    import attrs
+    import httpx2
     import trio
 
     from toolnexus_trio import (
@@ -100,18 +110,36 @@ def ours(scenario: str, url: str, runs: int, warmup: int) -> dict[str, Any]:
             ) as toolkit,
         ):
             if scenario == "overhead":
-                for _ in range(warmup):
-                    await client.run(QUESTION, toolkit)
-                out["samples"] = samples = []
-                gc.collect()
-                for _ in range(runs):
-                    t0 = time.perf_counter()
-                    result = await client.run(QUESTION, toolkit)
-                    samples.append((time.perf_counter() - t0) * 1e3)
-                    assert result.text == FINAL, result.text
-                    assert len(result.tool_calls) == 2
-                out["limit_ms"] = await _bare_overhead(url, warmup, runs, lean=True)
-                out["stock_ms"] = await _bare_overhead(url, warmup, runs, lean=False)
+                # The two request bodies of one run, as the loop sends them.
+                bodies: list[dict[str, Any]] = []
+
+                def keep(body: dict[str, Any]) -> dict[str, Any]:
+                    bodies.append(json.loads(json.dumps(body)))
+                    return body
+
+                capture = attrs.evolve(options, body_transform=keep)
+                async with create_client(capture) as capturing:
+                    await capturing.run(QUESTION, toolkit)
+                assert len(bodies) == 2, bodies
+                headers = {"authorization": f"Bearer {KEY}"}
+                async with httpx2.AsyncClient(headers=headers) as bare:
+
+                    async def floor() -> None:
+                        for body in bodies:
+                            content = json.dumps(body, separators=(",", ":")).encode()
+                            answer = await bare.post(
+                                url + "/chat/completions",
+                                content=content,
+                                headers={"content-type": "application/json"},
+                            )
+                            json.loads(answer.content)
+
+                    async def loop() -> None:
+                        result = await client.run(QUESTION, toolkit)
+                        assert result.text == FINAL, result.text
+                        assert len(result.tool_calls) == 2
+
+                    out |= await _alternate(loop, floor, runs, warmup, trio.lowlevel.checkpoint)
                 out["raw_ms"] = _raw_overhead(url, warmup, runs)
             elif scenario == "burst":
                 out["samples"], out["received"], out["hung"] = [], [], []
@@ -155,27 +183,34 @@ def ours(scenario: str, url: str, runs: int, warmup: int) -> dict[str, Any]:
     return result
 
 
-async def _bare_overhead(url: str, warmup: int, runs: int, *, lean: bool) -> list[float]:
-    """The provider's own response time: the same two POSTs per run with a bare httpx2
-    client (keep-alive, JSON decoded), no loop, no tools; on our lean transport (the
-    model client's) or on httpx2's stock one (httpcore2)."""
-    import httpx2
+async def _alternate(
+    lib: Callable[[], Awaitable[None]],
+    floor: Callable[[], Awaitable[None]],
+    runs: int,
+    warmup: int,
+    checkpoint: Callable[[], Awaitable[None]],
+) -> dict[str, list[float]]:
+    """*runs* timed runs of *lib* and of *floor*, alternating, after *warmup* of each;
+    which one goes first flips every run, so neither always follows the other.
 
-    from toolnexus_trio.models._transport import Http1Transport
-
-    body = {"model": MODEL, "messages": [{"role": "user", "content": QUESTION}]}
-    samples: list[float] = []
-    transport = Http1Transport() if lean else None
-    headers = {"authorization": f"Bearer {KEY}"}
-    async with httpx2.AsyncClient(headers=headers, transport=transport) as http:
-        for i in range(warmup + runs):
-            t0 = time.perf_counter()
-            for _ in range(2):
-                answer = await http.post(url + "/chat/completions", json=body)
-                json.loads(answer.content)
-            if i >= warmup:
-                samples.append((time.perf_counter() - t0) * 1e3)
-    return samples
+    Wall time (``samples``, ``limit_ms``) and process CPU time (``samples_cpu``,
+    ``limit_ms_cpu``; all threads, steadier on a shared machine), in ms.
+    """
+    for _ in range(warmup):
+        await lib()
+        await floor()
+    gc.collect()
+    out: dict[str, list[float]] = {k: [] for k in ("samples", "limit_ms")}
+    out |= {f"{k}_cpu": [] for k in ("samples", "limit_ms")}
+    for i in range(runs):
+        pair = ((lib, "samples"), (floor, "limit_ms"))
+        for fn, key in pair if i % 2 == 0 else pair[::-1]:
+            await checkpoint()
+            t0, c0 = time.perf_counter(), time.process_time()
+            await fn()
+            out[f"{key}_cpu"].append((time.process_time() - c0) * 1e3)
+            out[key].append((time.perf_counter() - t0) * 1e3)
+    return out
 
 
 def _raw_overhead(url: str, warmup: int, runs: int) -> list[float]:
@@ -253,6 +288,7 @@ async def _bare_cancel(url: str) -> tuple[float, list[Any]]:
 
 def peer(scenario: str, url: str, runs: int, warmup: int) -> dict[str, Any]:
     import asyncio
+    import urllib.request
 
     import toolnexus
 
@@ -284,16 +320,39 @@ def peer(scenario: str, url: str, runs: int, warmup: int) -> dict[str, Any]:
         toolkit = await toolnexus.create_toolkit(extra_tools=tools, builtins=False)
         async with toolkit:
             if scenario == "overhead":
-                for _ in range(warmup):
-                    await client.run(QUESTION, toolkit)
-                out["samples"] = samples = []
-                gc.collect()
-                for _ in range(runs):
-                    t0 = time.perf_counter()
+                # The two request bodies of one run, as the peer's loop sends them.
+                bodies: list[dict[str, Any]] = []
+
+                def keep(body: dict[str, Any]) -> None:
+                    bodies.append(json.loads(json.dumps(body)))
+
+                capturing = toolnexus.create_client(
+                    base_url=url, style="openai", model=MODEL, api_key=KEY, body_transform=keep
+                )
+                await capturing.run(QUESTION, toolkit)
+                assert len(bodies) == 2, bodies
+                headers = {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"}
+
+                def post(body: dict[str, Any]) -> None:
+                    request = urllib.request.Request(
+                        url + "/chat/completions",
+                        data=json.dumps(body).encode(),
+                        method="POST",
+                        headers=headers,
+                    )
+                    with urllib.request.urlopen(request, timeout=30) as answer:
+                        json.loads(answer.read())
+
+                async def floor() -> None:
+                    for body in bodies:
+                        await asyncio.to_thread(post, body)
+
+                async def loop() -> None:
                     result = await client.run(QUESTION, toolkit)
-                    samples.append((time.perf_counter() - t0) * 1e3)
                     assert result.text == FINAL, result.text
                     assert len(result.tool_calls) == 2
+
+                out |= await _alternate(loop, floor, runs, warmup, lambda: asyncio.sleep(0))
             elif scenario == "burst":
                 out["samples"], out["received"], out["hung"] = [], [], []
                 for _ in range(runs):

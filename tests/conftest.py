@@ -19,8 +19,8 @@ def socket_autojump_clock() -> trio.testing.MockClock:
 
 @pytest.fixture(autouse=True, scope="session")
 def _http_pool_warm() -> None:
-    """Make the process's first HTTP pool before any test: it is made in a worker thread,
-    which under a virtual clock could let time jump in the middle of a test."""
-    from toolnexus_trio.models import _http
+    """Load the HTTP clients' CA bundle before any test: the first client loads it in a
+    worker thread, which under a virtual clock could let time jump in mid-test."""
+    from toolnexus_trio import _http_client
 
-    _http._new_client()
+    _http_client._load_ssl_context()

@@ -199,6 +199,103 @@ async def test_redirects_are_followed() -> None:
     assert json.loads(result.output)["target"] == "/new"
 
 
+SECRET_HEADERS = {"X-Api-Key": "${HTTP_TOOL_KEY}", "Authorization": "Bearer ${HTTP_TOOL_KEY}"}
+CONFIGURED = {"x-api-key", "authorization"}
+
+
+def to(url: str, status: int = 302) -> Reply:
+    return Reply(status, b"", headers=(("location", url),))
+
+
+async def test_a_redirect_to_another_origin_carries_none_of_the_configured_headers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two loopback servers on two ports: two origins. The configured headers go to the
+    tool's own origin only, and not to any hop after the chain has left it."""
+    monkeypatch.setenv("HTTP_TOOL_KEY", "k-7f31-secret")
+    async with open_server() as other, open_server() as home:
+        routes = {
+            "/start": to("/moved"),  # same origin: the headers go along
+            "/moved": to(other.url + "/away"),
+            "/back": Reply(200, b"home again"),
+        }
+        home.handler = by_path(routes)
+        other.handler = by_path({"/away": to(home.url + "/back")})
+        t = tool(home.url + "/start", headers=SECRET_HEADERS)
+        result = await t.call({})
+    assert (result.is_error, result.output) == (False, "home again")
+    assert [s.target for s in home.requests] == ["/start", "/moved", "/back"]
+    start, moved, back = home.requests
+    assert start.headers["x-api-key"] == moved.headers["x-api-key"] == "k-7f31-secret"
+    assert moved.headers["authorization"] == "Bearer k-7f31-secret"
+    (away,) = other.requests
+    assert not CONFIGURED & away.headers.keys()
+    assert not CONFIGURED & back.headers.keys()  # the chain left home once: no way back
+
+
+async def test_a_307_to_another_origin_resends_the_body_without_the_headers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTP_TOOL_KEY", "k-7f31-secret")
+    async with open_server() as other:
+        redirect = by_path({"/post": to(other.url + "/took", 307)})
+        async with open_server(redirect) as home:
+            t = tool(home.url + "/post", method="POST", headers=SECRET_HEADERS)
+            result = await t.call({"a": 1})
+    assert not result.is_error
+    (took,) = other.requests
+    assert (took.method, took.body, took.headers["content-type"]) == (
+        "POST",
+        b'{"a":1}',
+        "application/json",
+    )
+    assert not CONFIGURED & took.headers.keys()
+
+
+async def test_url_credentials_are_basic_auth_for_the_origin_only() -> None:
+    async with open_server() as other:
+        redirect = by_path({"/x": to(other.url + "/y")})
+        async with open_server(redirect) as home:
+            url = home.url.replace("http://", "http://bob:pw%2Fsecret@") + "/x"
+            result = await tool(url).call({})
+    assert not result.is_error
+    assert home.requests[0].headers["authorization"] == "Basic Ym9iOnB3L3NlY3JldA=="
+    assert "authorization" not in other.requests[0].headers
+    # Never shown: not in a network error, not in a refused declaration.
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()
+    refused = await tool(f"http://bob:pw%2Fsecret@127.0.0.1:{port}/x").call({})
+    assert refused.output.startswith(f"GET http://127.0.0.1:{port}/x failed: ConnectError: ")
+    with pytest.raises(ValueError) as bad:
+        tool("http://bob:pw%2Fsecret@h/{unclosed")
+    assert "bob:[redacted]@h" in str(bad.value)
+    for shown in (refused.output, str(bad.value)):
+        assert "pw%2Fsecret" not in shown and "pw/secret" not in shown
+
+
+async def test_a_redirect_to_another_scheme_or_a_loop_is_an_error() -> None:
+    routes = {
+        "/file": to("file:///etc/passwd"),
+        "/ws": to("ws://127.0.0.1:9/"),
+        "/loop": to("/loop"),
+    }
+    async with open_server(by_path(routes)) as server:
+        to_file = await tool(server.url + "/file").call({})
+        to_ws = await tool(server.url + "/ws").call({})
+        looping = await tool(server.url + "/loop").call({})
+    assert to_file.output == (
+        f"GET {server.url}/file failed: UnsupportedProtocol: "
+        "a redirect to a 'file' URL is not followed"
+    )
+    assert to_ws.is_error and "'ws'" in to_ws.output
+    assert looping.output == (
+        f"GET {server.url}/loop failed: TooManyRedirects: more than 20 redirects"
+    )
+    assert len(server.requests) == 2 + 21
+
+
 async def test_missing_placeholder_and_dot_segments_are_error_results() -> None:
     async with open_server() as server:
         t = tool(server.url + "/items/{id}?x={x}")
@@ -262,7 +359,10 @@ async def test_a_network_failure_is_an_error_result() -> None:
     listener.close()  # nothing listens there now
     result = await tool(f"http://127.0.0.1:{port}/x").call({})
     assert result.is_error
-    assert result.output.startswith(f"GET http://127.0.0.1:{port}/x failed: ConnectError")
+    assert result.output == (
+        f"GET http://127.0.0.1:{port}/x failed: "
+        f"ConnectError: cannot connect to 127.0.0.1:{port}: Connection refused"
+    )
 
 
 async def test_timeout_aborts_the_request(socket_autojump_clock: trio.testing.MockClock) -> None:

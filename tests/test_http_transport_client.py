@@ -1,162 +1,219 @@
-"""The lean transport over TLS, and as the model client's default: retries of a dropped
-kept-alive request, cookies, errors carrying their request, the proxy fallback."""
+"""The model client, ``ask`` and ``webfetch`` on the shared HTTP client factory: an
+early answer, credentials in the URL, a refused connection, cookies, a cut answer."""
 
 from __future__ import annotations
 
+import base64
 import json
-import ssl
+import logging
+import os
+import subprocess
+import sys
 from typing import Any
 
 import httpx2
 import pytest
 import trio
-from http_helpers import served
 from raw_http_server import Peer, answer_each, raw_server, response
 from trio.abc import Clock
 
-from toolnexus_trio import ClientOptions, ErrorInfo, create_client
-from toolnexus_trio.models import _http
-from toolnexus_trio.models._transport import Http1Transport
-
-trustme = pytest.importorskip("trustme")
-
-
-@pytest.fixture(scope="module")
-def ca() -> Any:
-    return trustme.CA()
-
-
-def server_context(ca: Any, *names: str) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(*names).configure_cert(context)
-    context.set_alpn_protocols(["h2", "http/1.1"])
-    return context
-
-
-def trusting(ca: Any) -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    ca.configure_trust(context)
-    return context
-
-
-# -- TLS --------------------------------------------------------------------------
-
-
-async def test_https_with_sni_alpn_verification_and_keep_alive(ca: Any) -> None:
-    async with (
-        raw_server(answer_each, tls=server_context(ca, "localhost"), host="127.0.0.1") as server,
-        httpx2.AsyncClient(transport=Http1Transport(ssl_context=trusting(ca))) as client,
-    ):
-        url = f"https://localhost:{server.port}/v1"
-        for _ in range(2):
-            assert (await client.post(url, content=b"x")).content == b"ok"
-    assert server.sni == ["localhost"]
-    assert server.alpn == ["http/1.1"]  # offered h2 too: the client asks for http/1.1 only
-    assert len(server.peers) == 1
-
-
-@pytest.mark.parametrize("case", ["untrusted", "wrong name"])
-async def test_a_certificate_that_does_not_verify_is_a_connect_error(ca: Any, case: str) -> None:
-    names = ("localhost",) if case == "untrusted" else ("other.example",)
-    client_context = ssl.create_default_context() if case == "untrusted" else trusting(ca)
-    async with (
-        raw_server(answer_each, tls=server_context(ca, *names)) as server,
-        httpx2.AsyncClient(transport=Http1Transport(ssl_context=client_context)) as client,
-    ):
-        with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
-            await client.get(f"https://localhost:{server.port}/")
-        assert server.requests == []
-
-
-# -- as the model client's transport ------------------------------------------------
+from toolnexus_trio import (
+    ClientOptions,
+    ErrorInfo,
+    GenerateError,
+    ToolContext,
+    create_client,
+    create_toolkit,
+)
 
 ANSWER = json.dumps(
     {"choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}}]}
 ).encode()
+JSON = b"Content-Type: application/json"
+KEYS = ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY")
 
 
-async def test_the_model_client_owns_a_lean_pool_and_keeps_its_connection() -> None:
-    async with served("openai", [{"text": "a"}, {"text": "b"}]) as (provider, client):
-        assert (await client.run("one")).text == "a"
-        assert (await client.run("two")).text == "b"
-        poster = client._source.poster  # type: ignore[attr-defined]
-        assert isinstance(poster._lean, Http1Transport)
-        assert poster._lean.open_connections == 1
-    assert len(provider.requests) == 2
+def model(url: str, **kw: Any) -> ClientOptions:
+    kw.setdefault("api_key", "k")
+    return ClientOptions(base_url=url + "/v1", style="openai", model="m", **kw)
 
 
-async def test_a_kept_alive_request_dropped_unanswered_is_retried_by_the_client(
-    socket_autojump_clock: Clock,
-) -> None:
-    """The transport does not resend it; the client's retry rules do (a network error)."""
+async def dead_port() -> int:
+    """A loopback port nothing listens on: bound, never listening."""
+    sock = trio.socket.socket()
+    await sock.bind(("127.0.0.1", 0))
+    port: int = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+async def run_ask(*argv: str) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    with trio.fail_after(60):
+        done: subprocess.CompletedProcess[bytes] = await trio.run_process(
+            [sys.executable, "-m", "toolnexus_trio", "ask", "hi", *argv],
+            stdin=subprocess.DEVNULL,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            env=env,
+            start_new_session=True,
+        )
+    return done
+
+
+# -- 17.22: an early answer while the body is still being sent ----------------------------
+
+
+async def test_an_early_413_is_the_answer_and_the_body_is_sent_once() -> None:
+    """The server reads the head, answers 413 and closes while 8 MiB are still coming."""
+    heads: list[bytes] = []
 
     async def handler(peer: Peer) -> None:
-        await peer.read_request()
-        await peer.send(response(ANSWER, b"Content-Type: application/json"))
-        if peer.index == 0:
-            await peer.read_request()  # the next request is read, then the server hangs up
-            return
-        await answer_each(peer, response(ANSWER, b"Content-Type: application/json"))
+        while b"\r\n\r\n" not in peer.buffer:
+            await peer._more()
+        heads.append(peer.buffer.partition(b"\r\n\r\n")[0])
+        await peer.send(response(b'{"error":"too large"}', JSON, status=b"413 Payload Too Large"))
+        # and the connection closes, the rest of the body unread
 
+    async with (
+        raw_server(handler) as server,
+        create_client(model(server.url, retry_base_ms=0)) as client,
+    ):
+        with pytest.raises(GenerateError) as caught:
+            await client.run("x" * (8 * 1024 * 1024))
+    assert caught.value.status == 413
+    assert str(caught.value).startswith(f"HTTP 413 from POST {server.url}/v1/chat/completions: ")
+    assert "too large" in str(caught.value)
+    assert len(heads) == 1  # sent once: a 413 is not retried, and nothing was resent
+
+
+# -- 17.23: credentials in base_url ------------------------------------------------------
+
+PASSWORD = "pa:ss@w0rd-9f3e"
+QUOTED = "pa%3Ass%40w0rd-9f3e"
+
+
+async def test_url_credentials_are_sent_as_basic_auth(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with raw_server(lambda p: answer_each(p, response(ANSWER, JSON))) as server:
+        url = f"http://alice:{QUOTED}@127.0.0.1:{server.port}"
+        options = model(url, api_key=None)
+        async with create_client(options) as client:
+            assert (await client.run("hi")).text == "hello"
+    token = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+    (request,) = server.requests
+    assert request.line == b"POST /v1/chat/completions HTTP/1.1"
+    assert request.header(b"authorization") == f"Basic {token}".encode()
+    assert request.header(b"host") == f"127.0.0.1:{server.port}".encode()
+    shown = caplog.text + repr(options)
+    assert "httpx2" in caplog.text  # the request was logged, without the password
+    assert PASSWORD not in shown and QUOTED not in shown
+
+
+async def test_url_credentials_never_appear_in_errors(
+    caplog: pytest.LogCaptureFixture, socket_autojump_clock: Clock
+) -> None:
+    """Not in the message of an HTTP error (even a body that echoes them), nor of a
+    network error, nor in a log line."""
+    caplog.set_level(logging.DEBUG)
+    token = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+    echo = f"denied: Basic {token} for {PASSWORD}".encode()
+    port = await dead_port()
+    async with raw_server(lambda p: answer_each(p, response(echo, status=b"401 No"))) as server:
+        url = f"http://alice:{QUOTED}@127.0.0.1:{server.port}"
+        async with create_client(model(url)) as client:
+            with pytest.raises(GenerateError) as denied:
+                await client.run("hi")
+    async with create_client(model(f"http://alice:{QUOTED}@127.0.0.1:{port}")) as client:
+        with pytest.raises(GenerateError) as refused:
+            await client.run("hi")
+    messages = f"{denied.value}\n{refused.value}\n{caplog.text}"
+    assert str(denied.value).startswith(f"HTTP 401 from POST http://127.0.0.1:{server.port}/v1")
+    assert "denied: Basic [redacted] for [redacted]" in str(denied.value)
+    assert str(refused.value).startswith(f"POST http://127.0.0.1:{port}/v1/chat/completions")
+    for secret in (PASSWORD, QUOTED, token):
+        assert secret not in messages
+    with pytest.raises(ValueError) as bad:
+        create_client(ClientOptions(base_url=f"ftp://alice:{QUOTED}@h/", style="openai", model="m"))
+    assert QUOTED not in str(bad.value) and "alice:[redacted]@h" in str(bad.value)
+
+
+async def test_ask_never_prints_a_url_password() -> None:
+    port = await dead_port()
+    done = await run_ask("--base-url", f"http://alice:{QUOTED}@127.0.0.1:{port}/v1",
+                         "--style", "openai", "--model", "m", "--api-key", "sk-key-77")  # fmt: skip
+    bad = await run_ask("--base-url", f"ftp://alice:{QUOTED}@127.0.0.1/v1",
+                        "--style", "openai", "--model", "m")  # fmt: skip
+    assert (done.returncode, bad.returncode) == (1, 2)
+    out = (done.stdout + done.stderr + bad.stdout + bad.stderr).decode()
+    assert f"127.0.0.1:{port}" in out and "alice:[redacted]@127.0.0.1" in out
+    assert QUOTED not in out and PASSWORD not in out and "sk-key-77" not in out
+
+
+# -- 17.25: a refused connection says so ------------------------------------------------
+
+
+async def test_a_refused_connection_names_host_port_and_reason(
+    socket_autojump_clock: Clock,
+) -> None:
+    port = await dead_port()
     seen: list[ErrorInfo] = []
 
     def on_error(info: ErrorInfo) -> str:
         seen.append(info)
         return "retry"
 
-    async with raw_server(handler) as server:
-        options = ClientOptions(
-            base_url=server.url + "/v1",
-            style="openai",
-            model="m",
-            api_key="k",
-            retry_base_ms=0,
-            on_error=on_error,  # type: ignore[arg-type]
-        )
-        async with create_client(options) as client:
-            assert (await client.run("one")).text == "hello"
-            assert (await client.run("two")).text == "hello"
-    assert len(seen) == 1 and seen[0].status is None and seen[0].attempt == 0
-    assert isinstance(seen[0].error, httpx2.RemoteProtocolError)
-    assert seen[0].error.request.url.path == "/v1/chat/completions"
-    assert [len(p.requests) for p in server.peers] == [2, 1]
+    async with create_client(model(f"http://127.0.0.1:{port}", on_error=on_error)) as client:
+        with pytest.raises(GenerateError) as caught:
+            await client.run("hi")
+    assert str(caught.value) == (
+        f"POST http://127.0.0.1:{port}/v1/chat/completions failed: "
+        f"ConnectError: cannot connect to 127.0.0.1:{port}: Connection refused"
+    )
+    assert len(seen) == 3 and all(isinstance(i.error, httpx2.ConnectError) for i in seen)
+
+
+async def test_ask_and_webfetch_name_a_refused_connection() -> None:
+    port = await dead_port()
+    done = await run_ask("--base-url", f"http://127.0.0.1:{port}/v1", "--style", "anthropic",
+                         "--model", "m")  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        f"error: POST http://127.0.0.1:{port}/v1/messages failed: "
+        f"ConnectError: cannot connect to 127.0.0.1:{port}: Connection refused"
+    ]
+    async with await create_toolkit() as toolkit:
+        url = f"http://127.0.0.1:{port}/page"
+        result = await toolkit.execute("webfetch", {"url": url}, ToolContext())
+    assert result.is_error
+    assert result.output == f"webfetch: cannot connect to 127.0.0.1:{port}: Connection refused"
+
+
+# -- cookies, a closed client, a cut answer ----------------------------------------------
 
 
 async def test_cookies_set_by_the_server_are_sent_back() -> None:
     async def handler(peer: Peer) -> None:
         cookie = b"Set-Cookie: session=abc; Path=/"
-        await answer_each(peer, response(ANSWER, b"Content-Type: application/json", cookie))
+        await answer_each(peer, response(ANSWER, JSON, cookie))
 
-    async with raw_server(handler) as server:
-        options = ClientOptions(base_url=server.url + "/v1", style="openai", model="m", api_key="k")
-        async with create_client(options) as client:
-            await client.run("one")
-            await client.run("two")
+    async with raw_server(handler) as server, create_client(model(server.url)) as client:
+        await client.run("one")
+        await client.run("two")
     assert [r.header(b"cookie") for r in server.requests] == [None, b"session=abc"]
     assert server.requests[1].header(b"authorization") == b"Bearer k"
 
 
-async def test_an_environment_proxy_keeps_httpx2s_own_transport(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
-    monkeypatch.setenv("NO_PROXY", "bypassed.example")
-    proxied, lean = _http._new_pool("https://api.example/v1")
-    bypassed, lean_too = _http._new_pool("https://bypassed.example/v1")
-    direct, lean_also = _http._new_pool("http://api.example/v1")  # no proxy for http
-    for client in (proxied, bypassed, direct):
-        await client.aclose()
-    assert lean is None
-    assert isinstance(lean_too, Http1Transport) and isinstance(lean_also, Http1Transport)
-
-
 async def test_a_closed_client_fails_its_next_call_clearly() -> None:
-    async with served("openai", [{"text": "a"}, {"text": "b"}]) as (_, client):
+    async with (
+        raw_server(lambda p: answer_each(p, response(ANSWER, JSON))) as server,
+        create_client(model(server.url)) as client,
+    ):
         await client.run("one")
         await client.aclose()
         with pytest.raises(Exception, match="closed"):
             await client.run("two")
-    await trio.lowlevel.checkpoint()
 
 
 async def test_an_answer_cut_mid_body_is_retried_with_its_request_on_the_error() -> None:
@@ -165,7 +222,7 @@ async def test_an_answer_cut_mid_body_is_retried_with_its_request_on_the_error()
             await peer.read_request()
             await peer.send(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"choi')
             return  # and the connection ends
-        await answer_each(peer, response(ANSWER, b"Content-Type: application/json"))
+        await answer_each(peer, response(ANSWER, JSON))
 
     seen: list[ErrorInfo] = []
 
@@ -173,13 +230,11 @@ async def test_an_answer_cut_mid_body_is_retried_with_its_request_on_the_error()
         seen.append(info)
         return "retry"
 
-    async with raw_server(handler) as server:
-        options = ClientOptions(
-            base_url=server.url + "/v1", style="openai", model="m", api_key="k",
-            retry_base_ms=0, on_error=on_error,  # type: ignore[arg-type]
-        )  # fmt: skip
-        async with create_client(options) as client:
-            assert (await client.run("one")).text == "hello"
+    async with (
+        raw_server(handler) as server,
+        create_client(model(server.url, retry_base_ms=0, on_error=on_error)) as client,
+    ):
+        assert (await client.run("one")).text == "hello"
     assert len(seen) == 1 and isinstance(seen[0].error, httpx2.RemoteProtocolError)
     assert seen[0].error.request.url.path == "/v1/chat/completions"
     assert len(server.peers) == 2

@@ -43,6 +43,7 @@ import trio
 from ._ask_guard import ask_tools
 from ._cli import run_command
 from ._groups import leaf_exceptions
+from ._http_client import safe_url
 from ._results import Hooks, RunResult
 from ._terminal import TerminalLines, is_terminal
 from ._wire import Answer, Request
@@ -255,7 +256,7 @@ def _describe(exc: BaseException) -> str:
 def _http_url(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise argparse.ArgumentTypeError(f"not an http(s) URL: {value!r}")
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {safe_url(value)!r}")
     return value
 
 

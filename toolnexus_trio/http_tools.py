@@ -5,6 +5,11 @@ arguments (URL-encoded), sends ``query`` arguments as the query string and the r
 a JSON (or form, or raw) body, expands ``${ENV}`` in header values, and returns the
 response body. The request runs in the caller's task on httpx2: a cancel, the tool's
 ``timeout_ms`` or the loop's ``tool_timeout_ms`` aborts it on the socket at once.
+
+Redirects are followed here, hop by hop, rather than by httpx2 (which strips only
+``Authorization`` when a redirect leaves the origin): the configured headers carry
+secrets (``${ENV}``), so they go to the tool's own origin only, and once a redirect
+has left it no later hop gets them.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ import logging
 import math
 import os
 import re
-import ssl
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import quote, urlencode, urlsplit
@@ -23,9 +27,17 @@ from urllib.parse import quote, urlencode, urlsplit
 import httpx2
 import trio
 
+from ._http_client import (
+    body_chunks,
+    close_response,
+    error_text,
+    new_client,
+    safe_url,
+    split_credentials,
+    url_secrets,
+)
 from ._schema import JSONSchema
 from ._tools import Tool, ToolContext, ToolResult, ToolSource
-from .models._http import body_chunks, close_response
 
 logger = logging.getLogger("toolnexus_trio")
 
@@ -45,18 +57,6 @@ _REDACTED = "[redacted]"
 
 BodyMode = Literal["json", "form", "raw"]
 ResultMode = Literal["text", "json", "status+text"]
-
-_ssl_context: ssl.SSLContext | None = None
-
-
-async def _new_client() -> httpx2.AsyncClient:
-    # The first client of the process loads the CA bundle (blocking file I/O): that
-    # one is built in a worker thread; later ones reuse the context and are cheap.
-    global _ssl_context
-    if _ssl_context is None:
-        _ssl_context = await trio.to_thread.run_sync(httpx2.create_ssl_context)
-    # No httpx2 timeouts: the tool's own cancel scope bounds the whole call.
-    return httpx2.AsyncClient(verify=_ssl_context, timeout=None, follow_redirects=True)
 
 
 def _text(value: Any) -> str:
@@ -84,9 +84,12 @@ class _Template:
     """The URL, split so that placeholders may sit only in the path and the query."""
 
     def __init__(self, url: str) -> None:
+        shown = safe_url(url)
+        # Credentials in the URL are sent as basic auth, like a configured header.
+        url, self.credentials = split_credentials(url)
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"http_tool url must be an absolute http(s) URL, not {url!r}")
+            raise ValueError(f"http_tool url must be an absolute http(s) URL, not {shown!r}")
         if _PLACEHOLDER.search(parts.netloc) or "{" in parts.netloc:
             raise ValueError("http_tool url: placeholders belong in the path or the query")
         if parts.fragment:
@@ -96,7 +99,7 @@ class _Template:
         self.query = parts.query
         for piece in (self.path, self.query):
             if "{" in _PLACEHOLDER.sub("", piece) or "}" in _PLACEHOLDER.sub("", piece):
-                raise ValueError(f"http_tool url has an unmatched brace: {url!r}")
+                raise ValueError(f"http_tool url has an unmatched brace: {shown!r}")
         self.names: list[str] = list(
             dict.fromkeys(_PLACEHOLDER.findall(self.path) + _PLACEHOLDER.findall(self.query))
         )
@@ -160,6 +163,72 @@ async def _read(response: httpx2.Response, limit: int) -> tuple[bytes, bool]:
     return bytes(out), False
 
 
+def _origin(url: httpx2.URL) -> tuple[str, str, int]:
+    return url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80)
+
+
+def _redirect_method(method: str, status: int) -> str:
+    """The method of the next hop (RFC 9110, and what browsers do with 301/302)."""
+    if status in (302, 303) and method != "HEAD":
+        return "GET"
+    if status == 301 and method == "POST":
+        return "GET"
+    return method
+
+
+async def _exchange(
+    client: httpx2.AsyncClient,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body_headers: Mapping[str, str],
+    content: bytes | None,
+    auth: httpx2.BasicAuth | None,
+) -> httpx2.Response:
+    """Send the request and follow its redirects; the last response, open.
+
+    *headers* (the configured ones) and *auth* go only to *url*'s origin (scheme, host
+    and port): from the first redirect to another origin on, no hop carries them.
+    *body_headers* describe *content* and go wherever it goes (307 and 308 resend it;
+    a redirect that turns the request into a ``GET`` drops both).
+    """
+    home = _origin(httpx2.URL(url))
+    trusted = True
+    target: httpx2.URL | str = url
+    limit = client.max_redirects
+    for hop in range(limit + 1):
+        sent = {**headers, **body_headers} if trusted else dict(body_headers)
+        request = client.build_request(method, target, headers=sent, content=content)
+        response = await client.send(
+            request,
+            stream=True,
+            follow_redirects=False,
+            auth=auth if trusted else None,
+        )
+        if not response.has_redirect_location:
+            return response
+        await close_response(response)  # a redirect's own body is never read
+        location = response.headers["location"]
+        try:
+            target = response.url.join(location)
+        except httpx2.InvalidURL as exc:
+            raise httpx2.RemoteProtocolError(
+                f"invalid redirect location {location!r}", request=request
+            ) from exc
+        if target.scheme not in ("http", "https"):
+            raise httpx2.UnsupportedProtocol(
+                f"a redirect to a {target.scheme!r} URL is not followed", request=request
+            )
+        if hop == limit:
+            raise httpx2.TooManyRedirects(f"more than {limit} redirects", request=request)
+        new_method = _redirect_method(method, response.status_code)
+        if new_method != method and new_method == "GET":
+            content, body_headers = None, {}
+        method = new_method
+        trusted = trusted and _origin(target) == home
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
 def _default_schema(names: Sequence[str], query: Sequence[str]) -> JSONSchema:
     scalar: JSONSchema = {"type": ["string", "number", "boolean"]}
     properties = {n: dict(scalar) for n in [*names, *query]}
@@ -210,9 +279,15 @@ def http_tool(
       ``max_response_bytes`` (default 1 MiB) is cut there with a
       ``[truncated: ...]`` line (``json`` mode: an error). Any other status is the error
       ``HTTP <status>: <body>``, the body cut to 2000 characters. A network failure is
-      the error ``<METHOD> <url> failed: <error>``. Redirects are followed.
+      the error ``<METHOD> <url> failed: <error>`` (a refused connection names the
+      host, the port and the operating system's reason).
+    - Redirects are followed (at most 20), but the configured ``headers`` (and
+      credentials written in ``url``, sent as basic auth) go to ``url``'s own origin
+      only: a redirect to another scheme, host or port is followed without any of
+      them, and so is every hop after it.
     - ``http_client``: an ``httpx2.AsyncClient`` you own, to pool connections (never
-      closed here); without it each call uses a client of its own.
+      closed here; its own ``follow_redirects`` is not used, its ``max_redirects``
+      is); without it each call uses a client of its own.
     """
     if not _NAME.fullmatch(name):
         raise ValueError(f"http_tool name must match [a-zA-Z0-9_-]{{1,128}}, not {name!r}")
@@ -245,8 +320,11 @@ def http_tool(
     used = set(template.names)
     scope_s = timeout_ms / 1000 if timeout_ms > 0 else math.inf
 
+    auth = httpx2.BasicAuth(*template.credentials) if template.credentials else None
+    url_hidden = url_secrets(url)
+
     async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        secrets: list[str] = []
+        secrets: list[str] = list(url_hidden)
         sent_headers = {k: _expand(v, secrets) for k, v in static_headers.items()}
         for key, value in sent_headers.items():
             if any(c in value for c in "\r\n\0"):
@@ -277,10 +355,11 @@ def http_tool(
             raw = rest["body"]
             content = (raw if isinstance(raw, str) else _text(raw)).encode()
             content_type = "text/plain; charset=utf-8"
+        body_headers: dict[str, str] = {}
         if content_type is not None and not any(k.lower() == "content-type" for k in sent_headers):
-            sent_headers["Content-Type"] = content_type
+            body_headers["Content-Type"] = content_type
         with trio.move_on_after(scope_s) as scope:
-            return await _send(verb, target, params, sent_headers, content, secrets)
+            return await _send(verb, target, params, sent_headers, body_headers, content, secrets)
         assert scope.cancelled_caught
         return ToolResult.error(f"timed out after {timeout_ms}ms")
 
@@ -289,23 +368,26 @@ def http_tool(
         target: str,
         params: list[tuple[str, str]],
         sent_headers: dict[str, str],
+        body_headers: dict[str, str],
         content: bytes | None,
         secrets: list[str],
     ) -> ToolResult:
-        client = http_client if http_client is not None else await _new_client()
+        # No timeouts of httpx2's: the tool's own cancel scope bounds the whole call.
+        client = http_client if http_client is not None else await new_client()
         try:
             try:
                 if params:  # appended by hand: httpx2 would replace the URL's own query
                     target += ("&" if "?" in target else "?") + urlencode(params)
-                request = client.build_request(verb, target, headers=sent_headers, content=content)
-                response = await client.send(request, stream=True, follow_redirects=True)
+                response = await _exchange(
+                    client, verb, target, sent_headers, body_headers, content, auth
+                )
             except httpx2.HTTPError as exc:
-                detail = _redact(str(exc), secrets) or type(exc).__name__
+                detail = _redact(error_text(exc), secrets)
                 return ToolResult.error(f"{verb} {target} failed: {type(exc).__name__}: {detail}")
             try:
                 return await _result(response, secrets)
             except httpx2.HTTPError as exc:
-                detail = _redact(str(exc), secrets) or type(exc).__name__
+                detail = _redact(error_text(exc), secrets)
                 return ToolResult.error(
                     f"{verb} {target} failed while reading: {type(exc).__name__}: {detail}"
                 )

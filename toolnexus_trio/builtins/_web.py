@@ -22,6 +22,13 @@ from typing import Any, Final
 import httpx2
 import trio
 
+from .._http_client import (
+    body_chunks,
+    close_response,
+    error_text,
+    new_client,
+    split_credentials,
+)
 from .._tools import Tool, ToolContext, ToolResult
 from .._version import __version__
 from ._config import BuiltinError, builtin, required
@@ -29,6 +36,7 @@ from ._config import BuiltinError, builtin, required
 MAX_FETCH_BYTES: Final = 5 * 1024 * 1024
 """The largest response body ``webfetch`` accepts (5 MiB)."""
 DEFAULT_FETCH_TIMEOUT_SECONDS: Final = 30
+_CONNECT_TIMEOUT: Final = 30.0
 
 _schema: dict[str, Any] = {
     "type": "object",
@@ -85,32 +93,28 @@ def _charset(response: httpx2.Response) -> str:
     return "utf-8"
 
 
-async def _client() -> httpx2.AsyncClient:
-    # Imported here: the models package imports the toolkit, which imports the builtins.
-    from ..models import _http
-
-    # The first pool of the process loads the CA bundle (blocking): in a worker thread.
-    if _http._ssl_context is None:
-        return await trio.to_thread.run_sync(_http._new_client)
-    return _http._new_client()
-
-
 async def fetch(url: str, timeout_seconds: float) -> tuple[int, str | None]:
     """GET *url*: ``(status, body)``; the body is ``None`` for a non-2xx status.
 
-    Raises :class:`BuiltinError` for a refused URL, a body that is too large or a
-    timeout; httpx2's errors for network failures.
+    Raises :class:`BuiltinError` for a refused URL, a body that is too large, a
+    timeout or a network failure (a refused connection names the host, the port and
+    the operating system's reason).
     """
-    from ..models import _http  # see _client
-
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise BuiltinError(f"only http and https URLs can be fetched: {url}")
     with trio.move_on_after(timeout_seconds) as deadline:
-        client = await _client()
+        client = await new_client(connect_timeout=_CONNECT_TIMEOUT, follow_redirects=True)
         try:
-            request = client.build_request("GET", url, headers=_HEADERS)
-            response = await client.send(request, stream=True, follow_redirects=True)
+            # Credentials in the URL go as basic auth (as httpx2 sends them), and so are
+            # never in the URL that httpx2's log line shows.
+            plain, credentials = split_credentials(url)
+            auth = httpx2.BasicAuth(*credentials) if credentials else None
+            request = client.build_request("GET", plain, headers=_HEADERS)
+            try:
+                response = await client.send(request, stream=True, auth=auth)
+            except httpx2.HTTPError as exc:
+                raise BuiltinError(error_text(exc)) from exc
             try:
                 if not 200 <= response.status_code < 300:
                     return response.status_code, None
@@ -119,7 +123,7 @@ async def fetch(url: str, timeout_seconds: float) -> tuple[int, str | None]:
                     raise BuiltinError(f"response body is larger than {MAX_FETCH_BYTES} bytes")
                 chunks: list[bytes] = []
                 size = 0
-                async with _http.body_chunks(response) as body:
+                async with body_chunks(response) as body:
                     async for chunk in body:
                         size += len(chunk)
                         if size > MAX_FETCH_BYTES:
@@ -129,7 +133,7 @@ async def fetch(url: str, timeout_seconds: float) -> tuple[int, str | None]:
                         chunks.append(chunk)
                 return response.status_code, b"".join(chunks).decode(_charset(response), "replace")
             finally:
-                await _http.close_response(response)
+                await close_response(response)
         finally:
             with trio.move_on_after(1.0, shield=True):
                 await client.aclose()

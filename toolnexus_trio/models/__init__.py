@@ -3,9 +3,9 @@
 :func:`toolnexus_trio.create_client` builds a :class:`~toolnexus_trio.Client` whose
 model turns come from here; the loop is the one the in-process client runs. One module
 per wire style (``_openai``, ``_anthropic``), the shared POST with retries
-(``_http``), an SSE decoder (``_sse``), the turn source (``_source``), and the HTTP/1.1
-transport the client's own httpx2 pool runs on (``_transport``; framing in ``_h1``,
-connection I/O and streamed bodies in ``_h1io``).
+(``_http``), an SSE decoder (``_sse``) and the turn source (``_source``). The client's
+own httpx2 pool comes from the package's one HTTP client factory
+(:mod:`toolnexus_trio._http_client`), on httpx2's own transport.
 """
 
 from ._http import ErrorInfo as ErrorInfo

@@ -8,23 +8,19 @@ abort is never retried nor shown to ``on_error``.
 
 from __future__ import annotations
 
+import base64
 import inspect
-import logging
 import random
 import re
-import ssl
-import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import attrs
 import httpx2
 import trio
 
+from .._http_client import REDACTED, body_chunks, close_response, error_text, new_client
 from .._results import GenerateError
-from ._transport import Http1Transport
 
 DEFAULT_RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -32,10 +28,9 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 ERROR_EXCERPT_CHARS = 500
 _ERROR_READ_BYTES = 64 * 1024
 _CLOSE_GRACE = 1.0
+_CONNECT_TIMEOUT = 30.0
 _DELAY_SECONDS = re.compile(r"[0-9]+")
 _MAX_RETRY_AFTER = 2147483647
-_REDACTED = "[redacted]"
-_httpx2_logger = logging.getLogger("httpx2")
 
 
 @attrs.frozen
@@ -73,42 +68,20 @@ def backoff_seconds(retry_base_ms: int, attempt: int) -> float:
     return float(retry_base_ms * 2**attempt / 1000 + random.random() * 0.1)
 
 
-def redact(text: str, secret: str | None) -> str:
-    """*text* with every occurrence of *secret* replaced."""
-    if secret:
-        text = text.replace(secret, _REDACTED)
+def redact(text: str, secret: str | Sequence[str] | None) -> str:
+    """*text* with every occurrence of *secret* (or of each of several) replaced."""
+    for one in [secret] if isinstance(secret, str) else secret or ():
+        if one:
+            text = text.replace(one, REDACTED)
     return text
 
 
-def excerpt(body: bytes, secret: str | None) -> str:
+def excerpt(body: bytes, secret: str | Sequence[str] | None) -> str:
     """An error body for a message: decoded, redacted, then cut to a few hundred chars."""
     text = redact(body.decode("utf-8", "replace"), secret).strip()
     if len(text) > ERROR_EXCERPT_CHARS:
         text = text[:ERROR_EXCERPT_CHARS] + "…"
     return text or "(empty body)"
-
-
-async def close_response(response: httpx2.Response) -> None:
-    """Close *response* even while the caller is being cancelled (bounded, shielded)."""
-    if response.is_closed:
-        return  # read to its end: httpx2 has closed it already
-    with trio.move_on_after(_CLOSE_GRACE, shield=True):
-        await response.aclose()
-
-
-@asynccontextmanager
-async def body_chunks(response: httpx2.Response) -> AsyncIterator[AsyncIterator[bytes]]:
-    """``response.aiter_bytes()``, closed on the way out even when left early or cancelled.
-
-    (Left to the garbage collector, a half-read async generator is finalized outside
-    any task.)
-    """
-    chunks = response.aiter_bytes()
-    try:
-        yield chunks
-    finally:
-        with trio.move_on_after(_CLOSE_GRACE, shield=True):
-            await chunks.aclose()
 
 
 async def read_bounded(response: httpx2.Response, limit: int | None = None) -> bytes:
@@ -134,44 +107,6 @@ async def read_bounded(response: httpx2.Response, limit: int | None = None) -> b
     return b"".join(out)
 
 
-_ssl_context: ssl.SSLContext | None = None
-
-
-def _proxied(url: str) -> bool:
-    """Whether httpx2 would send a request to *url* through a proxy of the environment."""
-    proxies = urllib.request.getproxies()
-    scheme = urlsplit(url).scheme
-    if not (proxies.get(scheme) or proxies.get("all")):
-        return False
-    return not urllib.request.proxy_bypass(urlsplit(url).hostname or "")
-
-
-def _new_pool(url: str = "") -> tuple[httpx2.AsyncClient, Http1Transport | None]:
-    """A pool for one client, and its lean transport (``None`` if it has httpx2's).
-
-    The transport is our lean HTTP/1.1 one (:mod:`._transport`), unless the environment
-    names a proxy for *url*: then httpx2's stock transport, which speaks to proxies. The
-    first call per process loads the CA bundle (blocking).
-    """
-    global _ssl_context
-    if _ssl_context is None:
-        _ssl_context = httpx2.create_ssl_context()
-        _ssl_context.set_alpn_protocols(["http/1.1"])
-    # Only connecting has a limit of its own: a model answer can take minutes, and what
-    # bounds it is the run's cancel scope (run_timeout_ms, the run's token, an enclosing
-    # scope). (A per-read limit would also cost a cancel scope on every socket read.)
-    timeout = httpx2.Timeout(None, connect=30.0)
-    if _proxied(url):
-        return httpx2.AsyncClient(verify=_ssl_context, timeout=timeout), None
-    lean = Http1Transport(ssl_context=_ssl_context)
-    return httpx2.AsyncClient(transport=lean, timeout=timeout), lean
-
-
-def _new_client(url: str = "") -> httpx2.AsyncClient:
-    """The client of :func:`_new_pool`."""
-    return _new_pool(url)[0]
-
-
 class Poster:
     """Posts a model request with retries; one per client.
 
@@ -187,10 +122,19 @@ class Poster:
         retryable_statuses: Collection[int] | None,
         on_error: OnError | None,
         secret: str | None,
+        credentials: tuple[str, str] | None = None,
     ) -> None:
         self._owned = http_client is None
         self.http: httpx2.AsyncClient | None = http_client
-        self._lean: Http1Transport | None = None
+        # Credentials of the URL (user, password), sent as basic auth; they and the
+        # header that carries them are redacted like the key.
+        self._auth: httpx2.BasicAuth | None = None
+        self._hidden: list[str] = [secret] if secret else []
+        if credentials is not None:
+            user, password = credentials
+            self._auth = httpx2.BasicAuth(user, password)
+            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            self._hidden += [s for s in (password, token) if s]
         self.retries = retries
         self.retry_base_ms = retry_base_ms
         self.retryable = DEFAULT_RETRYABLE_STATUSES | frozenset(retryable_statuses or ())
@@ -254,11 +198,11 @@ class Poster:
         """``http.build_request("POST", url, headers=headers, content=content)``, cheaper
         for the pool this poster owns.
 
-        The owned client has no auth, params or event hooks, so while its cookie jar is
-        empty the request is made from a URL parsed once and the header list merged once
-        (client defaults, *headers*, ``Host``), plus this body's ``Content-Length``: the
-        same request, without ``build_request`` parsing and merging on every call (it
-        costs more than the transport's whole exchange).
+        The owned client has no base URL, params or default headers of the caller's, so
+        while its cookie jar is empty the request is made from a URL parsed once and the
+        header list merged once (client defaults, *headers*, ``Host``), plus this body's
+        ``Content-Length``: the same request, without ``build_request`` parsing and
+        merging on every call.
         """
         if not self._owned or http.cookies:
             return http.build_request("POST", url, headers=headers, content=content)
@@ -277,70 +221,23 @@ class Poster:
         )
 
     async def _send(self, http: httpx2.AsyncClient, request: httpx2.Request) -> httpx2.Response:
-        """``http.send(request, stream=True)``; on the owned lean pool, the transport itself.
-
-        That client has nothing for ``send`` to apply (no auth or event hooks, redirects
-        not followed), so the request goes straight to the transport, and what ``send``
-        does that still matters is done here: the request set on the response and on
-        errors, cookies kept, httpx2's INFO log line. (``send``'s generators and context
-        managers cost about as much CPU as the transport's whole exchange.)
-        """
-        lean = self._lean
-        if lean is None:
-            return await http.send(request, stream=True)
-        try:
-            response = await lean.handle_async_request(request)
-        except httpx2.RequestError as exc:
-            exc.request = request
-            raise
-        response.request = request
-        if "set-cookie" in response.headers:
-            http.cookies.extract_cookies(response)
-        if _httpx2_logger.isEnabledFor(logging.INFO):
-            _httpx2_logger.info(
-                'HTTP Request: %s %s "%s %d %s"',
-                request.method,
-                request.url,
-                response.http_version,
-                response.status_code,
-                response.reason_phrase,
-            )
-        return response
+        """``http.send(request, stream=True)``, with the URL's credentials as basic auth
+        (unless the caller's client has an auth of its own, which wins, as in httpx2)."""
+        if self._auth is not None and http.auth is None:
+            return await http.send(request, stream=True, auth=self._auth)
+        return await http.send(request, stream=True)
 
     async def _read(self, response: httpx2.Response) -> bytes:
-        """:func:`read_bounded`; on the owned lean pool, from the response's stream.
-
-        Without a content coding to undo, that is what ``aiter_raw`` does, without its
-        generator and context managers (as costly as parsing the answer). The response
-        is closed once read; if the read fails, the caller's :func:`close_response`
-        closes it (and so the connection).
-        """
-        stream = response.stream
-        if self._lean is None or "content-encoding" in response.headers:
-            return await read_bounded(response)
-        assert isinstance(stream, httpx2.AsyncByteStream)
-        out: list[bytes] = []
-        total = 0
-        try:
-            async for chunk in stream:
-                total += len(chunk)
-                if total > MAX_RESPONSE_BYTES:
-                    raise GenerateError(
-                        f"the model's answer is larger than {MAX_RESPONSE_BYTES} bytes"
-                    )
-                out.append(chunk)
-        except httpx2.RequestError as exc:
-            exc.request = response.request  # as aiter_raw would
-            raise
-        await response.aclose()
-        return b"".join(out)
+        """:func:`read_bounded`; the caller's :func:`close_response` closes the response
+        (and so its connection) if the read fails."""
+        return await read_bounded(response)
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before attempt ``attempt + 1``."""
         return backoff_seconds(self.retry_base_ms, attempt)
 
     def _network_failure(self, url: str, exc: Exception) -> GenerateError:
-        detail = redact(str(exc), self.secret) or type(exc).__name__
+        detail = redact(error_text(exc), self._hidden)
         failure = GenerateError(f"POST {url} failed: {type(exc).__name__}: {detail}")
         failure.__cause__ = exc
         return failure
@@ -357,7 +254,7 @@ class Poster:
                         break
         except httpx2.HTTPError:
             pass  # the status is the error; a body cut short is still worth quoting
-        return excerpt(b"".join(out)[:_ERROR_READ_BYTES], self.secret)
+        return excerpt(b"".join(out)[:_ERROR_READ_BYTES], self._hidden)
 
     async def _should_retry(self, info: ErrorInfo) -> bool:
         if self.on_error is None:
@@ -380,14 +277,13 @@ class Poster:
             await self.http.aclose()
 
     async def _make_client(self, url: str) -> httpx2.AsyncClient:
-        # The first pool of the process loads the CA bundle (tens of ms of blocking
-        # I/O): that one is made in a worker thread; later ones are cheap.
-        if _ssl_context is None:
-            made, lean = await trio.to_thread.run_sync(_new_pool, url)
-        else:
-            made, lean = _new_pool(url)
+        # Only connecting has a limit of its own: a model answer can take minutes, and
+        # what bounds it is the run's cancel scope (run_timeout_ms, the run's token, an
+        # enclosing scope). The first client of the process loads the CA bundle in a
+        # worker thread, so another run may have made the pool meanwhile.
+        made = await new_client(connect_timeout=_CONNECT_TIMEOUT)
         if self.http is None:
-            self.http, self._lean = made, lean
-        else:  # another run made the pool while this one waited for the thread
+            self.http = made
+        else:
             await made.aclose()
         return self.http

@@ -8,6 +8,7 @@ from typing import Any, Literal
 import attrs
 import httpx2
 
+from .._http_client import safe_url
 from .._results import ConversationStore, HookFn, Hooks, OnMetric, WaitFor
 from ._http import OnError
 
@@ -22,7 +23,9 @@ class ClientOptions:
 
     - ``base_url``, ``style`` (``"openai"`` posts to ``{base_url}/chat/completions``;
       ``"anthropic"`` to ``{base_url}/messages``, adding ``/v1`` when the URL does not
-      end in it), ``model`` (sent verbatim on every call).
+      end in it), ``model`` (sent verbatim on every call). Credentials in the URL
+      (``http://user:password@host/v1``) are sent as basic auth, and the password
+      never appears in a repr, an error message or a log line.
     - ``api_key``: when ``None``, read once from ``ANTHROPIC_API_KEY`` (anthropic style)
       or ``OPENAI_API_KEY`` then ``OPENROUTER_API_KEY`` (openai style; an openrouter.ai
       URL prefers ``OPENROUTER_API_KEY``). No key at all sends no auth header (local
@@ -46,7 +49,7 @@ class ClientOptions:
       by :meth:`Client.aclose <toolnexus_trio.Client.aclose>`.
     """
 
-    base_url: str
+    base_url: str = attrs.field(repr=lambda url: repr(safe_url(url)))  # no password shown
     style: Style
     model: str
     api_key: str | None = attrs.field(default=None, repr=False)

@@ -20,18 +20,12 @@ from urllib.parse import urlsplit
 
 import httpx2
 
+from .._http_client import body_chunks, close_response, safe_url, split_credentials
 from .._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
 from .._toolkit import Toolkit
 from .._turns import Emit, TranslateCall, Turn, encode_arguments, finish_reason_for
 from . import _anthropic, _openai
-from ._http import (
-    MAX_RESPONSE_BYTES,
-    Poster,
-    body_chunks,
-    close_response,
-    read_bounded,
-    redact,
-)
+from ._http import MAX_RESPONSE_BYTES, Poster, read_bounded, redact
 from ._options import ClientOptions
 from ._shape import Parsed, decode_json
 from ._sse import SSEDecoder
@@ -75,11 +69,12 @@ class HttpTurns:
             raise ValueError(f"style must be 'openai' or 'anthropic', not {options.style!r}")
         scheme = urlsplit(options.base_url).scheme
         if scheme not in ("http", "https"):
-            raise ValueError(f"base_url must be an http(s) URL, not {options.base_url!r}")
+            raise ValueError(f"base_url must be an http(s) URL, not {safe_url(options.base_url)!r}")
         if options.retries < 0 or options.retry_base_ms < 0:
             raise ValueError("retries and retry_base_ms must not be negative")
         self.wire: ModuleType = _openai if options.style == "openai" else _anthropic
-        self.url: str = self.wire.endpoint(options.base_url)
+        # Credentials in the URL go as basic auth, and never into a message or a log.
+        self.url, credentials = split_credentials(self.wire.endpoint(options.base_url))
         self.secret = api_key_for(options)
         self.headers = {
             "content-type": "application/json",
@@ -95,6 +90,7 @@ class HttpTurns:
             retryable_statuses=options.retryable_statuses,
             on_error=options.on_error,
             secret=self.secret,
+            credentials=credentials,
         )
 
     def tools_for(self, toolkit: Toolkit | None) -> list[dict[str, Any]]:

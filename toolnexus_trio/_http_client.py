@@ -1,0 +1,216 @@
+"""The one factory of HTTP clients: the model client, ``webfetch`` and ``http_tool``.
+
+Every client the package makes is an ``httpx2.AsyncClient`` on httpx2's own transport
+(httpcore2 on Trio), made by :func:`new_client`, so the three share one set of rules:
+
+- TLS verified by httpx2's default context (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when
+  set), loaded once per process, in a worker thread (it is blocking file I/O).
+- Proxies from the environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``, minus
+  ``NO_PROXY``): httpx2's ``trust_env``.
+- Nothing is ever sent twice by the transport: httpcore2's ``retries`` (which would
+  only re-dial a failed *connect*) stays at its default of 0, and a request that
+  failed once a byte of it was written surfaces as an httpx2 error; only the caller's
+  own rules retry.
+- Only ``http`` and ``https`` URLs are sent, redirects included (httpcore2 would also
+  send plain HTTP to ``ws://`` and ``wss://`` URLs).
+- No timeout but the connect one the caller asks for: the caller's Trio cancel scope
+  bounds the rest, and a cancel closes the socket at once.
+
+Also here, for the same three callers: closing a streamed response under a cancel,
+credentials in a URL (sent as basic auth, never printed), and one error text that
+names what failed (for a refused connection: the host, the port and the operating
+system's reason, which httpx2's own message leaves out).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import httpx2
+import trio
+
+from ._groups import leaf_exceptions
+
+REDACTED = "[redacted]"
+_CLOSE_GRACE = 1.0
+_SCHEMES = frozenset({"http", "https"})
+
+_ssl_context: ssl.SSLContext | None = None
+
+
+def _load_ssl_context() -> ssl.SSLContext:
+    global _ssl_context
+    if _ssl_context is None:
+        _ssl_context = httpx2.create_ssl_context()
+    return _ssl_context
+
+
+async def _only_http(request: httpx2.Request) -> None:
+    """A request hook: refuse any scheme but http(s), on the first hop or a redirect."""
+    if request.url.scheme not in _SCHEMES:
+        raise httpx2.UnsupportedProtocol(
+            f"unsupported URL scheme {request.url.scheme!r}", request=request
+        )
+
+
+def new_client_blocking(
+    *, connect_timeout: float | None = None, follow_redirects: bool = False
+) -> httpx2.AsyncClient:
+    """:func:`new_client` for a caller outside Trio; the first call of the process
+    blocks while it loads the CA bundle."""
+    return httpx2.AsyncClient(
+        verify=_load_ssl_context(),
+        timeout=httpx2.Timeout(None, connect=connect_timeout),
+        follow_redirects=follow_redirects,
+        trust_env=True,
+        event_hooks={"request": [_only_http]},
+    )
+
+
+async def new_client(
+    *, connect_timeout: float | None = None, follow_redirects: bool = False
+) -> httpx2.AsyncClient:
+    """A new ``httpx2.AsyncClient`` with the rules of the module doc; close it with
+    ``aclose``.
+
+    *connect_timeout* (seconds, ``None``: none) bounds connecting; nothing else has a
+    limit of its own.
+    """
+    if _ssl_context is None:  # the first client of the process: the CA bundle, off-loop
+        await trio.to_thread.run_sync(_load_ssl_context)
+    return new_client_blocking(connect_timeout=connect_timeout, follow_redirects=follow_redirects)
+
+
+# -- responses ------------------------------------------------------------------
+
+
+async def close_response(response: httpx2.Response) -> None:
+    """Close *response* even while the caller is being cancelled (bounded, shielded)."""
+    if response.is_closed:
+        return  # read to its end: httpx2 has closed it already
+    with trio.move_on_after(_CLOSE_GRACE, shield=True):
+        await response.aclose()
+
+
+@asynccontextmanager
+async def body_chunks(response: httpx2.Response) -> AsyncIterator[AsyncIterator[bytes]]:
+    """``response.aiter_bytes()``, closed on the way out even when left early or cancelled.
+
+    (Left to the garbage collector, a half-read async generator is finalized outside
+    any task.)
+    """
+    chunks = response.aiter_bytes()
+    try:
+        yield chunks
+    finally:
+        with trio.move_on_after(_CLOSE_GRACE, shield=True):
+            await chunks.aclose()
+
+
+# -- credentials in URLs ------------------------------------------------------------
+
+
+def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """*url* without its ``user:password@``, and those two, decoded (``None`` if none).
+
+    Sent as basic auth (as httpx2 does for a URL with credentials), they are then only
+    in the ``Authorization`` header, never in a URL that a log line or an error shows.
+    """
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    plain = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
+    return plain, (unquote(user), unquote(password))
+
+
+def url_secrets(url: str) -> list[str]:
+    """The password of *url* as written and decoded (empty when it has none)."""
+    password = urlsplit(url).password
+    if not password:
+        return []
+    return list(dict.fromkeys([password, unquote(password)]))
+
+
+def safe_url(url: str) -> str:
+    """*url* as it may be shown: a password in it replaced by ``[redacted]``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    netloc = f"{user}:{REDACTED}@{hostport}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def redact(text: str, secrets: list[str] | tuple[str, ...]) -> str:
+    """*text* with every non-empty secret of *secrets* replaced by ``[redacted]``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+# -- errors -------------------------------------------------------------------------
+
+
+def _reason(exc: BaseException) -> str | None:
+    """What the operating system (or TLS) said, for one exception of a cause chain."""
+    if isinstance(exc, ssl.SSLError):
+        return str(exc)  # e.g. "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"
+    if isinstance(exc, socket.gaierror):
+        return exc.strerror or str(exc)  # e.g. "Name or service not known"
+    if isinstance(exc, OSError) and exc.errno:
+        return os.strerror(exc.errno)  # e.g. "Connection refused"
+    return None
+
+
+def _reasons(exc: BaseException) -> list[str]:
+    """The distinct reasons found under *exc* (its causes, contexts and group leaves)."""
+    found: list[str] = []
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, BaseExceptionGroup):
+            todo.extend(reversed(list(leaf_exceptions(current))))
+            continue
+        reason = _reason(current)
+        if reason is not None and reason not in found:
+            found.append(reason)
+        todo.extend(e for e in (current.__context__, current.__cause__) if e is not None)
+    return found
+
+
+def _where(exc: httpx2.RequestError) -> str | None:
+    try:
+        url = exc.request.url
+    except RuntimeError:  # an error raised without its request
+        return None
+    port = url.port or (443 if url.scheme == "https" else 80)
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    return f"{host}:{port}"
+
+
+def error_text(exc: BaseException) -> str:
+    """The text of a network error for a message: ``str(exc)``, except that a failed
+    connect names the host, the port and the operating system's reason (``cannot
+    connect to 127.0.0.1:8080: Connection refused``), and an empty message is the
+    exception's type name."""
+    if isinstance(exc, httpx2.ConnectTimeout):
+        where = _where(exc)
+        return f"connecting to {where} timed out" if where else (str(exc) or "connect timed out")
+    if isinstance(exc, httpx2.ConnectError):
+        where = _where(exc)
+        why = "; ".join(_reasons(exc)) or str(exc) or type(exc).__name__
+        return f"cannot connect to {where}: {why}" if where else why
+    return str(exc) or type(exc).__name__
