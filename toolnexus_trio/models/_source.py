@@ -39,6 +39,8 @@ from ._sse import SSEDecoder
 logger = logging.getLogger("toolnexus_trio")
 
 _FORBIDDEN_PARAMS = ("messages", "tools", "stream")
+_PIECE = 64 * 1024
+"""The most bytes handed to the SSE decoder at once."""
 
 
 def api_key_for(options: ClientOptions) -> str | None:
@@ -202,10 +204,14 @@ class HttpTurns:
                         raise GenerateError(
                             f"the model's stream is over {MAX_RESPONSE_BYTES} bytes"
                         )
-                    for event in decoder.feed(chunk):
-                        delta = assembler.feed(event)
-                        if delta:
-                            await emit({"type": "text", "delta": delta})
+                    # In pieces, so that the events of one (decoded) chunk are never
+                    # all held at once, however large the chunk.
+                    for start in range(0, len(chunk), _PIECE):
+                        piece = chunk if len(chunk) <= _PIECE else chunk[start : start + _PIECE]
+                        for event in decoder.feed(piece):
+                            delta = assembler.feed(event)
+                            if delta:
+                                await emit({"type": "text", "delta": delta})
         except httpx2.HTTPError as exc:
             # Not retried: deltas may already have reached the consumer.
             raise GenerateError(f"the model's stream broke: {self._detail(exc)}") from exc
