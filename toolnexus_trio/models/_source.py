@@ -13,12 +13,13 @@ import inspect
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
+import trio
 
 from .._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
 from .._toolkit import Toolkit
@@ -41,6 +42,13 @@ logger = logging.getLogger("toolnexus_trio")
 _FORBIDDEN_PARAMS = ("messages", "tools", "stream")
 _PIECE = 64 * 1024
 """The most bytes handed to the SSE decoder at once."""
+END_GRACE = 0.5
+"""After a stream's terminal event, how long the rest of the body (normally just its
+end, sent with that event or right after it) is waited for before the response is
+closed. Read to its end, the connection goes back to the pool; a server that keeps the
+body open only costs the turn this long, and its connection."""
+_END_BYTES = 64 * 1024
+"""After the terminal event, the most bytes read while waiting for the body's end."""
 
 
 def api_key_for(options: ClientOptions) -> str | None:
@@ -67,6 +75,25 @@ def _clean_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
             del cleaned[key]
             logger.warning("toolnexus_trio: request_params may not set %r; it was dropped", key)
     return cleaned
+
+
+async def _finish_body(chunks: AsyncIterator[bytes]) -> None:
+    """Read what follows a stream's terminal event, briefly: its end, normally.
+
+    Bounded by :data:`END_GRACE` and :data:`_END_BYTES`, and whatever happens (a
+    server that keeps the body open, sends more, or breaks it) the answer already
+    had is the result: the caller closes the response, dropping its connection
+    unless the body did end.
+    """
+    extra = 0
+    with trio.move_on_after(END_GRACE):
+        try:
+            async for chunk in chunks:
+                extra += len(chunk)
+                if extra > _END_BYTES:
+                    return
+        except httpx2.HTTPError:
+            return  # the answer is complete; only its connection is lost
 
 
 class HttpTurns:
@@ -212,6 +239,15 @@ class HttpTurns:
                             delta = assembler.feed(event)
                             if delta:
                                 await emit({"type": "text", "delta": delta})
+                            if assembler.done:
+                                break
+                        if assembler.done:
+                            break
+                    if assembler.done:
+                        # The answer is whole at its terminal event ([DONE],
+                        # message_stop), whatever the server does with the body next.
+                        await _finish_body(chunks)
+                        break
         except httpx2.HTTPError as exc:
             # Not retried: deltas may already have reached the consumer.
             raise GenerateError(f"the model's stream broke: {self._detail(exc)}") from exc
