@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
 import os
 from collections.abc import AsyncIterator, Mapping
 from types import ModuleType
@@ -107,6 +108,16 @@ class HttpTurns:
             raise ValueError(f"base_url must be an http(s) URL, not {options.base_url!r}")
         if options.retries < 0 or options.retry_base_ms < 0:
             raise ValueError("retries and retry_base_ms must not be negative")
+        limit = options.max_retry_after
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int | float)
+            or not 0 <= limit < math.inf
+        ):
+            raise ValueError(
+                f"max_retry_after must be a finite number of seconds >= 0, "
+                f"not {options.max_retry_after!r}"
+            )
         self.wire: ModuleType = _openai if options.style == "openai" else _anthropic
         self.url: str = self.wire.endpoint(options.base_url)
         self.secret = api_key_for(options)
@@ -124,6 +135,7 @@ class HttpTurns:
             retryable_statuses=options.retryable_statuses,
             on_error=options.on_error,
             secret=self.secret,
+            max_retry_after=options.max_retry_after,
         )
 
     def tools_for(self, toolkit: Toolkit | None) -> list[dict[str, Any]]:
