@@ -88,10 +88,26 @@ class TurnSource(Protocol):
 
 
 def _int(value: Any, key: str = "usage") -> int:
-    if isinstance(value, float) and not math.isfinite(value):
-        # int() would raise a bare ValueError (NaN) or OverflowError (infinity).
-        raise GenerateError(f"generate returned a non-finite usage number: {key}={value}")
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    """A token count: ``None`` (absent) is 0; anything but a non-negative integer is a
+    :class:`GenerateError` (a negative count would make the run's usage and the token
+    counter go down, and a saved run with it would not load back)."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)  # JSON has one number type: 12.0 is the integer 12
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise GenerateError(f"the model's answer has a non-finite usage number: {key}={value}")
+    else:
+        raise GenerateError(
+            f"the model's answer has usage {key}={value!r:.40}, not a non-negative integer"
+        )
+    if number < 0:
+        raise GenerateError(
+            f"the model's answer has usage {key}={number}, not a non-negative integer"
+        )
+    return number
 
 
 def _usage(raw: Mapping[str, Any] | None) -> dict[str, int]:
