@@ -224,7 +224,7 @@ def test_to_json_refuses_negative_usage_at_once() -> None:
     result = RunResult.from_json(document)
     odd = attrs.evolve(result, usage={**result.usage, "prompt_tokens": -5})
     with pytest.raises(
-        ValueError, match="would not load back.*usage.prompt_tokens must be a non-negative"
+        ValueError, match=r"would not load back.*usage\.prompt_tokens must be a non-negative"
     ):
         odd.to_json()
 
