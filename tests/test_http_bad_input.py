@@ -138,3 +138,52 @@ async def test_non_finite_usage_on_the_wire_is_a_generate_error(style: str, numb
     error = await failing_run(style, [{"body": body}])
     assert "non-finite" in str(error)
     assert error.result is not None
+
+
+# -- token counts (issue 17 item 24) ----------------------------------------------------
+
+
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_negative_token_count_is_a_generate_error(style: str, stream: bool) -> None:
+    """A provider's -5 made RunResult.usage negative and the Prometheus token counter go
+    down (and a paused run saved with it could not be loaded back)."""
+    step = {"text": "hi", "usage": {"prompt_tokens": -5, "completion_tokens": 2}}
+    async with served(style, [step], retries=0) as (_, client):
+        on_text = (lambda _: None) if stream else None
+        with pytest.raises(GenerateError, match="not a non-negative integer") as caught:
+            await client.ask("go", on_text=on_text)
+        metrics = client.metrics()
+    assert caught.value.result is not None
+    assert caught.value.result.usage == {"prompt_tokens": 0, "completion_tokens": 0,
+                                         "total_tokens": 0}  # fmt: skip
+    assert 'toolnexus_llm_tokens_total{type="prompt"}' not in metrics  # nothing counted
+    assert "-5" not in metrics
+
+
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("number", ["-1", "1.5", '"7"', "true", "[1]", "-0.5"])
+async def test_a_token_count_that_is_not_a_count_is_a_generate_error(
+    style: str, number: str
+) -> None:
+    body = {
+        "openai": '{"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": %s}}',
+        "anthropic": '{"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": %s}}',
+    }[style] % number
+    error = await failing_run(style, [{"body": body}])
+    assert "not a non-negative integer" in str(error)
+    assert error.result is not None
+
+
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize(("number", "counted"), [("null", 0), ("12.0", 12), ("0", 0)])
+async def test_absent_and_integral_token_counts_are_read(
+    style: str, number: str, counted: int
+) -> None:
+    body = {
+        "openai": '{"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": %s}}',
+        "anthropic": '{"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": %s}}',
+    }[style] % number
+    async with served(style, [{"body": body}]) as (_, client):
+        result = await client.run("go")
+    assert result.usage["prompt_tokens"] == counted

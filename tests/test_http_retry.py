@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 import pytest
+import trio
 from http_helpers import KEY, STYLES, options, served
 from trio.abc import Clock
 
@@ -184,3 +185,62 @@ async def test_the_pool_is_the_callers_when_given(socket_autojump_clock: Clock) 
             assert (await other.run("two")).text == "b"
             await other.aclose()
         assert not http.is_closed
+
+
+# -- the longest Retry-After honoured (issue 17 item 26) -------------------------------
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_a_retry_after_past_max_retry_after_fails_at_once(
+    style: str, socket_autojump_clock: Clock
+) -> None:
+    """Retry-After: 2147483647 slept for 68 years; past max_retry_after (60 s by
+    default) the call fails now, with the status and the server's delay."""
+    script = [{"status": 429, "retry_after": "2147483647"}, {"text": "never"}]
+    async with served(style, script) as (provider, client):
+        started = trio.current_time()
+        with pytest.raises(GenerateError) as caught:
+            await client.run("hi")
+        waited = trio.current_time() - started
+    message = str(caught.value)
+    assert "HTTP 429" in message and "Retry-After: 2147483647 s" in message
+    assert "max_retry_after (60 s)" in message
+    assert caught.value.status == 429 and caught.value.result is not None
+    assert len(provider.requests) == 1 and waited < 60  # (virtual time: it did not sleep)
+
+
+@pytest.mark.parametrize(
+    ("limit", "header", "retried"), [(60.0, "60", True), (60.0, "61", False), (5, "6", False),
+                                     (0, "0", True), (0, "1", False), (3600, "3600", True)]
+)  # fmt: skip
+async def test_max_retry_after_is_the_longest_delay_honoured(
+    limit: float, header: str, retried: bool, socket_autojump_clock: Clock
+) -> None:
+    script = [{"status": 503, "retry_after": header}, {"text": "ok"}]
+    async with served("openai", script, max_retry_after=limit) as (provider, client):
+        if retried:
+            assert (await client.run("hi")).text == "ok"
+            assert gaps(provider)[0] >= int(header)  # the whole delay was waited
+        else:
+            with pytest.raises(GenerateError, match=f"Retry-After: {header} s") as caught:
+                await client.run("hi")
+            assert caught.value.status == 503 and len(provider.requests) == 1
+
+
+async def test_a_retry_after_that_would_not_be_retried_anyway_is_the_plain_error(
+    socket_autojump_clock: Clock,
+) -> None:
+    script = [{"status": 429, "retry_after": "999999"}]
+    async with served("openai", script, retries=0) as (_, client):
+        with pytest.raises(GenerateError, match="HTTP 429") as caught:
+            await client.run("hi")
+    assert "max_retry_after" not in str(caught.value)
+
+
+@pytest.mark.parametrize("limit", [-1, float("nan"), float("inf"), "60", True])
+def test_max_retry_after_must_be_a_finite_number_of_seconds(limit: Any) -> None:
+    with pytest.raises(ValueError, match="max_retry_after"):
+        create_client(
+            ClientOptions(base_url="http://127.0.0.1:9/v1", style="openai", model="m",
+                          max_retry_after=limit)
+        )  # fmt: skip

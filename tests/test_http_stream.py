@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 import trio.lowlevel
 import trio.testing
-from http_helpers import STYLES, adder, run_events, served
+from http_helpers import KEY, STYLES, adder, calls_step, run_events, served
+from raw_http_server import Peer, raw_server
+from trio.abc import Clock
+
+from toolnexus_trio import ClientOptions, create_client
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -91,3 +97,89 @@ async def test_a_server_that_ignores_stream_still_works(style: str) -> None:
     assert [e["type"] for e in events] == ["text", "usage", "done"]
     assert events[0]["delta"] == "whole"
     assert events[-1]["result"].usage["total_tokens"] == 3
+
+
+# -- the terminal event ends the turn (issue 17 item 27) -------------------------------
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_the_turn_completes_at_the_terminal_event(
+    style: str, socket_autojump_clock: Clock
+) -> None:
+    """A server that sends [DONE] / message_stop and then keeps the body open does not
+    hold the run (it used to wait for the body's end forever): each turn completes at
+    its terminal event, and the client hangs up."""
+    script = [{**calls_step((1, 2)), "hold_open": True}, {"text": "it is 3", "hold_open": True}]
+    async with served(style, script) as (provider, client):
+        texts: list[str] = []
+        with trio.fail_after(3600):  # a hang guard (virtual time), not a speed check
+            result = await client.ask("add", await adder(), on_text=texts.append)
+            for request in provider.requests:
+                await request.closed.wait()  # the client closed each held-open answer
+    assert result.status == "done" and result.text == "it is 3"
+    assert "".join(texts) == "it is 3" and [r.output for r in result.tool_calls] == ["3"]
+    assert len(provider.requests) == 2
+
+
+def sse_answer(style: str) -> bytes:
+    """A minimal whole streamed answer (``hi``) in *style*, ending in its terminal event."""
+    if style == "openai":
+        return (
+            b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}, '
+            b'"finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'
+        )
+    return (
+        b'event: message_start\ndata: {"type": "message_start", "message": {}}\n\n'
+        b'event: content_block_start\ndata: {"type": "content_block_start", "index": 0, '
+        b'"content_block": {"type": "text", "text": ""}}\n\n'
+        b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+        b'"delta": {"type": "text_delta", "text": "hi"}}\n\n'
+        b'event: message_stop\ndata: {"type": "message_stop"}\n\n'
+    )
+
+
+_CHUNKED = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
+
+
+def raw_options(server: Any, style: str) -> ClientOptions:
+    return ClientOptions(
+        base_url=server.url + "/v1", style=style,  # type: ignore[arg-type]
+        model="m", api_key=KEY, retries=0,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_an_answer_broken_after_its_terminal_event_is_still_whole(style: str) -> None:
+    """The server drops the connection after the terminal event, without ending the
+    chunked body: the answer was whole, so the turn is done (it was an error)."""
+    body = sse_answer(style)
+
+    async def handler(peer: Peer) -> None:
+        await peer.read_request()
+        await peer.send(_CHUNKED + b"%x\r\n" % len(body) + body + b"\r\n")
+
+    async with raw_server(handler) as server, create_client(raw_options(server, style)) as client:
+        texts: list[str] = []
+        result = await client.ask("hi", on_text=texts.append)
+    assert (result.status, result.text, texts) == ("done", "hi", ["hi"])
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_a_stream_that_ends_properly_keeps_its_connection(style: str) -> None:
+    """Stopping at the terminal event must not cost well-behaved servers their
+    keep-alive: the end of the body that follows it is still read, and two streamed
+    turns share one connection."""
+    body = sse_answer(style)
+    answer = _CHUNKED + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+
+    async def handler(peer: Peer) -> None:
+        while True:
+            await peer.read_request()
+            await peer.send(answer)
+
+    async with raw_server(handler) as server, create_client(raw_options(server, style)) as client:
+        for _ in range(2):
+            assert (await client.ask("hi", on_text=lambda _: None)).text == "hi"
+    assert len(server.requests) == 2 and len(server.peers) == 1

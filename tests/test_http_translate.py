@@ -142,3 +142,112 @@ async def test_in_process_translate_calls_generate_once() -> None:
     assert result.finish_reason == "tool_calls"
     assert result.tool_calls == (TranslatedToolCall("call_0", "add", '{"a":1,"b":1}'),)
     assert json.loads(result.tool_calls[0].arguments) == {"a": 1, "b": 1}
+
+
+# -- input from remote callers (issue 17 item 28) ---------------------------------------
+
+USER = {"role": "user", "content": "hi"}
+CALL = {"id": "t1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+BAD_INPUT: list[tuple[Any, Any, str]] = [
+    ("hello", None, r"translate: messages is a str, expected a list of messages"),
+    (None, None, r"translate: messages is null, expected a list of messages"),
+    ([USER, "hi"], None, r"translate: messages\[1\] is a str, expected a message object"),
+    ([None], None, r"translate: messages\[0\] is null, expected a message object"),
+    ([{"content": "hi"}], None, r"messages\[0\]\.role is null, expected a string"),
+    ([{"role": "user", "content": ["a"]}], None,
+     r"messages\[0\]\.content\[0\] is a str, expected a content part object"),
+    ([{"role": "user", "content": [None]}], None,
+     r"messages\[0\]\.content\[0\] is null, expected a content part object"),
+    ([{"role": "user", "content": [{"type": "text", "text": 5}]}], None,
+     r"messages\[0\]\.content\[0\]\.text is a int, expected a string"),
+    ([{"role": "user", "content": {"text": "hi"}}], None,
+     r"messages\[0\]\.content is a dict, expected a string, null or a list"),
+    ([USER, {"role": "assistant", "tool_calls": "add"}], None,
+     r"messages\[1\]\.tool_calls is a str, expected a list of tool calls"),
+    ([USER, {"role": "assistant", "tool_calls": ["add"]}], None,
+     r"messages\[1\]\.tool_calls\[0\] is a str, expected a tool call object"),
+    ([USER, {"role": "assistant", "tool_calls": [CALL, None]}], None,
+     r"messages\[1\]\.tool_calls\[1\] is null, expected a tool call object"),
+    ([USER, {"role": "assistant", "tool_calls": [{"id": "t1", "function": "add"}]}], None,
+     r"messages\[1\]\.tool_calls\[0\]\.function is a str, expected an object"),
+    ([USER, {"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}], None,
+     r"messages\[1\]\.tool_calls\[0\]\.function\.name is null, expected a string"),
+    ([USER, {"role": "assistant",
+             "tool_calls": [{"function": {"name": "add", "arguments": [1]}}]}], None,
+     r"tool_calls\[0\]\.function\.arguments is a list, expected a JSON string or an object"),
+    ([USER, {"role": "tool", "tool_call_id": 7, "content": "3"}], None,
+     r"messages\[1\]\.tool_call_id is a int, expected a string"),
+    ([USER], "weather", r"translate: tools is a str, expected a list of tools"),
+    ([USER], [WEATHER, "weather"], r"translate: tools\[1\] is a str, expected a tool object"),
+    ([USER], [None], r"translate: tools\[0\] is null, expected a tool object"),
+    ([USER], [{"type": "function", "function": None}], r"tools\[0\]\.function is null"),
+    ([USER], [{"type": "function", "function": {"name": 3}}],
+     r"tools\[0\]\.function\.name is a int, expected a string"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize(("messages", "tools", "message"), BAD_INPUT)
+async def test_translate_refuses_input_of_the_wrong_shape_clearly(
+    style: str, messages: Any, tools: Any, message: str
+) -> None:
+    """A string or null where a message, a content part, a tool call or a tool belongs
+    raised a bare AttributeError or TypeError from inside a wire style; it is one
+    ValueError naming where it is and the shape expected, and nothing is sent."""
+    async with served(style, [{"text": "never"}]) as (provider, client):
+        with pytest.raises(ValueError, match=message):
+            await client.translate(messages, tools=tools)
+    assert provider.requests == []
+
+
+@pytest.mark.parametrize(("messages", "tools", "message"), BAD_INPUT[:6])
+async def test_in_process_translate_refuses_the_same_input(
+    messages: Any, tools: Any, message: str
+) -> None:
+    async def generate(request: GenerateRequest) -> dict[str, Any]:
+        raise AssertionError("generate must not be called")
+
+    client = create_in_process_client(InProcessOptions(model="local", generate=generate))
+    with pytest.raises(ValueError, match=message):
+        await client.translate(messages, tools=tools)
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value", "message"),
+    [("system", 5, "translate: system is a int, expected a string"),
+     ("max_tokens", -1, r"translate: max_tokens is -1, expected an integer >= 0"),
+     ("max_tokens", "9", r"translate: max_tokens is '9'")],
+)  # fmt: skip
+async def test_translate_checks_system_and_max_tokens(
+    keyword: str, value: Any, message: str
+) -> None:
+    async with served("anthropic", [{"text": "never"}]) as (provider, client):
+        with pytest.raises(ValueError, match=message):
+            await client.translate([USER], **{keyword: value})
+    assert provider.requests == []
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_what_before_llm_returns_is_checked_too(style: str) -> None:
+    hooks = Hooks(before_llm=lambda e: {"messages": [USER, "injected"]})
+    async with served(style, [{"text": "never"}], hooks=hooks) as (provider, client):
+        with pytest.raises(ValueError, match=r"before_llm: messages\[1\] is a str"):
+            await client.translate([USER])
+    assert provider.requests == []
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_well_formed_odd_input_still_goes_through(style: str) -> None:
+    """Shapes the check lets through: object arguments, null content, image parts,
+    tools that are not functions (a provider's own), a tuple of messages."""
+    messages = (
+        {"role": "user", "content": [{"type": "text", "text": "look"},
+                                     {"type": "image_url", "image_url": {"url": "x"}}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "t1", "type": "function", "function": {"name": "add", "arguments": {"a": 1}}}]},
+        {"role": "tool", "tool_call_id": "t1", "content": "1"},
+    )  # fmt: skip
+    native = {"name": "web_search", "type": "web_search_20250305"}
+    async with served(style, [{"text": "ok"}]) as (provider, client):
+        result = await client.translate(messages, tools=[WEATHER, native])
+    assert result.text == "ok" and len(provider.requests) == 1

@@ -11,6 +11,7 @@ import copy
 import json
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -139,6 +140,93 @@ def test_to_json_and_back_is_the_same_result(result: RunResult) -> None:
     assert restored == result
     assert restored.to_json() == document
     assert len(restored.suspended) == len(result.suspended)
+
+
+class Opaque:
+    """A value that is not JSON."""
+
+
+not_json = st.builds(Opaque) | st.just({1, 2}) | st.just(float("nan")) | st.just(b"x")
+any_values = json_values | not_json
+
+
+@st.composite
+def damaged_run_results(draw: st.DrawFn) -> RunResult:
+    """A result of the loop's shape with some of its parts changed at random, as a host
+    (or a bug) could build one: negative or missing token counts, a message without a
+    role, values that are not JSON, a status, limit or suspended call that disagree
+    with the rest."""
+    result = draw(run_results())
+    changes: dict[str, Any] = {}
+    if draw(st.booleans()):
+        usage = dict(result.usage)
+        key = draw(st.sampled_from(["prompt_tokens", "completion_tokens", "total_tokens", "x"]))
+        if draw(st.booleans()):
+            usage[key] = draw(st.integers(-(10**12), 10**12))
+        else:
+            usage.pop(key, None)
+        changes["usage"] = usage
+    if draw(st.booleans()):
+        changes["turns"] = draw(st.integers(-3, 3))
+    if draw(st.booleans()):
+        messages = list(result.messages)
+        i = draw(st.integers(0, len(messages) - 1))
+        messages[i] = draw(
+            st.dictionaries(st.sampled_from(["role", "content", "tool_call_id"]), any_values)
+        )
+        changes["messages"] = messages
+    if draw(st.booleans()):
+        changes["status"] = draw(st.sampled_from(["done", "pending", "incomplete", "cancelled"]))
+    if draw(st.booleans()):
+        changes["limit"] = draw(st.none() | st.sampled_from(["maxTurns", "runTimeout"]))
+    if draw(st.booleans()):
+        changes["pending"] = draw(st.none() | requests())
+    if result.suspended and draw(st.booleans()):
+        first = result.suspended[0]
+        moved = attrs.evolve(
+            first,
+            message_index=draw(st.integers(-1, len(result.messages))),
+            record_index=draw(st.integers(-1, len(result.tool_calls))),
+            args=draw(st.just(first.args) | st.dictionaries(st.text(max_size=3), any_values)),
+        )
+        changes["suspended"] = (moved, *result.suspended[1:])
+    if draw(st.booleans()):
+        request = draw(requests())
+        changes["pending"] = attrs.evolve(request, data={"odd": draw(any_values)})
+    if result.tool_calls and draw(st.booleans()):
+        record = result.tool_calls[0]
+        changed = attrs.evolve(
+            record,
+            args=draw(any_values),
+            metadata=draw(st.none() | st.dictionaries(st.text(max_size=3), any_values)),
+        )
+        changes["tool_calls"] = [changed, *result.tool_calls[1:]]
+    return attrs.evolve(result, **changes)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged_run_results())
+def test_what_to_json_writes_from_json_reads(result: RunResult) -> None:
+    """Issue 17 item 24: a result to_json writes must load back (a paused run saved
+    with negative usage could never be answered); one it cannot is refused on saving."""
+    try:
+        document = result.to_json()
+    except ValueError:
+        return  # refused when saving, with a reason: nothing unreadable was written
+    text = json.dumps(document, allow_nan=False)  # plain JSON, no live objects inside
+    restored = RunResult.from_json(json.loads(text))
+    again = restored.to_json()
+    assert RunResult.from_json(json.loads(json.dumps(again))) == restored
+
+
+def test_to_json_refuses_negative_usage_at_once() -> None:
+    document = sample_document()
+    result = RunResult.from_json(document)
+    odd = attrs.evolve(result, usage={**result.usage, "prompt_tokens": -5})
+    with pytest.raises(
+        ValueError, match=r"would not load back.*usage\.prompt_tokens must be a non-negative"
+    ):
+        odd.to_json()
 
 
 def sample_document() -> dict[str, Any]:

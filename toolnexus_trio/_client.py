@@ -52,7 +52,14 @@ from ._runctx import RunServices, current_run
 from ._schema import MAX_JSON_DEPTH, nested_too_deeply
 from ._toolcalls import ToolCalls, _Call, _call_hook, _ms, _Run
 from ._toolkit import Toolkit
-from ._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
+from ._turns import (
+    Emit,
+    InProcessTurns,
+    TranslateCall,
+    Turn,
+    TurnSource,
+    check_translate_input,
+)
 from ._wire import Answer
 from .models import ClientOptions
 from .models._source import HttpTurns
@@ -342,8 +349,16 @@ class Client(ToolCalls):
         *messages*, *tools* and *tool_choice* are OpenAI's, verbatim; *toolkit* is only
         declared (its tools first). ``before_llm`` and ``after_llm`` run once, tool
         hooks never; retries and the ``llm`` metric are the loop's. A cancelled *cancel*
-        or ``run_timeout_ms`` raises :class:`GenerateError`.
+        or ``run_timeout_ms`` raises :class:`GenerateError`. Input that is not of those
+        shapes (a string or ``null`` where a message, a content part, a tool call or a
+        tool belongs; a ``system`` that is not a string) raises :class:`ValueError`
+        naming where it is and what belongs there, before any call.
         """
+        check_translate_input(messages, tools)
+        if system is not None and not isinstance(system, str):
+            raise ValueError(f"translate: system is a {type(system).__name__}, expected a string")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+            raise ValueError(f"translate: max_tokens is {max_tokens!r}, expected an integer >= 0")
         declared = (toolkit.to_openai() if toolkit is not None else []) + [
             dict(t) for t in tools or ()
         ]
@@ -360,6 +375,10 @@ class Client(ToolCalls):
                     {"messages": msgs, "tools": declared, "model": model, "turn": 0},
                 )
                 if isinstance(change, Mapping):
+                    changed = change.get("messages")
+                    check_translate_input(
+                        [] if changed is None else changed, change.get("tools"), source="before_llm"
+                    )
                     if change.get("messages") is not None:
                         msgs = list(change["messages"])
                     if change.get("tools") is not None:

@@ -179,8 +179,10 @@ class RunResult:
         usage, model, status, and each suspended call with its ``Request`` and where its
         placeholder sits), never the toolkit or another live object. Every key is
         written (``null`` when empty). Tool metadata values that are not JSON become
-        their ``repr``; a transcript or arguments that are not JSON raise
-        :class:`ValueError`.
+        their ``repr``; a transcript, arguments or a ``Request`` that are not JSON
+        raise :class:`ValueError`, and so does a result that :meth:`from_json` would
+        refuse (a negative usage count, a suspended call that does not point at its
+        own tool message...): what ``to_json`` writes, ``from_json`` reads.
         """
         from ._runjson import run_result_to_json  # it imports this module
 

@@ -104,7 +104,7 @@ def _json_value(value: Any, where: str, *, lenient: bool, depth: int = 0) -> Any
             for i, item in enumerate(value)
         ]
     if isinstance(value, Request):
-        return value.to_json()
+        return _json_value(value.to_json(), where, lenient=lenient, depth=depth + 1)
     if attrs.has(type(value)) or isinstance(value, enum.Enum):
         unstructured = payloads.unstructure(value)
         return _json_value(unstructured, where, lenient=lenient, depth=depth + 1)
@@ -139,29 +139,39 @@ def run_result_to_json(result: RunResult) -> dict[str, Any]:
                 "id": s.id,
                 "name": s.name,
                 "args": _json_value(s.args, f"suspended[{i}].args", lenient=False),
-                "request": s.request.to_json(),
+                "request": _json_value(s.request, f"suspended[{i}].request", lenient=False),
                 "message_index": s.message_index,
                 "record_index": s.record_index,
             }
             for i, s in enumerate(result.suspended)
         ]
+        usage = _json_value(result.usage, "usage", lenient=False)
+        pending = _json_value(result.pending, "pending", lenient=False)
     except _NotJson as exc:
         raise ValueError(f"RunResult.to_json: {exc}") from None
     except RecursionError:
         raise ValueError("RunResult.to_json: a value nests too deeply") from None
-    return {
+    document = {
         "version": RUN_RESULT_VERSION,
         "text": result.text,
         "status": result.status,
         "messages": messages,
         "tool_calls": records,
         "turns": result.turns,
-        "usage": dict(result.usage),
+        "usage": usage,
         "model": result.model,
-        "pending": None if result.pending is None else result.pending.to_json(),
+        "pending": pending,
         "limit": result.limit,
         "suspended": suspended,
     }
+    # Whatever is written must load back: a result from_json would refuse (negative
+    # usage, a suspended call pointing at the wrong message...) fails here, where it
+    # can still be handled, not when a paused run is loaded to be answered.
+    try:
+        run_result_from_json(document)
+    except ValueError as exc:
+        raise ValueError(f"RunResult.to_json: the result would not load back: {exc}") from None
+    return document
 
 
 def _invalid(why: str) -> ValueError:

@@ -64,6 +64,88 @@ class TranslateCall:
     max_tokens: int = 0
 
 
+_MESSAGE = 'a message object ({"role": "...", "content": ...})'
+_PART = 'a content part object ({"type": "text", "text": "..."})'
+_CALL = 'a tool call object ({"id": "...", "function": {"name": "...", "arguments": "..."}})'
+_TOOL = 'a tool object ({"type": "function", "function": {"name": "...", ...}})'
+
+
+def _kind(value: object) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def _refuse(where: str, value: object, expected: str) -> ValueError:
+    return ValueError(f"{where} is {_kind(value)}, expected {expected}")
+
+
+def check_translate_input(messages: object, tools: object, *, source: str = "translate") -> None:
+    """Refuse §11 input that is not OpenAI-shaped, before any of it is used.
+
+    ``translate`` is the entry point of proxies, so its input comes from remote callers:
+    a string or ``null`` where a message, tool, content part or tool call belongs is a
+    :class:`ValueError` naming where it is and the shape expected there (never an
+    ``AttributeError`` from deep inside a wire style). *source* names who gave the
+    input (``translate`` or its ``before_llm`` hook).
+    """
+    if not isinstance(messages, list | tuple):
+        raise _refuse(f"{source}: messages", messages, "a list of messages")
+    for i, message in enumerate(messages):
+        _check_message(message, f"{source}: messages[{i}]")
+    if tools is None:
+        return
+    if not isinstance(tools, list | tuple):
+        raise _refuse(f"{source}: tools", tools, "a list of tools")
+    for i, declared in enumerate(tools):
+        where = f"{source}: tools[{i}]"
+        if not isinstance(declared, Mapping):
+            raise _refuse(where, declared, _TOOL)
+        if declared.get("type") == "function" or "function" in declared:
+            _check_function(declared.get("function"), f"{where}.function")
+
+
+def _check_message(message: object, where: str) -> None:
+    if not isinstance(message, Mapping):
+        raise _refuse(where, message, _MESSAGE)
+    if not isinstance(message.get("role"), str):
+        raise _refuse(f"{where}.role", message.get("role"), "a string")
+    content = message.get("content")
+    if isinstance(content, list | tuple):
+        for j, part in enumerate(content):
+            if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+                raise _refuse(f"{where}.content[{j}]", part, _PART)
+            if part["type"] == "text" and not isinstance(part.get("text"), str):
+                raise _refuse(f"{where}.content[{j}].text", part.get("text"), "a string")
+    elif content is not None and not isinstance(content, str):
+        raise _refuse(f"{where}.content", content, "a string, null or a list of content parts")
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if not isinstance(calls, list | tuple):
+            raise _refuse(f"{where}.tool_calls", calls, "a list of tool calls")
+        for j, call in enumerate(calls):
+            if not isinstance(call, Mapping):
+                raise _refuse(f"{where}.tool_calls[{j}]", call, _CALL)
+            if call.get("id") is not None and not isinstance(call["id"], str):
+                raise _refuse(f"{where}.tool_calls[{j}].id", call["id"], "a string")
+            _check_function(call.get("function"), f"{where}.tool_calls[{j}].function")
+            arguments = call["function"].get("arguments")
+            if arguments is not None and not isinstance(arguments, str | Mapping):
+                raise _refuse(
+                    f"{where}.tool_calls[{j}].function.arguments",
+                    arguments,
+                    "a JSON string or an object",
+                )
+    call_id = message.get("tool_call_id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise _refuse(f"{where}.tool_call_id", call_id, "a string")
+
+
+def _check_function(function: object, where: str) -> None:
+    if not isinstance(function, Mapping):
+        raise _refuse(where, function, 'an object ({"name": "...", ...})')
+    if not isinstance(function.get("name"), str):
+        raise _refuse(f"{where}.name", function.get("name"), "a string")
+
+
 class TurnSource(Protocol):
     """Produces model turns for the loop (in-process or over HTTP)."""
 
@@ -88,10 +170,26 @@ class TurnSource(Protocol):
 
 
 def _int(value: Any, key: str = "usage") -> int:
-    if isinstance(value, float) and not math.isfinite(value):
-        # int() would raise a bare ValueError (NaN) or OverflowError (infinity).
-        raise GenerateError(f"generate returned a non-finite usage number: {key}={value}")
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    """A token count: ``None`` (absent) is 0; anything but a non-negative integer is a
+    :class:`GenerateError` (a negative count would make the run's usage and the token
+    counter go down, and a saved run with it would not load back)."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)  # JSON has one number type: 12.0 is the integer 12
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise GenerateError(f"the model's answer has a non-finite usage number: {key}={value}")
+    else:
+        raise GenerateError(
+            f"the model's answer has usage {key}={value!r:.40}, not a non-negative integer"
+        )
+    if number < 0:
+        raise GenerateError(
+            f"the model's answer has usage {key}={number}, not a non-negative integer"
+        )
+    return number
 
 
 def _usage(raw: Mapping[str, Any] | None) -> dict[str, int]:

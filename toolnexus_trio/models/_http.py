@@ -123,6 +123,7 @@ class Poster:
         on_error: OnError | None,
         secret: str | None,
         credentials: tuple[str, str] | None = None,
+        max_retry_after: float = 60.0,
     ) -> None:
         self._owned = http_client is None
         self.http: httpx2.AsyncClient | None = http_client
@@ -140,6 +141,7 @@ class Poster:
         self.retryable = DEFAULT_RETRYABLE_STATUSES | frozenset(retryable_statuses or ())
         self.on_error = on_error
         self.secret = secret
+        self.max_retry_after = max_retry_after
         self._prepared: (
             tuple[str, Mapping[str, str], httpx2.URL, list[tuple[bytes, bytes]], dict[str, Any]]
             | None
@@ -158,6 +160,7 @@ class Poster:
         attempt = 0
         while True:
             delay: int | None = None
+            body = ""
             failure: GenerateError
             try:
                 http = self.http or await self._make_client(url)
@@ -189,6 +192,10 @@ class Poster:
                     delay = retry_after_seconds(response.headers.get("retry-after"))
             if not await self._should_retry(info) or attempt >= self.retries:
                 raise failure
+            if delay is not None and delay > self.max_retry_after:
+                # Honoured, a delay this long would hold the run for as long as the
+                # server says (2**31-1 s is 68 years): the call fails now, saying so.
+                raise self._too_long(url, info.status, delay, body)
             await trio.sleep(delay if delay is not None else self.backoff(attempt))
             attempt += 1
 
@@ -235,6 +242,14 @@ class Poster:
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before attempt ``attempt + 1``."""
         return backoff_seconds(self.retry_base_ms, attempt)
+
+    def _too_long(self, url: str, status: int | None, delay: int, body: str) -> GenerateError:
+        error = GenerateError(
+            f"HTTP {status} from POST {url} with Retry-After: {delay} s, longer than "
+            f"max_retry_after ({self.max_retry_after:g} s), so not retried: {body}"
+        )
+        error.status = status
+        return error
 
     def _network_failure(self, url: str, exc: Exception) -> GenerateError:
         detail = redact(error_text(exc), self._hidden)

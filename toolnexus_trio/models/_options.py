@@ -38,6 +38,10 @@ class ClientOptions:
       retried on 429/500/502/503/504, on ``retryable_statuses`` and on network errors,
       after ``retry_base_ms * 2**attempt`` ms plus up to 100 ms of jitter, or after
       ``Retry-After`` seconds when the server sends that header in delay-seconds form.
+    - ``max_retry_after`` (default 60.0): the longest ``Retry-After`` honoured, in
+      seconds. A longer one fails the call at once with a
+      :class:`~toolnexus_trio.GenerateError` giving the status and the server's delay
+      (waiting would hold the run that long: ``2147483647`` is 68 years).
     - ``on_error(ErrorInfo) -> "retry" | "fail"`` (sync or async) classifies each
       failed attempt instead of that default; a ``"retry"`` is still bounded by
       ``retries``. Cancellation and deadlines are never retried nor classified.
@@ -60,6 +64,7 @@ class ClientOptions:
     retries: int = 2
     retry_base_ms: int = 500
     retryable_statuses: Sequence[int] | None = None
+    max_retry_after: float = 60.0
     on_error: OnError | None = None
     run_timeout_ms: int = 0
     tool_timeout_ms: int = 0

@@ -12,13 +12,15 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
+import trio
 
 from .._http_client import body_chunks, close_response, safe_url, split_credentials
 from .._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
@@ -33,6 +35,15 @@ from ._sse import SSEDecoder
 logger = logging.getLogger("toolnexus_trio")
 
 _FORBIDDEN_PARAMS = ("messages", "tools", "stream")
+_PIECE = 64 * 1024
+"""The most bytes handed to the SSE decoder at once."""
+END_GRACE = 0.5
+"""After a stream's terminal event, how long the rest of the body (normally just its
+end, sent with that event or right after it) is waited for before the response is
+closed. Read to its end, the connection goes back to the pool; a server that keeps the
+body open only costs the turn this long, and its connection."""
+_END_BYTES = 64 * 1024
+"""After the terminal event, the most bytes read while waiting for the body's end."""
 
 
 def api_key_for(options: ClientOptions) -> str | None:
@@ -61,6 +72,25 @@ def _clean_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     return cleaned
 
 
+async def _finish_body(chunks: AsyncIterator[bytes]) -> None:
+    """Read what follows a stream's terminal event, briefly: its end, normally.
+
+    Bounded by :data:`END_GRACE` and :data:`_END_BYTES`, and whatever happens (a
+    server that keeps the body open, sends more, or breaks it) the answer already
+    had is the result: the caller closes the response, dropping its connection
+    unless the body did end.
+    """
+    extra = 0
+    with trio.move_on_after(END_GRACE):
+        try:
+            async for chunk in chunks:
+                extra += len(chunk)
+                if extra > _END_BYTES:
+                    return
+        except httpx2.HTTPError:
+            return  # the answer is complete; only its connection is lost
+
+
 class HttpTurns:
     """Model turns over HTTP in one wire style (one per :class:`Client`)."""
 
@@ -72,6 +102,16 @@ class HttpTurns:
             raise ValueError(f"base_url must be an http(s) URL, not {safe_url(options.base_url)!r}")
         if options.retries < 0 or options.retry_base_ms < 0:
             raise ValueError("retries and retry_base_ms must not be negative")
+        limit = options.max_retry_after
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int | float)
+            or not 0 <= limit < math.inf
+        ):
+            raise ValueError(
+                f"max_retry_after must be a finite number of seconds >= 0, "
+                f"not {options.max_retry_after!r}"
+            )
         self.wire: ModuleType = _openai if options.style == "openai" else _anthropic
         # Credentials in the URL go as basic auth, and never into a message or a log.
         self.url, credentials = split_credentials(self.wire.endpoint(options.base_url))
@@ -91,6 +131,7 @@ class HttpTurns:
             on_error=options.on_error,
             secret=self.secret,
             credentials=credentials,
+            max_retry_after=options.max_retry_after,
         )
 
     def tools_for(self, toolkit: Toolkit | None) -> list[dict[str, Any]]:
@@ -198,10 +239,23 @@ class HttpTurns:
                         raise GenerateError(
                             f"the model's stream is over {MAX_RESPONSE_BYTES} bytes"
                         )
-                    for event in decoder.feed(chunk):
-                        delta = assembler.feed(event)
-                        if delta:
-                            await emit({"type": "text", "delta": delta})
+                    # In pieces, so that the events of one (decoded) chunk are never
+                    # all held at once, however large the chunk.
+                    for start in range(0, len(chunk), _PIECE):
+                        piece = chunk if len(chunk) <= _PIECE else chunk[start : start + _PIECE]
+                        for event in decoder.feed(piece):
+                            delta = assembler.feed(event)
+                            if delta:
+                                await emit({"type": "text", "delta": delta})
+                            if assembler.done:
+                                break
+                        if assembler.done:
+                            break
+                    if assembler.done:
+                        # The answer is whole at its terminal event ([DONE],
+                        # message_stop), whatever the server does with the body next.
+                        await _finish_body(chunks)
+                        break
         except httpx2.HTTPError as exc:
             # Not retried: deltas may already have reached the consumer.
             raise GenerateError(f"the model's stream broke: {self._detail(exc)}") from exc

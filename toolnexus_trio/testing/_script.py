@@ -49,6 +49,9 @@ class Step:
     answering; ``stall`` never answers and waits for the client to hang up;
     ``stall_after=N`` streams N events then stalls; ``drop_after=N`` closes the
     connection after N events (JSON: halfway through the body) without ending it;
+    ``hold_open`` sends every event of a streamed answer, its terminal one
+    (``[DONE]``, ``message_stop``) included, then keeps the body open without ending
+    it until the client hangs up (a JSON answer is sent whole, as usual);
     ``event_delay_ms`` waits between streamed events.
     """
 
@@ -67,6 +70,7 @@ class Step:
     stall: bool = False
     stall_after: int | None = None
     drop_after: int | None = None
+    hold_open: bool = False
     event_delay_ms: int = 0
 
     @classmethod

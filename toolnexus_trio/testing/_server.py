@@ -298,6 +298,9 @@ async def _send_events(
                 await trio.sleep(step.event_delay_ms / 1000)
             await stream.send_all(conn.send(h11.Data(data=event)))
             received.events_sent += 1
+        if step.hold_open:
+            await _wait_gone(stream, received)
+            return False
         await stream.send_all(conn.send(h11.EndOfMessage()))
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         received.mark_closed()
