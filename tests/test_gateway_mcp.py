@@ -162,17 +162,30 @@ class Agent:
                 await trio.sleep(0.02)
 
 
+# ``python -c LIMITED BYTES gateway ...``: the gateway under an address-space limit, so a
+# regression that reads without bound ends in MemoryError instead of taking the machine.
+LIMITED = (
+    "import resource, runpy, sys; limit = int(sys.argv.pop(1)); "
+    "resource.setrlimit(resource.RLIMIT_AS, (limit, limit)); sys.argv[0] = 'toolnexus_trio'; "
+    "runpy.run_module('toolnexus_trio', run_name='__main__', alter_sys=True)"
+)
+
+
 @contextlib.asynccontextmanager
 async def gateway(
-    tmp_path: Path, directory: Path, *extra: str, capable: bool = True
+    tmp_path: Path,
+    directory: Path,
+    *extra: str,
+    capable: bool = True,
+    mem_limit: int | None = None,
 ) -> AsyncIterator[tuple[Client, Agent]]:
     err = tmp_path / f"gateway-{trio.current_time()}.err"
     agent = Agent(err)
+    start = ["-m", "toolnexus_trio"] if mem_limit is None else ["-c", LIMITED, str(mem_limit)]
     params = StdioServerParameters(
         command=sys.executable,
         args=[
-            "-m",
-            "toolnexus_trio",
+            *start,
             "gateway",
             "--mcp",
             "--instances-dir",
@@ -471,3 +484,67 @@ def test_gateway_mcp_cli_options() -> None:
     )
     assert done.returncode == 2 and "--url" in done.stderr and "--mcp" in done.stderr
     assert pid_alive(os.getpid())
+
+
+async def test_hostile_manifests_leave_discovery_working(tmp_path: Path) -> None:
+    """A FIFO, a deeply nested file, a sparse 600 MB file and a symlink to /dev/zero sit
+    beside a live host: the host is found, and the gateway stays small and answering."""
+    directory = tmp_path / "instances"
+    directory.mkdir()
+    os.mkfifo(directory / "a-fifo.json")  # sorted first: read before the live host
+    (directory / "nested.json").write_text("[" * 60_000)
+    with (directory / "sparse.json").open("wb") as f:
+        f.truncate(600 * 1024 * 1024)
+    (directory / "zero.json").symlink_to("/dev/zero")
+    async with (
+        running_host(OURS.script, directory),
+        gateway(tmp_path, directory, mem_limit=2 << 30) as (client, agent),
+    ):
+        await claim(client, agent, "ours")
+        assert data(await client.call_tool("ours__add", {"a": 1, "b": 2})) == 3
+        log = agent.err.read_text()
+        for name in ("a-fifo.json", "nested.json", "sparse.json", "zero.json"):
+            assert f"skipping manifest {name}:" in log, log
+
+
+async def test_the_gateway_exits_when_stdin_closes_beside_a_fifo(tmp_path: Path) -> None:
+    """Discovery beside a FIFO named *.json stays cancellable: closing stdin ends the
+    gateway (status 0), and the live host beside the FIFO is found."""
+    directory = tmp_path / "instances"
+    directory.mkdir()
+    os.mkfifo(directory / "a.json")
+    err = tmp_path / "gateway.err"
+    command = [sys.executable, "-m", "toolnexus_trio", "gateway", "--mcp"]
+    initialize = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": CLIENT_NAME, "version": "1"}},
+    }  # fmt: skip
+    async with running_host(OURS.script, directory):
+        with err.open("w") as errfile:
+            proc = await trio.lowlevel.open_process(
+                [*command, "--instances-dir", str(directory)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errfile,
+                start_new_session=True,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            await proc.stdin.send_all(json.dumps(initialize).encode() + b"\n")
+            answer = b""
+            with trio.fail_after(20):
+                while b"\n" not in answer:
+                    answer += await proc.stdout.receive_some()
+                while not CODE.search(err.read_text()):  # noqa: ASYNC110 - another process
+                    await trio.sleep(0.02)
+            assert json.loads(answer.split(b"\n")[0])["id"] == 1
+            await proc.stdin.aclose()
+            with trio.fail_after(20):  # a hang guard: without the fix it never exits
+                assert await proc.wait() == 0
+        finally:
+            with trio.move_on_after(5, shield=True):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
