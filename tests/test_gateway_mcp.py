@@ -25,7 +25,7 @@ import mcp_types as types
 import trio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_helpers import pid_alive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,6 +109,7 @@ class Agent:
         self.app = "ours"
         self.nest_calls = 0
         self.nested: list[types.CallToolResult] = []
+        self.sampling_error: int | None = None  # answer createMessage with this error code
 
     async def on_message(self, message: Any) -> None:
         if isinstance(message, Exception):
@@ -123,6 +124,8 @@ class Agent:
 
     async def sampling(self, ctx: Any, params: types.CreateMessageRequestParams) -> Any:
         self.sampled.append(params)
+        if self.sampling_error is not None:
+            return types.ErrorData(code=self.sampling_error, message="Method not found")
         text = params.messages[0].content.text  # type: ignore[union-attr]
         if text == "nest again?" and self.client is not None:
             # The agent's model calls the tool again from inside the sampling.
@@ -452,6 +455,57 @@ async def test_client_without_sampling_or_elicitation(tmp_path: Path, host: Host
             }
             anyway = await client.call_tool("ours__ask_anyway", {"what": "elicit"})
             assert anyway.is_error and anyway.structured_content == {"code": -32007}
+
+
+async def test_sampling_rejected_as_method_not_found_is_not_available(
+    tmp_path: Path, host: Host
+) -> None:
+    """A client that says it samples but answers createMessage with -32601: the host's
+    sample fails with SamplingNotAvailable (-32006 {clientName}), as the reference does."""
+    directory = tmp_path / "instances"
+    async with (
+        running_host(host.script, directory),
+        gateway(tmp_path, directory) as (client, agent),
+    ):
+        agent.sampling_error = types.METHOD_NOT_FOUND
+        await claim(client, agent, host.app)
+        sampled = await client.call_tool(f"{host.app}__ask_model", {})
+        assert sampled.is_error and sampled.structured_content is not None
+        assert sampled.structured_content["code"] == -32006
+        if host is OURS:  # ours keeps the gateway's data (tesseron 0.2.0 drops it)
+            assert sampled.structured_content["data"] == {"clientName": CLIENT_NAME}
+        assert agent.sampled  # it was asked, and said no
+        # Any other error from the client is still a failed sampling (-32005).
+        agent.sampling_error = types.INTERNAL_ERROR
+        failed = await client.call_tool(f"{host.app}__ask_model", {})
+        assert failed.is_error and failed.structured_content is not None
+        assert failed.structured_content["code"] == -32005
+
+
+async def test_an_unlisted_action_goes_to_the_host(tmp_path: Path, host: Host) -> None:
+    """``<app>__<action>`` of a claimed app whose action is not in the gateway's list is
+    forwarded: the agent gets the host's ActionNotFound (-32003) as a tool error."""
+    app = host.app
+    directory = tmp_path / "instances"
+    async with (
+        running_host(host.script, directory),
+        gateway(tmp_path, directory) as (client, agent),
+    ):
+        await agent.code(app)
+        unclaimed = await client.call_tool(f"{app}__echo", {})
+        assert unclaimed.is_error and unclaimed.structured_content == {"code": -32009}
+        await claim(client, agent, app)
+        missing = await client.call_tool(f"{app}__nope", {"x": 1})
+        assert missing.is_error and missing.structured_content is not None
+        assert missing.structured_content["code"] == -32003
+        assert "nope" in text(missing)
+        # Not yet listed: the host learns the action, the call already reaches it.
+        assert (await client.call_tool(f"{app}__extra", {})).is_error
+        assert text(await client.call_tool(f"{app}__grow", {})) == "grown"
+        assert text(await client.call_tool(f"{app}__extra", {})) == "extra"
+        # No app of that name at all: still the protocol's unknown tool.
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await client.call_tool("nosuchapp__echo", {})
 
 
 async def test_sampling_depth_limit(tmp_path: Path, host: Host) -> None:

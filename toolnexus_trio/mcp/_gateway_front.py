@@ -248,12 +248,33 @@ class GatewayFront:
             if name.startswith(META_PREFIX):
                 return await self._meta(ctx, name, args)
             target = self.gateway.tool_target(name)
-            if target is None:
+            if target is not None:
+                session, manifest = target
+                return await self._invoke(ctx, session.app.id, manifest.name, args)
+            routed = self._route(name)
+            if routed is None:
                 raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
-            session, manifest = target
-            return await self._invoke(ctx, session.app.id, manifest.name, args)
+            # <app>__<action> of a known app whose action is not (or not yet) listed:
+            # the host answers (ActionNotFound -32003 as a tool error), as the
+            # reference gateway does; an unclaimed app is refused with -32009.
+            return await self._invoke(ctx, routed[0], routed[1], args)
         except ActionError as exc:
             return _error(exc)
+
+    def _route(self, name: str) -> tuple[str, str] | None:
+        """``(app_id, action)`` for a tool name ``<app_id>__<action>`` of a known app.
+
+        The longest app id that prefixes the name wins (app ids may hold ``_``)."""
+        best: str | None = None
+        for session in self.gateway.sessions():
+            app_id = session.app.id
+            if (
+                name.startswith(f"{app_id}__")
+                and len(name) > len(app_id) + 2
+                and (best is None or len(app_id) > len(best))
+            ):
+                best = app_id
+        return None if best is None else (best, name[len(best) + 2 :])
 
     async def _invoke(
         self, ctx: ServerRequestContext[Any], app_id: str, action: str, args: Any
@@ -428,6 +449,15 @@ class GatewayFront:
                 related_request_id=ctx.request_id,
             )
         except MCPError as exc:
+            if exc.code == types.METHOD_NOT_FOUND:
+                # The client said it samples but does not: "not available", as the
+                # reference gateway answers, so the host can tell it from a failure.
+                name = self._client_name(ctx)
+                raise ActionError(
+                    TesseronErrorCode.SAMPLING_NOT_AVAILABLE,
+                    f"The agent ({name}) rejected sampling: {exc.message}",
+                    {"clientName": name},
+                ) from None
             raise ActionError(TesseronErrorCode.HANDLER_ERROR, f"Sampling failed: {exc}") from None
         finally:
             self._sampling_depths.remove(depth)
