@@ -508,6 +508,26 @@ async def test_an_unlisted_action_goes_to_the_host(tmp_path: Path, host: Host) -
             await client.call_tool("nosuchapp__echo", {})
 
 
+async def test_wrong_claim_codes_are_logged_and_a_right_one_claims(tmp_path: Path) -> None:
+    """Over stdio, every wrong code is logged (the delays are tested on virtual time in
+    tests/tesseron/test_gateway_claims.py); the right code still claims."""
+    directory = tmp_path / "instances"
+    async with (
+        running_host(OURS.script, directory),
+        gateway(tmp_path, directory) as (client, agent),
+    ):
+        code = await agent.code("ours")
+        other = ("B" if code[0] == "A" else "A") + code[1:]
+        for _ in range(4):  # three free misses, then 1 s before the next check
+            bad = await client.call_tool("tesseron__claim_session", {"code": other})
+            assert bad.is_error and bad.structured_content == {"code": -32009}
+        log = agent.err.read_text()
+        assert log.count("wrong claim code") == 4 and code not in log.replace(
+            f"claim code {code}", ""
+        )
+        await claim(client, agent, "ours")
+
+
 async def test_sampling_depth_limit(tmp_path: Path, host: Host) -> None:
     directory = tmp_path / "instances"
     async with (

@@ -316,8 +316,7 @@ class GatewayFront:
             code = args.get("code")
             if not isinstance(code, str):
                 raise ActionError(TesseronErrorCode.INVALID_PARAMS, "code must be a string")
-            session = gw.claim(code)
-            await trio.lowlevel.checkpoint()
+            session = await gw.try_claim(code)  # wrong codes are slowed down
             tools = [t.name for t in gw.tools() if gw.tool_target(t.name) is not None]
             mine = [t for t in tools if (gw.tool_target(t) or (session,))[0] is session]
             return _ok(

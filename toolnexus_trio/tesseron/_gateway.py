@@ -47,6 +47,7 @@ from .._names import sanitize_tool_name, unique_tool_names
 from .._tools import Tool
 from ._app import DEFAULT_MANIFEST_DIR
 from ._errors import ActionError, TesseronErrorCode, invalid_params, method_not_found
+from ._gateway_claims import ClaimThrottle
 from ._gateway_conn import (
     _Conn,
     check_app_id,
@@ -121,6 +122,7 @@ class Gateway:
         self._caps_override: dict[str, bool] | None = None
         self._subscriptions: dict[str, tuple[GatewaySession, str]] = {}  # id -> (session, name)
         self._scanners: dict[Path, ManifestScanner] = {}  # discover(): per instances directory
+        self._claim_throttle = ClaimThrottle()  # try_claim(): one agent per gateway
         self.on_resource_updated: Callable[[GatewaySession, str, Any], None] | None = None
         """Called (synchronously, from a connection's reader) with the session, the
         resource name and the new value when a subscribed resource changes
@@ -358,6 +360,17 @@ class Gateway:
             raise ActionError(TesseronErrorCode.UNAUTHORIZED, "Unknown or spent claim code")
         self._claim(found)
         return found
+
+    async def try_claim(self, code: str) -> GatewaySession:
+        """:meth:`claim` for a code an agent typed: wrong codes are slowed down.
+
+        The first three wrong codes in a row cost nothing; after that each one makes
+        the next check wait 1 s, doubling up to 60 s; checks run one at a time, so
+        guesses sent side by side wait their turn. A right code claims as soon as it is
+        checked (it waits out only a delay already running) and resets the count.
+        Every wrong code is logged. Raises as :meth:`claim` does.
+        """
+        return await self._claim_throttle.check(partial(self.claim, code))
 
     def set_agent(self, agent: Agent, *, sampling: bool, elicitation: bool) -> None:
         """Say who the agent really is and what it can do (e.g. from an MCP ``initialize``).
