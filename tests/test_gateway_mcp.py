@@ -26,6 +26,7 @@ import trio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, ToolsListChanged
 from mcp_helpers import pid_alive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +56,17 @@ def host(request: pytest.FixtureRequest) -> Host:
         pytest.importorskip("tesseron")
     kind: Host = request.param
     return kind
+
+
+MODERN = "2026-07-28"
+
+
+@pytest.fixture(params=["legacy", MODERN], ids=["handshake", "2026-07-28"])
+def revision(request: pytest.FixtureRequest) -> str:
+    """The MCP revision the agent speaks: the initialize handshake (``legacy``), or
+    2026-07-28 (no initialize, no server-to-client requests: input_required rounds)."""
+    mode: str = request.param
+    return mode
 
 
 @attrs.define
@@ -148,6 +160,27 @@ class Agent:
         props = params.requested_schema.get("properties", {})
         return types.ElicitResult(action="accept", content={"name": "new"} if props else {})
 
+    async def listen(
+        self,
+        client: Client,
+        uris: tuple[str, ...],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """A 2026-07-28 ``subscriptions/listen`` stream; its events are recorded under
+        the names the handshake era's notifications have."""
+        names = {
+            ToolsListChanged: "ToolListChangedNotification",
+            ResourcesListChanged: "ResourceListChangedNotification",
+            ResourceUpdated: "ResourceUpdatedNotification",
+        }
+        async with client.listen(
+            tools_list_changed=True, resources_list_changed=True, resource_subscriptions=uris
+        ) as sub:
+            task_status.started()
+            async for event in sub:
+                self.notifications.append(names[type(event)])
+
     async def seen(self, kind: str) -> None:
         with trio.fail_after(10):
             while kind not in self.notifications:  # noqa: ASYNC110 - set by the client
@@ -181,6 +214,7 @@ async def gateway(
     *extra: str,
     capable: bool = True,
     mem_limit: int | None = None,
+    mode: str = "legacy",
 ) -> AsyncIterator[tuple[Client, Agent]]:
     err = tmp_path / f"gateway-{trio.current_time()}.err"
     agent = Agent(err)
@@ -203,17 +237,24 @@ async def gateway(
         else {}
     )
     with err.open("w") as errlog:
-        async with Client(
-            stdio_client(params, errlog=errlog),
-            mode="legacy",
-            cache=None,
-            client_info=types.Implementation(name=CLIENT_NAME, version="1"),
-            message_handler=agent.on_message,
-            logging_callback=agent.on_log,
-            **callbacks,
-        ) as client:
+        async with (
+            Client(
+                stdio_client(params, errlog=errlog),
+                mode=mode,
+                cache=None,
+                client_info=types.Implementation(name=CLIENT_NAME, version="1"),
+                message_handler=agent.on_message,
+                logging_callback=agent.on_log,
+                log_level="debug" if mode == MODERN else None,  # 2026-07-28: opt in per request
+                **callbacks,
+            ) as client,
+            trio.open_nursery() as nursery,
+        ):
             agent.client = client
+            if mode == MODERN:  # list changes reach it on a subscriptions/listen stream
+                await nursery.start(agent.listen, client, ())
             yield client, agent
+            nursery.cancel_scope.cancel()
     assert not [n for n in agent.notifications if n.startswith("bad line")]  # stdout: protocol
 
 
@@ -263,13 +304,14 @@ META = [
 ]
 
 
-async def test_host_through_gateway_mcp(tmp_path: Path, host: Host) -> None:
-    """Every per-call behaviour, against our host and the tesseron 0.2.0 host alike."""
+async def test_host_through_gateway_mcp(tmp_path: Path, host: Host, revision: str) -> None:
+    """Every per-call behaviour, against our host and the tesseron 0.2.0 host alike, with
+    a client on either MCP revision."""
     app = host.app
     directory = tmp_path / "instances"
     async with (
         running_host(host.script, directory),
-        gateway(tmp_path, directory) as (client, agent),
+        gateway(tmp_path, directory, mode=revision) as (client, agent),
     ):
         # Before the claim: only the meta tools; calls are refused with -32009.
         assert await names(client) == META
@@ -286,6 +328,9 @@ async def test_host_through_gateway_mcp(tmp_path: Path, host: Host) -> None:
 
         await claim(client, agent, app)
         await agent.seen("ToolListChangedNotification")
+        if host is OURS:  # tesseron/claimed carried the agent's name and capabilities
+            told = {"agent": CLIENT_NAME, "sampling": True, "elicitation": True}
+            assert data(await client.call_tool("ours__whoami", {})) == told
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert list(tools)[:5] == META and f"{app}__echo" in tools
         if host is OURS:  # tesseron 0.2.0 has no action annotations
@@ -369,22 +414,30 @@ async def test_host_through_gateway_mcp(tmp_path: Path, host: Host) -> None:
             "tesseron__read_resource", {"app_id": app, "name": "counter"}
         )
         assert data(meta_read) == 0
-        with warnings.catch_warnings():  # the handshake era's verb, deprecated in 2026-07-28
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
-            await client.subscribe_resource(uri)
-        assert data(await client.call_tool(f"{app}__bump", {})) == 1
-        await agent.seen("ResourceUpdatedNotification")
+        async with trio.open_nursery() as listening:
+            if revision == MODERN:  # 2026-07-28: a listen stream naming the resource
+                await listening.start(agent.listen, client, (uri,))
+            else:
+                with warnings.catch_warnings():  # the handshake era's verb
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await client.subscribe_resource(uri)
+            assert data(await client.call_tool(f"{app}__bump", {})) == 1
+            await agent.seen("ResourceUpdatedNotification")
+            await drop_and_resume(client, agent, app)
+            listening.cancel_scope.cancel()
 
-        # A dropped connection: the tools go, the gateway redials, the host resumes,
-        # and they come back without a new claim; the subscription is made again.
-        assert text(await client.call_tool(f"{app}__drop", {})) == "dropping"
-        await wait_for_tools(client, False, f"{app}__echo")
-        await wait_for_tools(client, True, f"{app}__echo")
-        assert data(await client.call_tool(f"{app}__add", {"a": 1, "b": 1})) == 2
-        assert len(agent.codes()) == 1  # no second claim code
-        agent.notifications.clear()
-        assert data(await client.call_tool(f"{app}__bump", {})) == 2
-        await agent.seen("ResourceUpdatedNotification")
+
+async def drop_and_resume(client: Client, agent: Agent, app: str) -> None:
+    """A dropped connection: the tools go, the gateway redials, the host resumes, and
+    they come back without a new claim; the subscription is made again."""
+    assert text(await client.call_tool(f"{app}__drop", {})) == "dropping"
+    await wait_for_tools(client, False, f"{app}__echo")
+    await wait_for_tools(client, True, f"{app}__echo")
+    assert data(await client.call_tool(f"{app}__add", {"a": 1, "b": 1})) == 2
+    assert len(agent.codes()) == 1  # no second claim code
+    agent.notifications.clear()
+    assert data(await client.call_tool(f"{app}__bump", {})) == 2
+    await agent.seen("ResourceUpdatedNotification")
 
 
 async def test_killed_host_mid_call(tmp_path: Path, host: Host) -> None:
@@ -430,13 +483,18 @@ async def test_gateway_restart_refuses_resume_and_host_says_hello(
         assert re.search(r"resume refused.*-32011", running.log()), running.log()
 
 
-async def test_client_without_sampling_or_elicitation(tmp_path: Path, host: Host) -> None:
+async def test_client_without_sampling_or_elicitation(
+    tmp_path: Path, host: Host, revision: str
+) -> None:
     directory = tmp_path / "instances"
     async with (
         running_host(host.script, directory),
-        gateway(tmp_path, directory, capable=False) as (client, agent),
+        gateway(tmp_path, directory, capable=False, mode=revision) as (client, agent),
     ):
         await claim(client, agent, host.app)
+        if host is OURS:
+            told = {"agent": CLIENT_NAME, "sampling": False, "elicitation": False}
+            assert data(await client.call_tool("ours__whoami", {})) == told
         # The gateway told the host (tesseron/claimed) that the agent can do neither,
         # so a conforming host refuses on its own side.
         sampled = await client.call_tool(f"{host.app}__ask_model", {})
@@ -528,11 +586,14 @@ async def test_wrong_claim_codes_are_logged_and_a_right_one_claims(tmp_path: Pat
         await claim(client, agent, "ours")
 
 
-async def test_sampling_depth_limit(tmp_path: Path, host: Host) -> None:
+async def test_sampling_depth_limit(tmp_path: Path, host: Host, revision: str) -> None:
     directory = tmp_path / "instances"
     async with (
         running_host(host.script, directory),
-        gateway(tmp_path, directory, "--max-sampling-depth", "2") as (client, agent),
+        gateway(tmp_path, directory, "--max-sampling-depth", "2", mode=revision) as (
+            client,
+            agent,
+        ),
     ):
         agent.app = host.app
         await claim(client, agent, host.app)
