@@ -683,3 +683,36 @@ async def test_the_gateway_exits_when_stdin_closes_beside_a_fifo(tmp_path: Path)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
+
+
+async def test_fastmcp_client_on_either_revision(tmp_path: Path, host: Host, revision: str) -> None:
+    """fastmcp's client (4.x, asyncio, so in a process of its own) as the agent: the host
+    is told its name and capabilities, and confirm, elicit and sample reach it."""
+    pytest.importorskip("fastmcp")
+    directory = tmp_path / "instances"
+    log = tmp_path / "gateway.err"
+    agent = [sys.executable, str(HOSTS / "fastmcp_agent.py")]
+    async with running_host(host.script, directory):
+        with trio.fail_after(60):
+            done = await trio.run_process(
+                [*agent, str(directory), revision, host.app, str(log)],
+                stdin=subprocess.DEVNULL,
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                start_new_session=True,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    seen = json.loads(done.stdout)
+    assert seen["protocol"] == (MODERN if revision == MODERN else "2025-11-25")
+    assert not seen["claim"]["error"], seen["claim"]
+    if host is OURS:
+        told = {"agent": "fastmcp-agent", "sampling": True, "elicitation": True}
+        assert json.loads(seen["whoami"]["text"]) == told
+    assert json.loads(seen["confirm"]["text"]) == {"yes": True}
+    assert json.loads(seen["rename"]["text"]) == {"value": {"name": "new"}}
+    assert json.loads(seen["ask_model"]["text"]) == {"answer": "42"}
+    assert seen["elicited"] == ["Really?", "New name?"]
+    assert seen["sampled"] == ["What is 6 times 7?"]
+    assert seen["nope"]["error"] and seen["nope"]["structured"]["code"] == -32003
