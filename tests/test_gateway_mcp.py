@@ -440,6 +440,42 @@ async def drop_and_resume(client: Client, agent: Agent, app: str) -> None:
     await agent.seen("ResourceUpdatedNotification")
 
 
+async def test_input_required_rounds_are_bound_to_their_call(tmp_path: Path) -> None:
+    """2026-07-28, driven by hand: the question comes back as InputRequiredResult; a
+    retry must name the same tool and arguments; a retry without the answer is a
+    cancelled elicitation (confirm: no), and the request_state is then spent."""
+    directory = tmp_path / "instances"
+    async with (
+        running_host(OURS.script, directory),
+        gateway(tmp_path, directory, mode=MODERN) as (client, agent),
+    ):
+        await claim(client, agent, "ours")
+        first = await client.session.call_tool("ours__confirm", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.request_state is not None and first.input_requests is not None
+        (asked,) = first.input_requests.values()
+        assert isinstance(asked, types.ElicitRequest) and asked.params.message == "Really?"
+        state = first.request_state
+        for name, args in (("ours__echo", {}), ("ours__confirm", {"x": 1})):
+            with pytest.raises(MCPError, match="request_state"):
+                await client.session.call_tool(
+                    name, args, request_state=state, allow_input_required=True
+                )
+        with pytest.raises(MCPError, match="request_state"):
+            await client.session.call_tool(
+                "ours__confirm", {}, request_state="forged", allow_input_required=True
+            )
+        last = await client.session.call_tool(
+            "ours__confirm", {}, request_state=state, input_responses={}, allow_input_required=True
+        )
+        assert isinstance(last, types.CallToolResult) and data(last) == {"yes": False}
+        with pytest.raises(MCPError, match="request_state"):  # spent with its call
+            await client.session.call_tool(
+                "ours__confirm", {}, request_state=state, allow_input_required=True
+            )
+        assert agent.elicited == []  # answered by hand above, never by the callback
+
+
 async def test_killed_host_mid_call(tmp_path: Path, host: Host) -> None:
     directory = tmp_path / "instances"
     async with (

@@ -21,6 +21,13 @@ made the invocation, and progress/log go back on that request. The client's
 ``actions/cancel`` at once and the call ends (the SDK sends no reply to a cancelled
 request, which the MCP spec allows).
 
+Both MCP revisions are served. A handshake-era client says who it is and what it can
+do in ``initialize``; a 2026-07-28 client sends no ``initialize`` and says it in every
+request's ``_meta``, so the agent is learnt from every request. That revision forbids
+server-to-client requests, so a host's sampling or elicitation request goes out as an
+``InputRequiredResult`` round of the ``tools/call`` (:mod:`._gateway_park`), and list
+changes and resource updates go out on ``subscriptions/listen`` streams.
+
 Nothing but protocol goes to stdout; claim codes and logs go to stderr.
 """
 
@@ -459,6 +466,7 @@ class GatewayFront:
             if not done:  # the client cancelled this request, or the front closes
                 park.scope.cancel(reason="the MCP request was cancelled")
         if isinstance(step, types.CallToolResult):
+            self._parks.pop(park.id, None)  # spent: a replay of its request_state is refused
             return step
         return types.InputRequiredResult(input_requests=step, request_state=park.id)
 
@@ -890,8 +898,9 @@ async def run_gateway_front(
     )
     with collapse_groups():
         async with Gateway(options) as gateway:
-            # Until the client's initialize says otherwise, hosts hear "no sampling or
-            # elicitation" (corrected by tesseron/claimed, as the reference does).
+            # Until the client says who it is (initialize, or a 2026-07-28 request's
+            # envelope), hosts hear "no sampling or elicitation" (corrected by
+            # tesseron/claimed, as the reference does).
             gateway.set_agent(
                 Agent(id="pending", name="Awaiting agent"), sampling=False, elicitation=False
             )
