@@ -3,7 +3,8 @@
 ``python our_host.py INSTANCES_DIR`` publishes its manifest there and serves until
 killed. Actions: ``echo``, ``add`` (typed: bad input is -32004), ``fail`` (-32005),
 ``steps`` (progress and a log), ``slow`` (sleeps until cancelled; ``seen`` tells),
-``stubborn`` (shields itself from cancellation), ``ask_model`` (sample), ``nest``
+``stubborn`` (shields itself from cancellation), ``whoami`` (the agent and its
+capabilities as the gateway told them), ``ask_model`` (sample), ``nest``
 (samples: the client may call ``nest`` again from its sampling), ``confirm``,
 ``rename`` (elicit), ``bump`` (publishes the ``counter`` resource), ``grow`` (registers
 ``extra``: ``actions/list_changed``) and ``drop`` (closes the gateway connection so the
@@ -81,6 +82,15 @@ def build() -> TesseronApp:
     @app.action("seen", "What slow saw")
     async def seen(input: Any, ctx: ActionContext) -> Any:
         return dict(SEEN)
+
+    @app.action("whoami", "The agent and capabilities the gateway told this host")
+    async def whoami(input: Any, ctx: ActionContext) -> Any:
+        caps = ctx.agent_capabilities
+        return {
+            "agent": ctx.agent.name,
+            "sampling": caps.sampling,
+            "elicitation": caps.elicitation,
+        }
 
     @app.action("ask_model", "Ask the agent's model")
     async def ask_model(input: Any, ctx: ActionContext) -> Any:

@@ -21,6 +21,13 @@ made the invocation, and progress/log go back on that request. The client's
 ``actions/cancel`` at once and the call ends (the SDK sends no reply to a cancelled
 request, which the MCP spec allows).
 
+Both MCP revisions are served. A handshake-era client says who it is and what it can
+do in ``initialize``; a 2026-07-28 client sends no ``initialize`` and says it in every
+request's ``_meta``, so the agent is learnt from every request. That revision forbids
+server-to-client requests, so a host's sampling or elicitation request goes out as an
+``InputRequiredResult`` round of the ``tools/call`` (:mod:`._gateway_park`), and list
+changes and resource updates go out on ``subscriptions/listen`` streams.
+
 Nothing but protocol goes to stdout; claim codes and logs go to stderr.
 """
 
@@ -41,7 +48,10 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._groups import collapse_groups
 from .._runctx import RunServices, current_run
@@ -51,6 +61,7 @@ from ..tesseron import ActionError, Agent, Gateway, GatewayOptions, GatewaySessi
 from ..tesseron._errors import TesseronErrorCode
 from ..tesseron._gateway_invoke import sampling_depth
 from ._elicit import answer_from_elicit_result, elicitation_from_request
+from ._gateway_park import ANSWER_SECONDS, KEEP_SECONDS, MAX_PARKS, Park, args_digest
 
 __all__ = ["GatewayFront", "run_gateway_front"]
 
@@ -62,6 +73,8 @@ NOTIFY_BOUND: Final = 1.0
 """Seconds a ``list_changed`` may take to go out; a stuck client is skipped."""
 DEFAULT_MAX_TOKENS: Final = 1024
 URI_SCHEME: Final = "tesseron://"
+MAX_LISTENED: Final = 64
+"""Resources one ``subscriptions/listen`` stream may name; the rest are not followed."""
 META_PREFIX: Final = "tesseron__"
 
 _SAMPLING = types.ClientCapabilities(sampling=types.SamplingCapability())
@@ -113,16 +126,57 @@ META_TOOLS: Final = [
 
 
 class _Call:
-    """The MCP request an invocation was made for (the ContextVar's value)."""
+    """The MCP request an invocation was made for (the ContextVar's value).
 
-    __slots__ = ("app_id", "ctx", "cursor", "token")
+    On a 2026-07-28 connection the call is parked (:mod:`._gateway_park`): ``ctx`` is
+    the request of the current round, and what the client can do is fixed at the first.
+    """
 
-    def __init__(self, ctx: ServerRequestContext[Any], app_id: str) -> None:
+    __slots__ = (
+        "app_id",
+        "client_name",
+        "ctx",
+        "cursor",
+        "elicitation",
+        "park",
+        "sampling",
+        "token",
+    )
+
+    def __init__(
+        self, ctx: ServerRequestContext[Any], app_id: str, park: Park | None = None
+    ) -> None:
         self.ctx = ctx
         self.app_id = app_id
-        meta = ctx.meta
-        self.token: str | int | None = meta.get("progress_token") if meta else None
+        self.park = park
+        session = ctx.session
+        self.sampling: bool = session.check_client_capability(_SAMPLING)
+        self.elicitation: bool = session.check_client_capability(_ELICITATION)
+        self.client_name = _client_name(ctx)
+        self.token: str | int | None = None
         self.cursor = 0  # MCP progress must increase
+        self.round(ctx)
+
+    def round(self, ctx: ServerRequestContext[Any]) -> None:
+        """The request now carrying this call (a parked call's retry)."""
+        self.ctx = ctx
+        meta = ctx.meta
+        self.token = meta.get("progress_token") if meta else None
+
+    @property
+    def live(self) -> bool:
+        """Whether a request is there for progress and logs to ride on."""
+        return self.park is None or self.park.round_open
+
+
+def _client_name(ctx: ServerRequestContext[Any]) -> str:
+    params = ctx.session.client_params
+    return params.client_info.name if params is not None else "mcp-client"
+
+
+def _modern(ctx: ServerRequestContext[Any]) -> bool:
+    """A 2026-07-28 request: no server-to-client requests, no ``initialized``."""
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
 current_call: ContextVar[_Call | None] = ContextVar("toolnexus_trio_mcp_gateway_call", default=None)
@@ -146,6 +200,11 @@ def _error(exc: ActionError) -> types.CallToolResult:
         structured_content=structured,
         is_error=True,
     )
+
+
+def _sampled_text(result: types.CreateMessageResult) -> str:
+    content = result.content
+    return content.text if isinstance(content, types.TextContent) else str(content)
 
 
 def _annotations(raw: dict[str, Any] | None) -> types.ToolAnnotations | None:
@@ -174,6 +233,11 @@ class GatewayFront:
         self._subscribed: dict[str, str] = {}  # uri -> gateway subscription id
         self._updates: list[str] = []  # uris to notify, filled by the reader's hook
         self._updated = trio.Event()
+        self._agent_seen: tuple[str, bool, bool] | None = None  # what set_agent was told
+        self._parks: dict[str, tuple[Park, _Call]] = {}  # request_state -> a 2026-07-28 call
+        self._bus = InMemorySubscriptionBus()  # list_changed for subscriptions/listen
+        self.nursery: trio.Nursery | None = None
+        """Where parked (2026-07-28) calls run; set by :func:`run_gateway_front`."""
         gateway.on_resource_updated = self._on_resource_updated
         self.server: Server[Any] = Server(
             "tesseron-gateway",
@@ -184,7 +248,9 @@ class GatewayFront:
             on_read_resource=self._read_resource,
             on_subscribe_resource=self._subscribe,
             on_unsubscribe_resource=self._unsubscribe,
+            on_subscriptions_listen=self._listen,
         )
+        self._listener = ListenHandler(self._bus)
         self.server.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._initialized
         )
@@ -204,26 +270,38 @@ class GatewayFront:
     async def _initialized(
         self, ctx: ServerRequestContext[Any], params: types.NotificationParams | None
     ) -> None:
-        session = ctx.session
-        self._session = session
-        info = session.client_params.client_info if session.client_params else None
-        name = info.name if info is not None else "mcp-client"
-        self.gateway.set_agent(
-            Agent(id=name, name=name),
-            sampling=session.check_client_capability(_SAMPLING),
-            elicitation=session.check_client_capability(_ELICITATION),
-        )
+        self._session = ctx.session
+        self._learn_agent(ctx)
         await trio.lowlevel.checkpoint()
 
-    def _client_name(self, ctx: ServerRequestContext[Any]) -> str:
-        params = ctx.session.client_params
-        return params.client_info.name if params is not None else "mcp-client"
+    def _learn_agent(self, ctx: ServerRequestContext[Any]) -> None:
+        """Tell the gateway who the agent is and what it can do, when that changed.
+
+        A handshake-era client says it once, in ``initialize`` (applied at
+        ``notifications/initialized``); a 2026-07-28 client sends no ``initialized`` and
+        says it in every request's ``_meta`` instead, so every request is looked at
+        (a claim's too, before ``tesseron/claimed`` goes out)."""
+        session = ctx.session
+        if session.client_params is None and session.client_capabilities is None:
+            return  # an envelope-less request (or before initialize): nothing to learn
+        seen = (
+            _client_name(ctx),
+            session.check_client_capability(_SAMPLING),
+            session.check_client_capability(_ELICITATION),
+        )
+        if seen != self._agent_seen:
+            self._agent_seen = seen
+            name, sampling, elicitation = seen
+            self.gateway.set_agent(
+                Agent(id=name, name=name), sampling=sampling, elicitation=elicitation
+            )
 
     # ------------------------------------------------------------------ tools
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        self._learn_agent(ctx)
         tools = list(META_TOOLS)
         for tool in self.gateway.tools():
             target = self.gateway.tool_target(tool.name)
@@ -241,28 +319,60 @@ class GatewayFront:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        self._learn_agent(ctx)
+        if params.request_state is not None:
+            return await self._resume(ctx, params)
         args = dict(params.arguments or {})
         name = params.name
         try:
             if name.startswith(META_PREFIX):
-                return await self._meta(ctx, name, args)
+                return await self._meta(ctx, name, args, params)
             target = self.gateway.tool_target(name)
-            if target is None:
+            if target is not None:
+                session, manifest = target
+                return await self._invoke(ctx, session.app.id, manifest.name, args, params)
+            routed = self._route(name)
+            if routed is None:
                 raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
-            session, manifest = target
-            return await self._invoke(ctx, session.app.id, manifest.name, args)
+            # <app>__<action> of a known app whose action is not (or not yet) listed:
+            # the host answers (ActionNotFound -32003 as a tool error), as the
+            # reference gateway does; an unclaimed app is refused with -32009.
+            return await self._invoke(ctx, routed[0], routed[1], args, params)
         except ActionError as exc:
             return _error(exc)
 
+    def _route(self, name: str) -> tuple[str, str] | None:
+        """``(app_id, action)`` for a tool name ``<app_id>__<action>`` of a known app.
+
+        The longest app id that prefixes the name wins (app ids may hold ``_``)."""
+        best: str | None = None
+        for session in self.gateway.sessions():
+            app_id = session.app.id
+            if (
+                name.startswith(f"{app_id}__")
+                and len(name) > len(app_id) + 2
+                and (best is None or len(app_id) > len(best))
+            ):
+                best = app_id
+        return None if best is None else (best, name[len(best) + 2 :])
+
     async def _invoke(
-        self, ctx: ServerRequestContext[Any], app_id: str, action: str, args: Any
-    ) -> types.CallToolResult:
+        self,
+        ctx: ServerRequestContext[Any],
+        app_id: str,
+        action: str,
+        args: Any,
+        params: types.CallToolRequestParams,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         self._check_claimed(app_id)
-        call = _Call(ctx, app_id)
         # A tools/call made while a sampling of ours is in flight is (most likely) made
         # by that sampling's model: it nests one level deeper (the reference's heuristic).
-        depth_token = sampling_depth.set(max(self._sampling_depths, default=0))
+        depth = max(self._sampling_depths, default=0)
+        if _modern(ctx):
+            return await self._invoke_parked(ctx, app_id, action, args, params, depth)
+        call = _Call(ctx, app_id)
+        depth_token = sampling_depth.set(depth)
         call_token = current_call.set(call)
         run_token = current_run.set(RunServices(emit=self._emit, metric=None, sample=None))
         try:
@@ -272,6 +382,93 @@ class GatewayFront:
             current_call.reset(call_token)
             sampling_depth.reset(depth_token)
         return _ok(output)
+
+    # ------------------------------------------------------------------ 2026-07-28 calls
+
+    async def _invoke_parked(
+        self,
+        ctx: ServerRequestContext[Any],
+        app_id: str,
+        action: str,
+        args: Any,
+        params: types.CallToolRequestParams,
+        depth: int,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A 2026-07-28 call: the invocation runs in a task of its own (a :class:`Park`),
+        so that a host's question can go out as ``InputRequiredResult``."""
+        if self.nursery is None or len(self._parks) >= MAX_PARKS:
+            raise ActionError(
+                TesseronErrorCode.INTERNAL_ERROR,
+                f"Too many calls in flight (at most {MAX_PARKS} at once)",
+            )
+        park = Park(params.name, args_digest(params.arguments))
+        call = _Call(ctx, app_id, park)
+        self._parks[park.id] = (park, call)
+        self.nursery.start_soon(self._run_parked, park, call, action, args, depth)
+        return await self._round(ctx, park, call)
+
+    async def _run_parked(
+        self, park: Park, call: _Call, action: str, args: Any, depth: int
+    ) -> None:
+        # This task's own context: the gateway's per-invocation tasks inherit it.
+        sampling_depth.set(depth)
+        current_call.set(call)
+        current_run.set(RunServices(emit=self._emit, metric=None, sample=None))
+        try:
+            with park.scope:
+                try:
+                    output = await self.gateway.invoke(call.app_id, action, args)
+                except ActionError as exc:
+                    park.finish(_error(exc))
+                except Exception as exc:  # the call ends as a tool error, the front goes on
+                    logger.exception("invoking %s__%s failed", call.app_id, action)
+                    park.finish(_error(ActionError(TesseronErrorCode.INTERNAL_ERROR, f"{exc}")))
+                else:
+                    park.finish(_ok(output))
+            if park.outcome is not None:
+                with trio.move_on_after(KEEP_SECONDS):  # for a retry to collect it
+                    await park.collected.wait()
+        finally:
+            self._parks.pop(park.id, None)
+
+    async def _resume(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A retry with answers: hand them to the waiting host requests, then go on."""
+        parked = self._parks.get(params.request_state or "")
+        park, call = parked if parked is not None else (None, None)
+        if (
+            park is None
+            or call is None
+            or park.round_open
+            or park.tool != params.name
+            or park.digest != args_digest(params.arguments)
+        ):
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message="request_state is not one of ours for this call, or its call ended",
+            )
+        park.answer(params.input_responses or {})
+        return await self._round(ctx, park, call)
+
+    async def _round(
+        self, ctx: ServerRequestContext[Any], park: Park, call: _Call
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Wait for the parked call's result, or for questions to send the client."""
+        call.round(ctx)
+        park.round_open = True
+        done = False
+        try:
+            step = await park.next_step()
+            done = True
+        finally:
+            park.round_open = False
+            if not done:  # the client cancelled this request, or the front closes
+                park.scope.cancel(reason="the MCP request was cancelled")
+        if isinstance(step, types.CallToolResult):
+            self._parks.pop(park.id, None)  # spent: a replay of its request_state is refused
+            return step
+        return types.InputRequiredResult(input_requests=step, request_state=park.id)
 
     def _check_claimed(self, app_id: str) -> None:
         sessions = [s for s in self.gateway.sessions() if s.app.id == app_id]
@@ -288,15 +485,18 @@ class GatewayFront:
         )
 
     async def _meta(
-        self, ctx: ServerRequestContext[Any], name: str, args: dict[str, Any]
-    ) -> types.CallToolResult:
+        self,
+        ctx: ServerRequestContext[Any],
+        name: str,
+        args: dict[str, Any],
+        params: types.CallToolRequestParams,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         gw = self.gateway
         if name == "tesseron__claim_session":
             code = args.get("code")
             if not isinstance(code, str):
                 raise ActionError(TesseronErrorCode.INVALID_PARAMS, "code must be a string")
-            session = gw.claim(code)
-            await trio.lowlevel.checkpoint()
+            session = await gw.try_claim(code)  # wrong codes are slowed down
             tools = [t.name for t in gw.tools() if gw.tool_target(t.name) is not None]
             mine = [t for t in tools if (gw.tool_target(t) or (session,))[0] is session]
             return _ok(
@@ -326,7 +526,7 @@ class GatewayFront:
             if not isinstance(action, str):
                 raise ActionError(TesseronErrorCode.INVALID_PARAMS, "action must be a string")
             inner = args.get("args", {})
-            return await self._invoke(ctx, app_id, action, {} if inner is None else inner)
+            return await self._invoke(ctx, app_id, action, {} if inner is None else inner, params)
         if name == "tesseron__read_resource":
             resource = args.get("name")
             if not isinstance(resource, str):
@@ -361,8 +561,8 @@ class GatewayFront:
 
     async def _emit(self, event: dict[str, Any]) -> None:
         call = current_call.get()
-        if call is None:
-            return
+        if call is None or not call.live:
+            return  # a parked call between rounds: no request to ride on
         try:
             if event.get("type") == "progress":
                 await self._progress(call, event)
@@ -393,6 +593,15 @@ class GatewayFront:
         meta = event.get("meta")
         if isinstance(meta, dict):
             data.update(meta)
+        if call.park is not None:
+            # 2026-07-28: sent only when the request opted in (its log level), by the SDK.
+            await call.ctx.session.send_log_message(
+                level,  # type: ignore[arg-type]  # one of _LOG_LEVELS' values
+                data,
+                logger=call.app_id,
+                related_request_id=call.ctx.request_id,
+            )
+            return
         notification = types.LoggingMessageNotification(
             params=types.LoggingMessageNotificationParams(
                 level=level,  # type: ignore[arg-type]  # one of _LOG_LEVELS' values
@@ -408,8 +617,8 @@ class GatewayFront:
         if call is None:
             raise ActionError(TesseronErrorCode.SAMPLING_NOT_AVAILABLE, "No agent to sample")
         ctx = call.ctx
-        if not ctx.session.check_client_capability(_SAMPLING):
-            name = self._client_name(ctx)
+        if not call.sampling:
+            name = call.client_name
             raise ActionError(
                 TesseronErrorCode.SAMPLING_NOT_AVAILABLE,
                 f"The agent ({name}) does not support sampling",
@@ -417,6 +626,11 @@ class GatewayFront:
             )
         depth = sampling_depth.get()  # set by the gateway for this request's task
         self._sampling_depths.append(depth)
+        if call.park is not None:
+            try:
+                return await self._sample_parked(call, call.park, prompt, max_tokens)
+            finally:
+                self._sampling_depths.remove(depth)
         try:
             result = await ctx.session.create_message(
                 [
@@ -428,22 +642,80 @@ class GatewayFront:
                 related_request_id=ctx.request_id,
             )
         except MCPError as exc:
+            if exc.code == types.METHOD_NOT_FOUND:
+                # The client said it samples but does not: "not available", as the
+                # reference gateway answers, so the host can tell it from a failure.
+                name = call.client_name
+                raise ActionError(
+                    TesseronErrorCode.SAMPLING_NOT_AVAILABLE,
+                    f"The agent ({name}) rejected sampling: {exc.message}",
+                    {"clientName": name},
+                ) from None
             raise ActionError(TesseronErrorCode.HANDLER_ERROR, f"Sampling failed: {exc}") from None
         finally:
             self._sampling_depths.remove(depth)
-        content = result.content
-        return content.text if isinstance(content, types.TextContent) else str(content)
+        return _sampled_text(result)
+
+    @staticmethod
+    async def _ask_parked(
+        park: Park, request: types.CreateMessageRequest | types.ElicitRequest
+    ) -> types.InputResponse | None:
+        """Hand *request* to the parked call's next round; wait for the retry's answer."""
+        question = park.ask(request)
+        try:
+            with trio.move_on_after(ANSWER_SECONDS):
+                await question.answered.wait()
+        finally:
+            park.withdraw(question)
+        return question.reply
+
+    async def _sample_parked(
+        self, call: _Call, park: Park, prompt: str, max_tokens: int | None
+    ) -> str:
+        reply = await self._ask_parked(
+            park,
+            types.CreateMessageRequest(
+                params=types.CreateMessageRequestParams(
+                    messages=[
+                        types.SamplingMessage(
+                            role="user", content=types.TextContent(type="text", text=prompt)
+                        )
+                    ],
+                    max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
+                )
+            ),
+        )
+        if not isinstance(reply, types.CreateMessageResult):
+            raise ActionError(
+                TesseronErrorCode.HANDLER_ERROR,
+                f"Sampling failed: the agent ({call.client_name}) gave no answer",
+            )
+        return _sampled_text(reply)
 
     async def wait_for(self, request: WaitRequest) -> Answer:
         """The gateway's ``wait_for``: a host's ``elicitation/request`` as a form elicitation."""
         call = current_call.get()
-        if call is None or not call.ctx.session.check_client_capability(_ELICITATION):
+        if call is None or not call.elicitation:
             raise ActionError(
                 TesseronErrorCode.ELICITATION_NOT_AVAILABLE,
                 "The agent does not support elicitation",
             )
         ctx = call.ctx
         params = elicitation_from_request(request, url_supported=False)
+        if call.park is not None:
+            reply = await self._ask_parked(
+                call.park,
+                types.ElicitRequest(
+                    params=types.ElicitRequestFormParams(
+                        message=params["message"], requested_schema=params["requestedSchema"]
+                    )
+                ),
+            )
+            if not isinstance(reply, types.ElicitResult):
+                return Answer(request.id, False, reason="cancelled")  # no answer given
+            return answer_from_elicit_result(
+                request, reply.model_dump(by_alias=True, mode="json", exclude_none=True)
+            )
         reply = await ctx.session.elicit_form(
             params["message"], params["requestedSchema"], ctx.request_id
         )
@@ -520,6 +792,25 @@ class GatewayFront:
         await trio.lowlevel.checkpoint()
         return types.EmptyResult()
 
+    async def _listen(
+        self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """``subscriptions/listen`` (2026-07-28): list changes, and the updates of the
+        ``tesseron://`` resources it names (subscribed at their hosts while it lasts)."""
+        self._learn_agent(ctx)
+        subs: list[str] = []
+        try:
+            for uri in list(params.notifications.resource_subscriptions or ())[:MAX_LISTENED]:
+                try:
+                    app_id, name = self._resource_target(uri)
+                    subs.append(await self.gateway.subscribe_resource(app_id, name))
+                except (ActionError, MCPError, LookupError) as exc:
+                    logger.info("not listening to %s: %s", uri, exc)  # never updated, then
+            return await self._listener(ctx, params)
+        finally:
+            for sub_id in subs:
+                self.gateway.unsubscribe_resource(sub_id)
+
     def _on_resource_updated(self, session: GatewaySession, name: str, value: Any) -> None:
         # Called from a connection's reader: queue, never await.
         uri = f"{URI_SCHEME}{session.app.id}/{name}"
@@ -547,6 +838,9 @@ class GatewayFront:
         version = self.gateway.version
         while True:
             version = await self.gateway.wait_changed(version)
+            # 2026-07-28 clients hear it on their subscriptions/listen streams.
+            await self._bus.publish(ToolsListChanged())
+            await self._bus.publish(ResourcesListChanged())
             session = self._session
             if session is None:
                 continue
@@ -567,6 +861,7 @@ class GatewayFront:
             updates, self._updates = self._updates, []
             session = self._session
             for uri in updates:
+                await self._bus.publish(ResourceUpdated(uri))
                 if session is not None and uri in self._subscribed:
                     with trio.move_on_after(NOTIFY_BOUND):
                         await session.send_resource_updated(uri)
@@ -603,14 +898,16 @@ async def run_gateway_front(
     )
     with collapse_groups():
         async with Gateway(options) as gateway:
-            # Until the client's initialize says otherwise, hosts hear "no sampling or
-            # elicitation" (corrected by tesseron/claimed, as the reference does).
+            # Until the client says who it is (initialize, or a 2026-07-28 request's
+            # envelope), hosts hear "no sampling or elicitation" (corrected by
+            # tesseron/claimed, as the reference does).
             gateway.set_agent(
                 Agent(id="pending", name="Awaiting agent"), sampling=False, elicitation=False
             )
             front = GatewayFront(gateway, instances_dir)
             holder.append(front)
             async with stdio_server() as (read, write), trio.open_nursery() as nursery:
+                front.nursery = nursery  # 2026-07-28 calls run here between their rounds
                 nursery.start_soon(front.discover_forever, announce)
                 nursery.start_soon(front.notify_changes)
                 nursery.start_soon(front.forward_updates)

@@ -31,6 +31,7 @@ import hmac
 import logging
 import os
 import secrets
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -46,6 +47,7 @@ from .._names import sanitize_tool_name, unique_tool_names
 from .._tools import Tool
 from ._app import DEFAULT_MANIFEST_DIR
 from ._errors import ActionError, TesseronErrorCode, invalid_params, method_not_found
+from ._gateway_claims import ClaimThrottle
 from ._gateway_conn import (
     _Conn,
     check_app_id,
@@ -62,7 +64,7 @@ from ._gateway_session import (
     _check_url,
     _mint_claim_code,
 )
-from ._manifest import read_manifest_urls
+from ._manifest import ManifestScanner
 from ._wire import (
     PROTOCOL_VERSION,
     ActionManifest,
@@ -86,6 +88,7 @@ _log = logging.getLogger("toolnexus_trio.tesseron.gateway")
 _PENDING_AGENT: Final = {"id": "pending", "name": "Awaiting agent"}
 _OUR_MAJOR: Final = major_version(PROTOCOL_VERSION)
 _LOG_LEVELS: Final = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING}
+_MAX_SCANNERS: Final = 16  # instances directories whose file identities discover() remembers
 
 
 class Gateway:
@@ -118,6 +121,8 @@ class Gateway:
         self._agent_override: Agent | None = None  # set_agent(): the real agent
         self._caps_override: dict[str, bool] | None = None
         self._subscriptions: dict[str, tuple[GatewaySession, str]] = {}  # id -> (session, name)
+        self._scanners: dict[Path, ManifestScanner] = {}  # discover(): per instances directory
+        self._claim_throttle = ClaimThrottle()  # try_claim(): one agent per gateway
         self.on_resource_updated: Callable[[GatewaySession, str, Any], None] | None = None
         """Called (synchronously, from a connection's reader) with the session, the
         resource name and the new value when a subscribed resource changes
@@ -356,6 +361,17 @@ class Gateway:
         self._claim(found)
         return found
 
+    async def try_claim(self, code: str) -> GatewaySession:
+        """:meth:`claim` for a code an agent typed: wrong codes are slowed down.
+
+        The first three wrong codes in a row cost nothing; after that each one makes
+        the next check wait 1 s, doubling up to 60 s; checks run one at a time, so
+        guesses sent side by side wait their turn. A right code claims as soon as it is
+        checked (it waits out only a delay already running) and resets the count.
+        Every wrong code is logged. Raises as :meth:`claim` does.
+        """
+        return await self._claim_throttle.check(partial(self.claim, code))
+
     def set_agent(self, agent: Agent, *, sampling: bool, elicitation: bool) -> None:
         """Say who the agent really is and what it can do (e.g. from an MCP ``initialize``).
 
@@ -431,13 +447,25 @@ class Gateway:
         """Dial every live v2 ``ws`` manifest in *instances_dir* not already connected.
 
         The default directory is ``~/.tesseron/instances``. Manifests of dead
-        processes are ignored; a failing dial is logged and skipped. Returns the new
-        sessions.
+        processes are ignored; a failing dial is logged and skipped. Only regular files
+        of at most 64 KiB are read (never a symlink, FIFO or device), each again only
+        once it changed; one that does not parse is skipped with one log line. The reading runs
+        in a worker thread that a cancel abandons, so discovery stays cancellable.
+        Returns the new sessions.
         """
         directory = (
             Path(instances_dir) if instances_dir is not None else DEFAULT_MANIFEST_DIR.directory()
         )
-        urls = await trio.to_thread.run_sync(read_manifest_urls, directory)
+        scanner = self._scanners.get(directory)
+        if scanner is None:
+            if len(self._scanners) >= _MAX_SCANNERS:  # bounded: forget the oldest
+                del self._scanners[next(iter(self._scanners))]
+            scanner = self._scanners[directory] = ManifestScanner(directory)
+        stop = threading.Event()
+        try:
+            urls = await trio.to_thread.run_sync(scanner.scan, stop, abandon_on_cancel=True)
+        finally:
+            stop.set()
         connected = {c.url for c in self._conns if not c.closed}
         out: list[GatewaySession] = []
         for url in urls:
