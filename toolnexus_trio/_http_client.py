@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -149,7 +149,7 @@ def safe_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-def redact(text: str, secrets: list[str] | tuple[str, ...]) -> str:
+def redact(text: str, secrets: Sequence[str]) -> str:
     """*text* with every non-empty secret of *secrets* replaced by ``[redacted]``."""
     for secret in secrets:
         if secret:

@@ -32,6 +32,7 @@ from ._http_client import (
     close_response,
     error_text,
     new_client,
+    redact,
     safe_url,
     split_credentials,
     url_secrets,
@@ -53,7 +54,6 @@ _METHOD = re.compile(r"[A-Z]{1,20}")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*)\}")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _QUERY_METHODS = frozenset({"GET", "HEAD"})
-_REDACTED = "[redacted]"
 
 BodyMode = Literal["json", "form", "raw"]
 ResultMode = Literal["text", "json", "status+text"]
@@ -136,12 +136,6 @@ def _expand(value: str, secrets: list[str]) -> str:
         return found
 
     return _ENV.sub(env, value)
-
-
-def _redact(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, _REDACTED)
-    return text
 
 
 def _charset(response: httpx2.Response) -> str:
@@ -382,12 +376,12 @@ def http_tool(
                     client, verb, target, sent_headers, body_headers, content, auth
                 )
             except httpx2.HTTPError as exc:
-                detail = _redact(error_text(exc), secrets)
+                detail = redact(error_text(exc), secrets)
                 return ToolResult.error(f"{verb} {target} failed: {type(exc).__name__}: {detail}")
             try:
                 return await _result(response, secrets)
             except httpx2.HTTPError as exc:
-                detail = _redact(error_text(exc), secrets)
+                detail = redact(error_text(exc), secrets)
                 return ToolResult.error(
                     f"{verb} {target} failed while reading: {type(exc).__name__}: {detail}"
                 )
@@ -406,7 +400,7 @@ def http_tool(
             text = data.decode(_charset(response), "replace")
             if more or len(text) > ERROR_BODY_CHARS:
                 text = text[:ERROR_BODY_CHARS] + "…"
-            return ToolResult.error(f"HTTP {status}: {_redact(text, secrets)}", meta)
+            return ToolResult.error(f"HTTP {status}: {redact(text, secrets)}", meta)
         data, more = await _read(response, max_response_bytes)
         # An incremental decode drops a character cut in half at the limit.
         text = codecs.getincrementaldecoder(_charset(response))("replace").decode(data, not more)

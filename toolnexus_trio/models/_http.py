@@ -19,7 +19,7 @@ import attrs
 import httpx2
 import trio
 
-from .._http_client import REDACTED, body_chunks, close_response, error_text, new_client
+from .._http_client import body_chunks, close_response, error_text, new_client, redact
 from .._results import GenerateError
 
 DEFAULT_RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -68,17 +68,9 @@ def backoff_seconds(retry_base_ms: int, attempt: int) -> float:
     return float(retry_base_ms * 2**attempt / 1000 + random.random() * 0.1)
 
 
-def redact(text: str, secret: str | Sequence[str] | None) -> str:
-    """*text* with every occurrence of *secret* (or of each of several) replaced."""
-    for one in [secret] if isinstance(secret, str) else secret or ():
-        if one:
-            text = text.replace(one, REDACTED)
-    return text
-
-
-def excerpt(body: bytes, secret: str | Sequence[str] | None) -> str:
+def excerpt(body: bytes, secrets: Sequence[str]) -> str:
     """An error body for a message: decoded, redacted, then cut to a few hundred chars."""
-    text = redact(body.decode("utf-8", "replace"), secret).strip()
+    text = redact(body.decode("utf-8", "replace"), secrets).strip()
     if len(text) > ERROR_EXCERPT_CHARS:
         text = text[:ERROR_EXCERPT_CHARS] + "…"
     return text or "(empty body)"
@@ -130,12 +122,13 @@ class Poster:
         # Credentials of the URL (user, password), sent as basic auth; they and the
         # header that carries them are redacted like the key.
         self._auth: httpx2.BasicAuth | None = None
-        self._hidden: list[str] = [secret] if secret else []
+        self.hidden: list[str] = [secret] if secret else []
+        """What no message may show: the API key, a URL's password and its basic token."""
         if credentials is not None:
             user, password = credentials
             self._auth = httpx2.BasicAuth(user, password)
             token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-            self._hidden += [s for s in (password, token) if s]
+            self.hidden += [s for s in (password, token) if s]
         self.retries = retries
         self.retry_base_ms = retry_base_ms
         self.retryable = DEFAULT_RETRYABLE_STATUSES | frozenset(retryable_statuses or ())
@@ -252,7 +245,7 @@ class Poster:
         return error
 
     def _network_failure(self, url: str, exc: Exception) -> GenerateError:
-        detail = redact(error_text(exc), self._hidden)
+        detail = redact(error_text(exc), self.hidden)
         failure = GenerateError(f"POST {url} failed: {type(exc).__name__}: {detail}")
         failure.__cause__ = exc
         return failure
@@ -269,7 +262,7 @@ class Poster:
                         break
         except httpx2.HTTPError:
             pass  # the status is the error; a body cut short is still worth quoting
-        return excerpt(b"".join(out)[:_ERROR_READ_BYTES], self._hidden)
+        return excerpt(b"".join(out)[:_ERROR_READ_BYTES], self.hidden)
 
     async def _should_retry(self, info: ErrorInfo) -> bool:
         if self.on_error is None:

@@ -22,12 +22,12 @@ from urllib.parse import urlsplit
 import httpx2
 import trio
 
-from .._http_client import body_chunks, close_response, safe_url, split_credentials
+from .._http_client import body_chunks, close_response, redact, safe_url, split_credentials
 from .._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
 from .._toolkit import Toolkit
 from .._turns import Emit, TranslateCall, Turn, encode_arguments, finish_reason_for
 from . import _anthropic, _openai
-from ._http import MAX_RESPONSE_BYTES, Poster, read_bounded, redact
+from ._http import MAX_RESPONSE_BYTES, Poster, read_bounded
 from ._options import ClientOptions
 from ._shape import Parsed, decode_json
 from ._sse import SSEDecoder
@@ -265,7 +265,8 @@ class HttpTurns:
         return parsed
 
     def _detail(self, exc: Exception) -> str:
-        return f"{type(exc).__name__}: {redact(str(exc), self.secret)}"
+        # Every secret the poster hides: the key, and a URL's password and basic token.
+        return f"{type(exc).__name__}: {redact(str(exc), self.poster.hidden)}"
 
     def _failure(self, exc: Exception) -> GenerateError:
         return GenerateError(f"POST {self.url} failed: {self._detail(exc)}")
