@@ -97,7 +97,7 @@ async def test_bash_timeout_kills_a_daemon_too(tmp_path: Path, kill_later: list[
     wait = f"while [ ! -s {pidfile} ]; do sleep 0.01; done"
     command = subprocess.list2cmdline(_daemon_command(pidfile)) + f"; {wait}; sleep 300"
     with trio.fail_after(20):
-        result = await _bash(tmp_path, {"command": command, "timeout": 1500})
+        result = await _bash(tmp_path, {"command": command, "timeout": 3000})
     daemon = int(pidfile.read_text())
     kill_later.append(daemon)
     assert result.is_error and result.metadata == {
