@@ -1,9 +1,12 @@
-"""``glob`` and ``grep``: glob syntax, skipped files, the prefilter, cancel mid-walk."""
+"""``glob`` and ``grep``: glob syntax, skipped files, per-line anchors, cancel mid-walk,
+hostile patterns (linear time on RE2, clear errors for what RE2 cannot do)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,20 +70,22 @@ def _naive_grep(pattern: str, files: dict[str, str]) -> list[str]:
 
 
 PATTERNS = [
-    "foo", "^foo", "foo$", "^$", "(?<![^ ])foo", "foo(?!\\w)", "\\Afoo", "foo\\Z", "\\bfoo\\b",
-    "o\\s+f", "(?s)o.f", "(?m)^f", "(?-m:^f)", "[^x]foo", "f\\W", "^\\s*$", "o*",
+    "foo", "^foo", "foo$", "^$", "\\Afoo", "foo\\Z", "foo\\z", "\\bfoo\\b", "\\Bo",
+    "o\\s+f", "(?s)o.f", "(?m)^f", "(?-m:^f)", "(?i-m:O$)", "[^x]foo", "[^x]*o", "f\\W",
+    "^\\s*$", "o*", "(?i)FOO", "x$|^f", "o{2}", "(?:fo)+", "[$^]", "\\Q^f\\E|f",
 ]  # fmt: skip
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
-    texts=st.lists(st.text(alphabet="fo x\n\r\t", max_size=30), min_size=1, max_size=4),
+    texts=st.lists(st.text(alphabet="fo x\n\r\t^", max_size=30), min_size=1, max_size=4),
     pattern=st.sampled_from(PATTERNS),
 )
 def test_grep_matches_a_line_by_line_search(
     tmp_path_factory: pytest.TempPathFactory, texts: list[str], pattern: str
 ) -> None:
-    # The whole-file prefilter and the literal fast path never change the answer.
+    # One RE2 pass over the whole file gives what Python's re gives line by line, for
+    # patterns both dialects read alike (RE2's ^ $ \A \z are made line anchors).
     root = tmp_path_factory.mktemp("grep")
     files = {f"f{i}.txt": text for i, text in enumerate(texts)}
     for rel, text in files.items():
@@ -88,25 +93,31 @@ def test_grep_matches_a_line_by_line_search(
     found = _search._grep(
         str(root), _search._compile_grep(pattern), None, 10_000, threading.Event()
     )
-    assert found == _naive_grep(pattern, files)
+    python = pattern.replace("\\z", "\\Z").replace("\\Q^f\\E", "\\^f")
+    assert found == _naive_grep(python, files)
 
 
 @pytest.mark.parametrize(
     ("pattern", "text"),
     [
-        ("(?<![^ ])foo", "x\nfoo\n"),  # per line, nothing precedes a line's start
-        ("foo(?![^ ])", "foo\nx\n"),  # ... and nothing follows its end
         ("\\Afoo", "x\nfoo\n"),  # each line is a whole string
         ("foo\\Z", "foo\nx\n"),
+        ("foo\\z", "foo\nx\n"),
         ("(?-m:^f)", "x\nf\n"),
+        ("(?i-m:^F)", "x\nf\n"),
+        ("x[^y]*z", "x\nz\nxz\n"),  # no match reaches over a newline
+        ("(?s)x.z", "x\nz\nx-z\n"),
+        ("^$", "a\n\nb\n"),  # an empty line, but not the end after the final newline
     ],
 )
-def test_grep_constructs_the_prefilter_would_miss(tmp_path: Path, pattern: str, text: str) -> None:
+def test_grep_anchors_and_classes_stay_within_a_line(
+    tmp_path: Path, pattern: str, text: str
+) -> None:
     (tmp_path / "f.txt").write_text(text)
     found = _search._grep(
         str(tmp_path), _search._compile_grep(pattern), None, 100, threading.Event()
     )
-    assert found == _naive_grep(pattern, {"f.txt": text}) != []
+    assert found == _naive_grep(pattern.replace("\\z", "\\Z"), {"f.txt": text}) != []
 
 
 async def test_grep_skips_binary_undecodable_and_huge_files(
@@ -201,13 +212,86 @@ async def test_cancel_mid_walk_returns_at_once_and_the_walk_stops(
 async def test_bad_patterns(tmp_path: Path) -> None:
     invalid = await _call(tmp_path, "grep", {"pattern": "a{2,1}"})
     assert invalid == ToolResult.error(
-        "grep: invalid regex: min repeat greater than max repeat at position 2"
+        "grep: invalid regex: invalid repetition size: {2,1} (RE2 allows at most 1000 "
+        "repetitions, nesting included)"
     )
     bad_range = ToolResult.error(
-        "glob: invalid glob pattern '[z-a]': bad character range z-a at position 1"
+        "glob: invalid glob pattern '[z-a]': invalid character class range: z-a"
     )
     assert await _call(tmp_path, "glob", {"pattern": "[z-a]"}) == bad_range
     bad_include = await _call(tmp_path, "grep", {"pattern": "x", "include": "[z-a]"})
     assert bad_include == ToolResult.error(
-        "grep: invalid glob pattern '[z-a]': bad character range z-a at position 1"
+        "grep: invalid glob pattern '[z-a]': invalid character class range: z-a"
     )
+
+
+NO_BACKTRACKING = "(grep uses RE2 syntax: no lookaround or backreferences)"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "error"),
+    [
+        ("(a)\\1", f"invalid escape sequence: \\1 {NO_BACKTRACKING}"),
+        ("foo(?=bar)", f"invalid perl operator: (?= {NO_BACKTRACKING}"),
+        ("(?<!x)foo", f"invalid perl operator: (?<! {NO_BACKTRACKING}"),
+        ("a++", "bad repetition operator: ++ (RE2 allows at most 1000 repetitions, nesting "
+                "included)"),
+        ("((a{100}){100}){100}", "invalid repetition size: {100} (RE2 allows at most 1000 "
+                                 "repetitions, nesting included)"),
+        ("\\pL{1000}" * 4, "pattern too large - compile failed (RE2 compiles a pattern "
+                             "into at most 8 MiB)"),
+        ("x\\Cy", "\\C (any byte) is not supported"),
+        ("\udc80", "the pattern is not valid Unicode (a lone surrogate)"),
+    ],
+)  # fmt: skip
+async def test_what_only_backtracking_could_do_is_a_clear_error(
+    tmp_path: Path, pattern: str, error: str
+) -> None:
+    (tmp_path / "f.txt").write_text("foobar\n")
+    result = await _call(tmp_path, "grep", {"pattern": pattern})
+    assert result == ToolResult.error(f"grep: invalid regex: {error}")
+
+
+# A pattern or glob that makes a backtracking engine retry exponentially (or with a high
+# power of the length) many ways: each of these took longer than this test's guard with
+# Python's re, which also held the GIL, so not even a cancel could stop it.
+HOSTILE = [
+    ("grep", {"pattern": "(a+)+$"}, "a" * 26 + "!\n" + "a" * 100_000 + "!\nxaaa\n", 1),
+    ("grep", {"pattern": "^(a|aa)+$"}, "a" * 5_000 + "!\n" + "a" * 64 + "\n", 1),
+    ("grep", {"pattern": "(x+x+)+y"}, "x" * 10_000 + "\nxxy\n", 1),
+    ("grep", {"pattern": "(.*a){12}b"}, "a" * 10_000 + "\n", 0),
+    ("glob", {"pattern": "*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b"}, None, 0),
+    ("grep", {"pattern": "x", "include": "{*a,*a}{*a,*a}{*a,*a}{*a,*a}*a*a*a*a*a*b"}, None, 0),
+]  # fmt: skip
+
+_HOSTILE_CHILD = """
+import json, sys, tempfile, trio
+from pathlib import Path
+from toolnexus_trio import ToolkitOptions, create_toolkit
+from toolnexus_trio.builtins import BuiltinsConfig
+
+async def main():
+    tool, args, text = json.loads(sys.argv[1])
+    base = Path(tempfile.mkdtemp())
+    (base / ("a" * 200)).write_text("x\\n")  # a long name for the glob cases
+    if text is not None:
+        (base / "f.txt").write_text(text)
+    toolkit = await create_toolkit(ToolkitOptions(builtins=BuiltinsConfig(base_dir=base)))
+    result = await toolkit.execute(tool, args)
+    print(json.dumps([result.is_error, result.metadata]))
+
+trio.run(main)
+"""
+
+
+@pytest.mark.parametrize(("tool", "args", "text", "count"), HOSTILE)
+async def test_hostile_patterns_finish(
+    tool: str, args: dict[str, Any], text: str | None, count: int
+) -> None:
+    # In a child process: were the matching to backtrack, it would hold the GIL and this
+    # test could not even time out; the guard is a hang guard, not a speed check.
+    argv = [sys.executable, "-c", _HOSTILE_CHILD, json.dumps([tool, args, text])]
+    with trio.fail_after(120):
+        done = await trio.run_process(argv, capture_stdout=True, check=False)
+    assert done.returncode == 0
+    assert json.loads(done.stdout) == [False, {"count": count}]

@@ -10,13 +10,21 @@ Glob patterns: ``*`` (within one path segment), ``**`` (across segments; ``**/``
 also matches no directory at all), ``?``, ``[abc]``/``[!abc]`` and ``{a,b}``. A
 pattern without ``/`` matches a file's name at any depth; one with ``/`` matches the
 path relative to the search directory.
+
+Both patterns come from a model, so they are treated as hostile: ``grep``'s regular
+expression and the regular expression a glob becomes run on RE2 (google-re2), whose
+matching time is linear in the text whatever the pattern, and which lets go of the
+GIL while it matches, so the event loop keeps running beside the worker thread.
+Python's ``re`` backtracks: ``(a+)+$`` against one 26-character line held the GIL for
+7 s. ``grep`` patterns are therefore RE2 syntax (the dialect of the Go and Rust ports
+and of ripgrep); what only a backtracking engine can do (lookaround,
+backreferences) is refused with an error that says so.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 import threading
 from collections.abc import Iterator
@@ -24,6 +32,7 @@ from functools import partial
 from typing import Any, Final
 
 import attrs
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 import trio
 
 from .._tools import Tool, ToolContext, ToolResult
@@ -62,6 +71,44 @@ class Stopped(Exception):
     """The walk's caller went away (its call was cancelled)."""
 
 
+RE2_MAX_MEM: Final = 8 * 1024 * 1024
+"""Memory RE2 may use for one compiled pattern (its default); a bigger one is refused."""
+
+
+def _re2_options(*, dot_nl: bool = False, never_nl: bool = False) -> Any:
+    options = re2.Options()
+    options.max_mem = RE2_MAX_MEM
+    options.log_errors = False  # RE2 would print every bad pattern on stderr
+    options.never_capture = True  # only whether and where: no submatches to track
+    options.dot_nl = dot_nl
+    options.never_nl = never_nl
+    return options
+
+
+def _re2_compile(pattern: str, options: Any) -> Any:
+    """*pattern* compiled by RE2; :class:`ValueError` with RE2's reason when it refuses."""
+    try:
+        encoded = pattern.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the pattern is not valid Unicode (a lone surrogate)") from None
+    try:
+        return re2.compile(encoded, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else "rejected"
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ValueError(str(reason)) from None
+
+
+def _literal(c: str) -> str:
+    """*c* as an RE2 literal, inside or outside a class."""
+    if c.isalnum() or c == "_" or not c.isascii():
+        return c
+    if c.isprintable():
+        return "\\" + c  # RE2 takes any escaped ASCII punctuation (and space) as itself
+    return f"\\x{{{ord(c):x}}}"
+
+
 def _translate(pattern: str, i: int = 0, in_braces: bool = False) -> tuple[str, int]:
     out: list[str] = []
     n = len(pattern)
@@ -86,14 +133,18 @@ def _translate(pattern: str, i: int = 0, in_braces: bool = False) -> tuple[str, 
         elif c == "[":
             end = pattern.find("]", i + 2 if pattern.startswith(("[!", "[]"), i) else i + 1)
             if end < 0:
-                out.append(re.escape(c))
+                out.append(_literal(c))
                 i += 1
             else:
                 body = pattern[i + 1 : end]
                 negate = body.startswith("!")
                 body = body[1:] if negate else body
-                escaped = re.sub(r"([\\^\[&~|])", r"\\\1", body)
-                out.append(("[^/" if negate else "[") + escaped + "]")
+                # "-" between two characters makes a range; every other one is itself.
+                items = [
+                    "-" if ch == "-" and 0 < k < len(body) - 1 else _literal(ch)
+                    for k, ch in enumerate(body)
+                ]
+                out.append(("[^/" if negate else "[") + "".join(items) + "]")
                 i = end + 1
         elif c == "{":
             alternatives: list[str] = []
@@ -105,37 +156,47 @@ def _translate(pattern: str, i: int = 0, in_braces: bool = False) -> tuple[str, 
                     break
                 j += 1  # past ","
             if j >= n:  # no closing brace: a literal "{"
-                out.append(re.escape(c))
+                out.append(_literal(c))
                 i += 1
             else:
                 out.append("(?:" + "|".join(alternatives) + ")")
                 i = j + 1
         else:
-            out.append(re.escape(c))
+            out.append(_literal(c))
             i += 1
     return "".join(out), i
 
 
+def _path_bytes(path: str) -> bytes:
+    # A name that is not UTF-8 comes from os.scandir with one lone surrogate per bad
+    # byte; "replace" makes each of them one "?", so it is still one character.
+    try:
+        return path.encode("utf-8")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "replace")
+
+
 @attrs.frozen
 class GlobMatcher:
-    """A compiled glob (see the module docs for the syntax)."""
+    """A compiled glob (see the module docs for the syntax), matched by RE2."""
 
     pattern: str
-    _regex: re.Pattern[str] = attrs.field(init=False, eq=False, repr=False)
+    _regex: Any = attrs.field(init=False, eq=False, repr=False)
     _whole_path: bool = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         translated, _ = _translate(self.pattern)
         try:
-            regex = re.compile(translated, re.DOTALL)
-        except re.error as exc:
+            regex = _re2_compile(translated, _re2_options(dot_nl=True))
+        except ValueError as exc:
             raise BuiltinError(f"invalid glob pattern {self.pattern!r}: {exc}") from None
         object.__setattr__(self, "_regex", regex)
         object.__setattr__(self, "_whole_path", "/" in self.pattern)
 
     def matches(self, relative: str, name: str) -> bool:
         """Whether the file at *relative* (``/``-separated), named *name*, matches."""
-        return self._regex.fullmatch(relative if self._whole_path else name) is not None
+        subject = _path_bytes(relative if self._whole_path else name)
+        return self._regex.fullmatch(subject) is not None
 
 
 def search_root(place: Place, path: str, *, allow_file: bool = False) -> str:
@@ -191,31 +252,109 @@ def _glob(root: str, matcher: GlobMatcher, limit: int, stop: threading.Event) ->
 
 @attrs.frozen
 class _Grep:
-    regex: re.Pattern[str]
-    prefilter: re.Pattern[str] | None
+    regex: Any  # an RE2 regex over UTF-8 bytes, with per-line anchors (see _per_line)
     literal: bytes | None
 
 
-_UNSAFE_FOR_PREFILTER = ("(?<!", "(?!", "\\A", "\\Z", "(?-")
+_METACHARACTERS: Final = frozenset("\\^$.|?*+()[]{}")
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """The index just past the character class that starts at ``pattern[i] == "["``."""
+    n = len(pattern)
+    j = i + 1
+    if j < n and pattern[j] == "^":
+        j += 1
+    if j < n and pattern[j] == "]":  # a "]" first is itself
+        j += 1
+    while j < n:
+        c = pattern[j]
+        if c == "\\":
+            j += 2
+        elif c == "[" and pattern.startswith("[:", j):
+            close = pattern.find(":]", j + 2)
+            j = n if close < 0 else close + 2
+        elif c == "]":
+            return j + 1
+        else:
+            j += 1
+    return n  # unterminated: RE2 reports it
+
+
+def _per_line(pattern: str) -> str:
+    r"""*pattern* with every anchor made a line anchor.
+
+    ``grep`` matches each line on its own, so ``^``, ``\A`` mean the line's start and
+    ``$``, ``\z`` (and Python's ``\Z``) its end, whatever ``(?m)`` says. Written as
+    ``(?m:^)`` and ``(?m:$)``, the pattern can be searched over the whole file at once
+    (with RE2's ``never_nl`` no match crosses a newline), and each line is read once.
+    """
+    out: list[str] = []
+    n = len(pattern)
+    i = 0
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            escaped = pattern[i + 1 : i + 2]
+            if escaped == "A":
+                out.append("(?m:^)")
+            elif escaped in ("z", "Z"):
+                out.append("(?m:$)")
+            elif escaped == "C":
+                raise ValueError("\\C (any byte) is not supported")
+            elif escaped == "Q":  # \Q...\E is literal text: copied as it is
+                close = pattern.find("\\E", i + 2)
+                stop = n if close < 0 else close + 2
+                out.append(pattern[i:stop])
+                i = stop
+                continue
+            else:
+                out.append(pattern[i : i + 2])
+            i += 2
+        elif c == "^":
+            out.append("(?m:^)")
+            i += 1
+        elif c == "$":
+            out.append("(?m:$)")
+            i += 1
+        elif c == "[":
+            stop = _class_end(pattern, i)
+            out.append(pattern[i:stop])
+            i = stop
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+# What RE2 says, and what it means for a pattern written for a backtracking engine.
+_HINTS: Final = {
+    "invalid perl operator": "grep uses RE2 syntax: no lookaround or backreferences",
+    "invalid escape sequence": "grep uses RE2 syntax: no lookaround or backreferences",
+    "invalid repetition size": "RE2 allows at most 1000 repetitions, nesting included",
+    "bad repetition operator": "RE2 allows at most 1000 repetitions, nesting included",
+    "pattern too large": f"RE2 compiles a pattern into at most {RE2_MAX_MEM // 2**20} MiB",
+}
 
 
 def _compile_grep(pattern: str) -> _Grep:
     try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise BuiltinError(f"invalid regex: {exc}") from None
-    # One search over the whole text rejects most files before they are split into
-    # lines. It can only give false positives, except with the constructs listed.
-    prefilter = None
-    if not any(token in pattern for token in _UNSAFE_FOR_PREFILTER):
-        prefilter = re.compile(pattern, re.MULTILINE)
+        regex = _re2_compile(_per_line(pattern), _re2_options(never_nl=True))
+    except ValueError as exc:
+        reason = str(exc)
+        hint = next((h for start, h in _HINTS.items() if reason.startswith(start)), None)
+        if hint is not None:
+            reason += f" ({hint})"
+        raise BuiltinError(f"invalid regex: {reason}") from None
     literal = None
-    if re.escape(pattern) == pattern and "\r" not in pattern and "\n" not in pattern:
+    if not _METACHARACTERS.intersection(pattern) and "\r" not in pattern and "\n" not in pattern:
         literal = pattern.encode("utf-8")  # a plain word: search the raw bytes first
-    return _Grep(regex, prefilter, literal)
+    return _Grep(regex, literal)
 
 
-def _search_file(grep: _Grep, rel: str, full: str, out: list[str], limit: int) -> None:
+def _search_file(
+    grep: _Grep, rel: str, full: str, out: list[str], limit: int, stop: threading.Event
+) -> None:
     """Append *full*'s matching lines to *out*.
 
     Skipped without a word: files over :data:`MAX_FILE_BYTES`, unreadable ones, binary
@@ -236,20 +375,38 @@ def _search_file(grep: _Grep, rel: str, full: str, out: list[str], limit: int) -
     if b"\0" in data[:_BINARY_SNIFF]:
         return
     try:
-        text = universal_newlines(data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         return
-    if grep.prefilter is not None and grep.prefilter.search(text) is None:
-        return
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines.pop()  # a final newline ends the last line; it does not start another
+    if "\r" in text:
+        data = universal_newlines(text).encode("utf-8")
+    del text
+    # One pass over the whole file: each match lies within one line (never_nl); its line
+    # is reported and the search goes on from the next line, so no byte is read twice.
+    # The empty string after a final newline is not a line.
+    phantom = len(data) if data.endswith(b"\n") else -1
     search = grep.regex.search
-    for number, line in enumerate(lines, 1):
-        if search(line) is not None:
-            out.append(f"{rel}:{number}:{line}")
-            if len(out) >= limit:
-                break
+    pos = counted = 0
+    number = 1
+    while len(out) < limit:
+        if stop.is_set():
+            raise Stopped
+        found = search(data, pos)
+        if found is None:
+            break
+        start = found.start()
+        if start == phantom:
+            break
+        number += data.count(b"\n", counted, start)
+        counted = start
+        line_start = data.rfind(b"\n", 0, start) + 1
+        line_end = data.find(b"\n", start)
+        if line_end < 0:
+            line_end = len(data)
+        out.append(f"{rel}:{number}:{data[line_start:line_end].decode('utf-8')}")
+        pos = line_end + 1
+        if pos > len(data):
+            break
 
 
 def _grep(
@@ -267,7 +424,7 @@ def _grep(
             break
         if stop.is_set():
             raise Stopped
-        _search_file(grep, rel, full, out, limit)
+        _search_file(grep, rel, full, out, limit, stop)
     return out
 
 
@@ -320,8 +477,9 @@ def grep_tool(place: Place) -> Tool:
         return ToolResult.ok("\n".join(found), {"count": len(found)})
 
     description = (
-        "Search the contents of files under a directory with a regular expression (Python "
-        "syntax). Output is one `path:line:text` per matching line; `include` filters files "
-        "by a glob. Binary and non-UTF-8 files are skipped. `path` may also be one file."
+        "Search the contents of files under a directory with a regular expression (RE2 "
+        "syntax: no lookaround or backreferences). Output is one `path:line:text` per "
+        "matching line; `include` filters files by a glob. Binary and non-UTF-8 files are "
+        "skipped. `path` may also be one file."
     )
     return builtin("grep", description, _grep_schema, run)

@@ -1,35 +1,32 @@
-"""The ``bash`` builtin: one shell command in its own process group, always reaped.
+"""The ``bash`` builtin: one shell command, its whole process tree always reaped.
 
-- ``/bin/sh -c <command>`` starts in a new session (so its own process group) with
-  stdin from ``/dev/null``: a ``cat`` never reads the host's stdin, which may be the
-  JSON-RPC stream of a toolkit served over stdio.
+- ``/bin/sh -c <command>`` starts in a new session and process group, under a
+  supervisor that keeps every process it starts within reach (see
+  :mod:`toolnexus_trio._procs`), with stdin from ``/dev/null``: a ``cat`` never reads
+  the host's stdin, which may be the JSON-RPC stream of a toolkit served over stdio.
 - The call waits for the *shell's* exit, not for end-of-file on the output pipe: a
   background job that keeps the pipe open cannot turn a finished command into a
   timeout. Such jobs are left running (``&`` means so) and reported as
   ``backgroundLeft``.
-- On timeout or cancel the group gets ``SIGTERM``, up to :data:`KILL_GRACE_SECONDS`
+- On timeout or cancel every process of the tree gets ``SIGTERM``, including one that
+  left the group (``setsid``, a daemon's double fork), up to :data:`KILL_GRACE_SECONDS`
   to go, then ``SIGKILL``; all of it shielded, so a ``trio.Cancelled`` still reaps the
-  tree, and the call returns as soon as no live process of the group is left.
+  tree, and the call returns as soon as no live process of the tree is left.
 - Output (stdout and stderr together) is capped at :data:`OUTPUT_LIMIT` characters,
   kept as head and tail around a marker; memory stays bounded by the cap.
-
-A process that leaves the group (``setsid``, a daemon) is out of reach of any group
-kill; the call never waits for it.
 """
 
 from __future__ import annotations
 
 import codecs
 import collections
-import contextlib
-import os
-import signal
 import subprocess
 from typing import Any, Final
 
 import attrs
 import trio
 
+from .._procs import ProcessTree, group_alive_async, open_tree
 from .._tools import Tool, ToolContext, ToolResult
 from ._config import Place, builtin, required, whole_number
 
@@ -45,7 +42,7 @@ Longer output has the middle replaced by :func:`truncation_marker`, and the resu
 metadata says ``truncated: true`` with ``omittedChars`` and ``outputLimit``.
 """
 KILL_GRACE_SECONDS: Final = 2.0
-"""How long a process group has to exit after ``SIGTERM`` before ``SIGKILL``."""
+"""How long a command's process tree has to exit after ``SIGTERM`` before ``SIGKILL``."""
 
 _HEAD: Final = OUTPUT_LIMIT // 2
 _TAIL: Final = OUTPUT_LIMIT - _HEAD
@@ -117,80 +114,12 @@ class _Capture:
         return head + truncation_marker(omitted) + tail[-_TAIL:], omitted
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether process group *pgid* has a live (not zombie) member. Blocking: /proc scan.
+async def stop_tree(tree: ProcessTree) -> bool:
+    """TERM, grace, KILL to every process of the command's tree; shielded and bounded.
 
-    ``killpg(pgid, 0)`` alone is not enough: a zombie member counts until its new
-    parent (often PID 1) reaps it, which can take a while.
+    Returns whether a live process was signalled. Safe to call again.
     """
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return True
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(b")") + 2 :].split(b" ", 3)
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
-async def _alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return await trio.to_thread.run_sync(_group_alive, pgid)
-
-
-def _signal(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, sig)
-
-
-async def _until_gone(proc: trio.Process) -> None:
-    delay = 0.001
-    while True:
-        proc.poll()  # reaps the shell once it has exited, so it stops counting
-        if not await _alive(proc.pid):
-            break
-        await trio.sleep(delay)
-        delay = min(delay * 2, 0.02)
-    await proc.wait()
-
-
-async def stop_group(proc: trio.Process) -> bool:
-    """TERM, grace, KILL to the shell's process group; shielded and bounded.
-
-    Returns whether a live group was signalled. Safe to call again.
-    """
-    with trio.move_on_after(KILL_GRACE_SECONDS + _REAP_SECONDS, shield=True):
-        proc.poll()
-        if not await _alive(proc.pid):
-            await proc.wait()
-            return False
-        _signal(proc.pid, signal.SIGTERM)
-        with trio.move_on_after(KILL_GRACE_SECONDS):
-            await _until_gone(proc)
-            return True
-        _signal(proc.pid, signal.SIGKILL)
-        await _until_gone(proc)
-    return True
+    return await tree.stop(KILL_GRACE_SECONDS, _REAP_SECONDS)
 
 
 async def _pump(stream: trio.abc.ReceiveStream, capture: _Capture, eof: trio.Event) -> None:
@@ -211,42 +140,43 @@ class ShellOutcome:
 
 
 async def run_shell(command: str, cwd: str | None, timeout_seconds: float) -> ShellOutcome:
-    """Run *command* in its own process group for at most *timeout_seconds*.
+    """Run *command* in its own process tree for at most *timeout_seconds*.
 
-    Cancellation propagates once the process group is gone.
+    Cancellation propagates once the process tree is gone.
     """
-    proc = await trio.lowlevel.open_process(
+    tree = await open_tree(
         [SHELL, "-c", command],
+        linger=False,  # the call ends with the shell; background jobs are left running
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         cwd=cwd,
-        start_new_session=True,
     )
-    assert proc.stdout is not None
+    stdout = tree.process.stdout
+    assert stdout is not None
     capture = _Capture()
     eof = trio.Event()
     timed_out = killed = False
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_pump, proc.stdout, capture, eof)
+            nursery.start_soon(_pump, stdout, capture, eof)
             with trio.move_on_after(timeout_seconds) as deadline:
-                await proc.wait()
+                await tree.wait()
             if deadline.cancelled_caught:
                 timed_out = True
-                killed = await stop_group(proc)
+                killed = await stop_tree(tree)
             with trio.move_on_after(_DRAIN_SECONDS):
                 await eof.wait()
             nursery.cancel_scope.cancel()
     except BaseException:
-        await stop_group(proc)
+        await stop_tree(tree)
         raise
     finally:
         with trio.move_on_after(_REAP_SECONDS, shield=True):
-            await proc.stdout.aclose()
-    background = not timed_out and (not eof.is_set() or await _alive(proc.pid))
+            await stdout.aclose()
+    background = not timed_out and (not eof.is_set() or await group_alive_async(tree.pid))
     output, omitted = capture.result()
-    return ShellOutcome(output, None if timed_out else proc.returncode, killed, omitted, background)
+    return ShellOutcome(output, None if timed_out else tree.returncode, killed, omitted, background)
 
 
 def bash_tool(place: Place) -> Tool:

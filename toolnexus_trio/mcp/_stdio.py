@@ -2,11 +2,13 @@
 
 We spawn the server ourselves (not the SDK's ``stdio_client``) for three reasons:
 
-- **The whole process tree dies.** The server runs in its own process group; on close
-  every member of the group is signalled, even when the server itself already exited
-  and left children behind (``npx`` -> ``node`` is that shape).
+- **The whole process tree dies.** The server runs in its own process group, under a
+  supervisor that keeps every process it starts within reach (see
+  :mod:`toolnexus_trio._procs`); on close every process of the tree is signalled, even
+  when the server itself already exited and left children behind (``npx`` -> ``node``
+  is that shape), and even one that left the group (``setsid``, a daemon).
 - **Shutdown is bounded, and short.** A server that finished its handshake gets EOF on
-  stdin and :data:`EOF_GRACE` seconds to exit, then the group gets SIGTERM and
+  stdin and :data:`EOF_GRACE` seconds to exit, then the tree gets SIGTERM and
   :data:`TERM_GRACE` seconds, then SIGKILL: at most about 2.5 s, all shielded so a
   cancelled caller cannot leak a process. A server that never finished its handshake
   (a cancelled or timed-out connect) is killed at once: nothing of it is worth a grace.
@@ -24,7 +26,6 @@ import collections
 import contextlib
 import logging
 import os
-import signal
 import subprocess
 from collections.abc import AsyncIterator
 from typing import Final
@@ -35,6 +36,7 @@ import trio
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 
+from .._procs import ProcessTree, open_tree
 from ._config import McpServerConfig
 
 logger = logging.getLogger("toolnexus_trio.mcp")
@@ -44,9 +46,8 @@ MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 EOF_GRACE: Final = 1.0
 """Seconds a connected server gets to exit after its stdin closes."""
 TERM_GRACE: Final = 1.0
-"""Seconds between SIGTERM and SIGKILL to the server's process group."""
+"""Seconds between SIGTERM and SIGKILL to the server's process tree."""
 _REAP_BOUND: Final = 0.5
-_POLL: Final = 0.01
 _CHUNK: Final = 65536
 
 
@@ -213,58 +214,16 @@ class StdioTransport:
         self.write = _PipeWriter(stdin.fileno())
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether any member of the group is running (zombies do not count)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # killpg also answers for unreaped zombies; look closer where /proc exists.
-    proc = "/proc"
-    if not os.path.isdir(proc):
-        return True
-    for entry in os.listdir(proc):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            with open(f"{proc}/{entry}/stat", "rb") as f:
-                stat = f.read()
-            # Fields after the ")" that ends the command name: state, ppid, pgrp.
-            fields = stat[stat.rindex(b")") + 2 :].split()
-            if int(fields[2]) == pgid and fields[0] != b"Z":
-                return True
-    return False
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-async def _stop(process: trio.Process, graceful: bool) -> None:
-    """Stop the server and every process of its group (run shielded by the caller)."""
-    pgid = process.pid  # start_new_session: the server leads its own group
+async def _stop(tree: ProcessTree, graceful: bool) -> None:
+    """Stop the server and every process of its tree (run shielded by the caller)."""
+    process = tree.process
     if graceful:
         with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
             assert process.stdin is not None
             await process.stdin.aclose()
         with trio.move_on_after(EOF_GRACE):
-            await process.wait()
-    if _group_alive(pgid):
-        if graceful:
-            _signal_group(pgid, signal.SIGTERM)
-            with trio.move_on_after(TERM_GRACE):
-                while _group_alive(pgid):
-                    process.poll()  # reaps the leader, which otherwise keeps the group
-                    await trio.sleep(_POLL)
-        _signal_group(pgid, signal.SIGKILL)
-    with trio.move_on_after(_REAP_BOUND):
-        await process.wait()
-        # A signal is delivered asynchronously: wait until the whole group is gone.
-        while _group_alive(pgid):  # noqa: ASYNC110 - the kernel's state: nothing to wait on
-            await trio.sleep(_POLL)
+            await process.wait()  # the supervisor ends once every process of the tree has
+    await tree.stop(TERM_GRACE if graceful else None, _REAP_BOUND)
     if process.returncode is None:
         logger.warning("MCP server process %d survived SIGKILL; abandoning it", process.pid)
     for pipe in (process.stdin, process.stdout):
@@ -301,18 +260,18 @@ async def _writer(transport: StdioTransport) -> None:
 @contextlib.asynccontextmanager
 async def open_stdio(config: McpServerConfig) -> AsyncIterator[StdioTransport]:
     """Spawn *config*'s command (environment: ours plus ``config.environment``) and
-    yield the transport; leaving the block stops the whole process group (bounded)."""
+    yield the transport; leaving the block stops the whole process tree (bounded)."""
     env = {**os.environ, **config.environment}
-    process = await trio.lowlevel.open_process(
+    tree = await open_tree(
         list(config.command),
+        linger=True,  # the process ends with the last process of the server's tree
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=env,
         cwd=config.cwd,
-        start_new_session=True,
     )
     # No await until the try: a cancel in between would leak the process.
-    transport = StdioTransport(process)
+    transport = StdioTransport(tree.process)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_writer, transport)
@@ -323,4 +282,4 @@ async def open_stdio(config: McpServerConfig) -> AsyncIterator[StdioTransport]:
     finally:
         transport.write.close()
         with trio.CancelScope(shield=True):
-            await _stop(process, transport.graceful)
+            await _stop(tree, transport.graceful)
