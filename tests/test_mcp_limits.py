@@ -9,6 +9,9 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import os
+import signal
+import subprocess
 import sys
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
@@ -31,6 +34,7 @@ from toolnexus_trio.mcp._stdio import MAX_LINE_BYTES as MAX_MESSAGE_BYTES
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024
 ROGUE = SERVERS / "rogue.py"
+PEAK_RSS = SERVERS / "peak_rss.py"
 
 # ---------------------------------------------------------------------- a raw HTTP peer
 
@@ -324,3 +328,97 @@ async def test_stdio_line_over_the_cap_names_the_limit_in_status_and_call(tmp_pa
             while source.status()["rogue"].state != "failed":
                 await source.wait_changed(source.version)
         assert source.status()["rogue"] == McpStatus("failed", reason)
+
+
+# ---------------------------------------------------------------------- item 9: our stdin
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["serve", "--stdio", "--no-builtins"],
+        ["gateway", "--mcp", "--instances-dir", "{tmp}"],
+    ],
+    ids=["serve", "gateway"],
+)
+async def test_stdin_line_over_the_cap_is_refused_with_memory_bounded(
+    command: list[str], tmp_path: Path
+) -> None:
+    args = [a.replace("{tmp}", str(tmp_path)) for a in command]
+    peak_file = tmp_path / "peak"
+    proc = subprocess.Popen(  # noqa: ASYNC220 - starting it does not block
+        [
+            sys.executable,
+            str(PEAK_RSS),
+            str(peak_file),
+            sys.executable,
+            "-m",
+            "toolnexus_trio",
+            *args,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    written = 0
+    try:
+        # One line of 300 MB, fed until the server stops taking it.
+        block = b"x" * MIB
+        with contextlib.suppress(BrokenPipeError):
+            while written < 300 * MIB:
+                await trio.to_thread.run_sync(proc.stdin.write, block)
+                written += len(block)
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
+        with trio.fail_after(60):
+            code = await trio.to_thread.run_sync(proc.wait)
+        peak = int(peak_file.read_text())
+        stderr = proc.stderr.read().decode()
+        assert code == 1, stderr
+        assert "Traceback" not in stderr, stderr
+        assert stderr.splitlines()[-1] == (
+            "error: stdin: the client sent a message (one line) over the "
+            "16 MiB (16777216 bytes) limit; closing"
+        )
+        assert proc.stdout.read() == b""
+        # It stopped reading near the cap, and held about that much at most (the
+        # interpreter with the SDK loaded is ~60-90 MB; 300 MB of line would be >370).
+        assert written < 100 * MIB, written
+        assert peak < 128 * MIB, peak
+    finally:
+        if proc.returncode is None:  # the wrapper and the server: their own group
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            pipe.close()
+
+
+async def test_capped_lines_on_a_pipe_and_on_a_file(tmp_path: Path) -> None:
+    from toolnexus_trio.mcp._stdin import CappedLines
+
+    async def read_all(fd: int, limit: int) -> tuple[list[bytes], str | None]:
+        lines = CappedLines(fd, limit)
+        try:
+            got = [line async for line in lines]
+        finally:
+            await lines.aclose()
+        return got, None if lines.error is None else str(lines.error)
+
+    # A pipe (read by Trio): blank lines skipped, a last line without its newline kept.
+    r, w = os.pipe()
+    os.write(w, b'{"a":1}\n\n  \n{"b":2}\r\n{"c":3}')
+    os.close(w)
+    assert await read_all(r, 100) == ([b'{"a":1}', b'{"b":2}\r', b'{"c":3}'], None)
+
+    # A regular file (read in a thread): the lines before an over-long one still come,
+    # then the input ends, and the error names the limit.
+    path = tmp_path / "input"
+    path.write_bytes(b"one\ntwo\n" + b"x" * 1000 + b"\nthree\n")
+    fd = os.open(path, os.O_RDONLY)
+    assert await read_all(fd, 100) == (
+        [b"one", b"two"],
+        "stdin: the client sent a message (one line) over the 100 bytes limit; closing",
+    )

@@ -94,7 +94,9 @@ def run_serve(args: argparse.Namespace) -> int:
 
     import trio
 
+    from .._groups import collapse_groups
     from .._toolkit import Toolkit, ToolkitOptions, open_toolkit
+    from ._stdin import LineTooLong
 
     options = ToolkitOptions(mcp=servers, builtins=builtins)
 
@@ -115,13 +117,20 @@ def run_serve(args: argparse.Namespace) -> int:
                 async for _ in signals:
                     scope.cancel()
 
-            async with open_toolkit(options) as toolkit, trio.open_nursery() as nursery:
-                nursery.start_soon(on_signal)
-                for name, status in toolkit.mcp_status().items():
-                    if status.state == "failed":
-                        print(f"MCP server {name!r} failed: {status.error}", file=sys.stderr)
-                await serve(toolkit)
-                nursery.cancel_scope.cancel()
+            try:
+                with collapse_groups():
+                    async with open_toolkit(options) as toolkit, trio.open_nursery() as nursery:
+                        nursery.start_soon(on_signal)
+                        for name, status in toolkit.mcp_status().items():
+                            if status.state == "failed":
+                                print(
+                                    f"MCP server {name!r} failed: {status.error}", file=sys.stderr
+                                )
+                        await serve(toolkit)
+                        nursery.cancel_scope.cancel()
+            except LineTooLong as exc:  # the client's fault, said in one line
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
         return 0
 
     from .._cli import run_command
@@ -177,7 +186,9 @@ def run_gateway_mcp(args: argparse.Namespace) -> int:
     import trio
 
     from .._cli import run_command
+    from .._groups import collapse_groups
     from ._gateway_front import run_gateway_front
+    from ._stdin import LineTooLong
 
     directory = Path(args.instances_dir).expanduser() if args.instances_dir else None
 
@@ -189,14 +200,19 @@ def run_gateway_mcp(args: argparse.Namespace) -> int:
                 async for _ in signals:
                     scope.cancel()
 
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(on_signal)
-                await run_gateway_front(
-                    directory,
-                    resume_ttl_ms=int(args.resume_ttl * 1000),
-                    max_sampling_depth=args.max_sampling_depth,
-                )
-                nursery.cancel_scope.cancel()
+            try:
+                with collapse_groups():
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(on_signal)
+                        await run_gateway_front(
+                            directory,
+                            resume_ttl_ms=int(args.resume_ttl * 1000),
+                            max_sampling_depth=args.max_sampling_depth,
+                        )
+                        nursery.cancel_scope.cancel()
+            except LineTooLong as exc:  # the client's fault, said in one line
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
         return 0
 
     return run_command(main)

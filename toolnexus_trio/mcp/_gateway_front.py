@@ -40,7 +40,6 @@ import trio
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from .._groups import collapse_groups
@@ -51,6 +50,7 @@ from ..tesseron import ActionError, Agent, Gateway, GatewayOptions, GatewaySessi
 from ..tesseron._errors import TesseronErrorCode
 from ..tesseron._gateway_invoke import sampling_depth
 from ._elicit import answer_from_elicit_result, elicitation_from_request
+from ._stdin import capped_stdio_server
 
 __all__ = ["GatewayFront", "run_gateway_front"]
 
@@ -610,7 +610,7 @@ async def run_gateway_front(
             )
             front = GatewayFront(gateway, instances_dir)
             holder.append(front)
-            async with stdio_server() as (read, write), trio.open_nursery() as nursery:
+            async with capped_stdio_server() as (read, write), trio.open_nursery() as nursery:
                 nursery.start_soon(front.discover_forever, announce)
                 nursery.start_soon(front.notify_changes)
                 nursery.start_soon(front.forward_updates)

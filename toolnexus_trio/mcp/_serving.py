@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
-from mcp.server.stdio import stdio_server
 
 from .._groups import collapse_groups
 from ._serve import ServedToolkit
+from ._stdin import capped_stdio_server
 from ._types import MCPServeConfig, OnCall
 
 if TYPE_CHECKING:
@@ -140,12 +140,14 @@ async def serve_stdio(
 ) -> None:
     """Serve *toolkit* over this process's stdin/stdout until the client closes stdin.
 
-    While serving, file descriptor 1 points at stderr (the SDK's stdio transport does
-    this), so nothing but protocol reaches stdout, whatever a tool prints.
+    While serving, file descriptor 1 points at stderr and 0 at ``/dev/null``, so nothing
+    but protocol reaches stdout, whatever a tool prints, and no tool reads the wire.
+    One incoming line (one message) may be at most 16 MiB: a longer one ends the
+    session with :class:`~toolnexus_trio.mcp._stdin.LineTooLong`.
     """
     face = ServedToolkit(toolkit, mcp, on_call)
     with collapse_groups():
-        async with stdio_server() as (read, write), trio.open_nursery() as nursery:
+        async with capped_stdio_server() as (read, write), trio.open_nursery() as nursery:
             nursery.start_soon(face.watch_changes)
             await face.server.run(read, write, face.init_options())
             nursery.cancel_scope.cancel()
