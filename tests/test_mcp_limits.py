@@ -39,16 +39,18 @@ PEAK_RSS = SERVERS / "peak_rss.py"
 # ---------------------------------------------------------------------- a raw HTTP peer
 
 Answer = Callable[[Any], tuple[dict[str, str], AsyncIterator[bytes]]]
-"""Given the tools/list request id: the answer's headers and its body, chunk by chunk."""
+"""Given a request's id: the answer's headers and its body, chunk by chunk."""
 
 
 class RawMcp:
     """A hand-written streamable-HTTP MCP server on loopback (the SDK's server would not
     send a hostile answer): it answers ``initialize`` properly and ``tools/list`` with
-    whatever :attr:`answer` makes, counting the bytes of it that the socket took."""
+    whatever :attr:`answer` makes (``tools/call`` with :attr:`call`'s), counting the
+    bytes of those answers that the socket took."""
 
-    def __init__(self, answer: Answer) -> None:
+    def __init__(self, answer: Answer, call: Answer | None = None) -> None:
         self.answer = answer
+        self.call = call
         self.sent = 0
         self.url = ""
 
@@ -108,7 +110,9 @@ class RawMcp:
                         }
                         await stream.send_all(self._head("200 OK", headers) + out.encode())
                     else:
-                        headers, chunks = self.answer(message["id"])
+                        make = self.call if message["method"] == "tools/call" else self.answer
+                        assert make is not None
+                        headers, chunks = make(message["id"])
                         await stream.send_all(self._head("200 OK", headers))
                         async with contextlib.aclosing(chunks) as parts:  # type: ignore[type-var]
                             async for chunk in parts:
@@ -122,8 +126,8 @@ class RawMcp:
 
 
 @contextlib.asynccontextmanager
-async def raw_mcp(answer: Answer) -> AsyncIterator[RawMcp]:
-    server = RawMcp(answer)
+async def raw_mcp(answer: Answer, call: Answer | None = None) -> AsyncIterator[RawMcp]:
+    server = RawMcp(answer, call)
     async with trio.open_nursery() as nursery:
         await nursery.start(server.serve)
         yield server
@@ -191,6 +195,32 @@ async def test_http_json_answer_over_the_message_cap_fails_with_the_limit_named(
         # The client stopped reading near the cap: the socket took far less than 100 MB
         # (the cap, plus what the kernel's buffers hold; 0 when Content-Length said so).
         assert server.sent < 48 * MIB, (make, server.sent)
+
+
+async def test_http_call_answer_over_the_cap_fails_that_call_only() -> None:
+    def small(request_id: Any) -> tuple[dict[str, str], AsyncIterator[bytes]]:
+        prefix, suffix, total = listing(request_id, 5)
+        headers = {"content-type": "application/json", "content-length": str(total)}
+        return headers, body(prefix, 5, suffix)
+
+    def huge(request_id: Any) -> tuple[dict[str, str], AsyncIterator[bytes]]:
+        start = f'{{"jsonrpc": "2.0", "id": {json.dumps(request_id)}, "result": '
+        prefix = (start + '{"content": [{"type": "text", "text": "').encode()
+        suffix, size = b'"}]}}', 100_000_000
+        headers = {"content-type": "application/json"}  # no length: counted as it comes
+        return headers, body(prefix, size, suffix)
+
+    async with raw_mcp(small, huge) as server, open_mcp({"raw": {"url": server.url}}) as source:
+        [tool] = source.tools()
+        result = await tool.call({}, ToolContext())
+        assert (result.output, result.is_error) == (
+            "MCP server 'raw': the server's answer is over the message size limit of "
+            "16 MiB (16777216 bytes)",
+            True,
+        )
+        assert server.sent < 48 * MIB, server.sent
+        # One answer was too large, not the connection: the server stays usable.
+        assert source.status()["raw"] == McpStatus("connected", None, 1)
 
 
 async def test_http_compressed_answer_cannot_inflate_past_the_cap() -> None:
