@@ -376,19 +376,33 @@ class Toolkit:
         *,
         mcp: MCPServeConfig | None = None,
         on_call: OnCall | None = None,
+        allow_remote: bool = False,
+        allowed_hosts: Sequence[str] = (),
+        allowed_origins: Sequence[str] = (),
     ) -> McpServing:
         """Serve this toolkit as an MCP server over streamable HTTP at ``/mcp`` (SPEC §7C).
 
         ``async with toolkit.serve() as served:`` (or ``await nursery.start(toolkit.serve())``)
         gives :class:`~toolnexus_trio.mcp.McpServing` with ``url`` and ``aclose()``. Needs
-        the ``mcp`` extra.
+        the ``mcp`` extra. ``Host`` and ``Origin`` are checked on every bind (more names
+        with *allowed_hosts*/*allowed_origins*); a *host* that is not loopback needs
+        ``allow_remote=True``.
         """
         from .mcp._sdk import require_sdk
 
         require_sdk("Toolkit.serve")
         from .mcp._serving import McpServing
 
-        return McpServing(self, host, port, mcp=mcp, on_call=on_call)
+        return McpServing(
+            self,
+            host,
+            port,
+            mcp=mcp,
+            on_call=on_call,
+            allow_remote=allow_remote,
+            allowed_hosts=allowed_hosts,
+            allowed_origins=allowed_origins,
+        )
 
     async def serve_stdio(
         self, *, mcp: MCPServeConfig | None = None, on_call: OnCall | None = None

@@ -32,6 +32,30 @@ def add_serve_parser(commands: Any) -> None:
     )
     serve.add_argument("--stdio", action="store_true", help="serve on stdin/stdout")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default: 127.0.0.1)")
+    serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a --host that is not loopback (0.0.0.0, a LAN address): other machines "
+        "can then reach the tools",
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        dest="allowed_hosts",
+        metavar="HOST",
+        help="also accept this Host header (HOST, HOST:PORT or HOST:*; repeatable); the "
+        "bound address and the loopback names always are",
+    )
+    serve.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        dest="allowed_origins",
+        metavar="ORIGIN",
+        help="also accept this Origin (e.g. https://app.example or http://host:*; "
+        "repeatable); only loopback origins are accepted otherwise",
+    )
     serve.add_argument("--port", type=int, default=0, help="HTTP port (default: any free one)")
     serve.add_argument("--mcp-config", metavar="FILE", help="MCP servers to aggregate (JSON)")
     serve.add_argument("--name", help="serverInfo.name (default: toolnexus)")
@@ -91,10 +115,22 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     builtins = not args.no_builtins and raw.get("builtins") is not False
+    if not args.stdio:
+        from ._serving import is_loopback
+
+        if not is_loopback(args.host) and not args.allow_remote:
+            print(
+                f"error: --host {args.host} is not a loopback address: the served tools "
+                "would be reachable from other machines; add --allow-remote to serve there",
+                file=sys.stderr,
+            )
+            return 2
 
     import trio
 
+    from .._groups import collapse_groups
     from .._toolkit import Toolkit, ToolkitOptions, open_toolkit
+    from ._stdin import LineTooLong
 
     options = ToolkitOptions(mcp=servers, builtins=builtins)
 
@@ -102,7 +138,14 @@ def run_serve(args: argparse.Namespace) -> int:
         if args.stdio:
             await toolkit.serve_stdio(mcp=profile)
             return
-        async with toolkit.serve(args.host, args.port, mcp=profile) as served:
+        async with toolkit.serve(
+            args.host,
+            args.port,
+            mcp=profile,
+            allow_remote=args.allow_remote,
+            allowed_hosts=args.allowed_hosts,
+            allowed_origins=args.allowed_origins,
+        ) as served:
             print(f"serving MCP on {served.url} (Ctrl-C to stop)", flush=True)
             await trio.sleep_forever()
 
@@ -115,13 +158,20 @@ def run_serve(args: argparse.Namespace) -> int:
                 async for _ in signals:
                     scope.cancel()
 
-            async with open_toolkit(options) as toolkit, trio.open_nursery() as nursery:
-                nursery.start_soon(on_signal)
-                for name, status in toolkit.mcp_status().items():
-                    if status.state == "failed":
-                        print(f"MCP server {name!r} failed: {status.error}", file=sys.stderr)
-                await serve(toolkit)
-                nursery.cancel_scope.cancel()
+            try:
+                with collapse_groups():
+                    async with open_toolkit(options) as toolkit, trio.open_nursery() as nursery:
+                        nursery.start_soon(on_signal)
+                        for name, status in toolkit.mcp_status().items():
+                            if status.state == "failed":
+                                print(
+                                    f"MCP server {name!r} failed: {status.error}", file=sys.stderr
+                                )
+                        await serve(toolkit)
+                        nursery.cancel_scope.cancel()
+            except LineTooLong as exc:  # the client's fault, said in one line
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
         return 0
 
     from .._cli import run_command
@@ -177,7 +227,9 @@ def run_gateway_mcp(args: argparse.Namespace) -> int:
     import trio
 
     from .._cli import run_command
+    from .._groups import collapse_groups
     from ._gateway_front import run_gateway_front
+    from ._stdin import LineTooLong
 
     directory = Path(args.instances_dir).expanduser() if args.instances_dir else None
 
@@ -189,14 +241,19 @@ def run_gateway_mcp(args: argparse.Namespace) -> int:
                 async for _ in signals:
                     scope.cancel()
 
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(on_signal)
-                await run_gateway_front(
-                    directory,
-                    resume_ttl_ms=int(args.resume_ttl * 1000),
-                    max_sampling_depth=args.max_sampling_depth,
-                )
-                nursery.cancel_scope.cancel()
+            try:
+                with collapse_groups():
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(on_signal)
+                        await run_gateway_front(
+                            directory,
+                            resume_ttl_ms=int(args.resume_ttl * 1000),
+                            max_sampling_depth=args.max_sampling_depth,
+                        )
+                        nursery.cancel_scope.cancel()
+            except LineTooLong as exc:  # the client's fault, said in one line
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
         return 0
 
     return run_command(main)

@@ -40,6 +40,7 @@ from .._wire import Answer, Request
 from ._config import McpServerConfig, filter_tools, mcp_tool_name
 from ._elicit import elicit_result_from_answer, request_from_elicitation
 from ._hints import hints_from_annotations
+from ._limits import MAX_LISTING_BYTES, MAX_MESSAGE_BYTES, MAX_TOOLS, size_text
 from ._stdio import StdioTransport, open_stdio
 from ._types import McpStatus, McpToolInfo
 
@@ -69,18 +70,82 @@ async def _ssl() -> ssl.SSLContext:
     return _ssl_context
 
 
+ANSWER_TOO_LARGE: Final = "the server's answer is over the message size limit of"
+"""How a capped HTTP answer is named (the start of its error, found again in the SDK's)."""
+
+
+class AnswerTooLarge(httpx2.StreamError):
+    """An HTTP answer (not an SSE stream) over :data:`MAX_MESSAGE_BYTES`, or encoded
+    although we asked for none. A :class:`httpx2.StreamError`, so the SDK turns it into
+    that request's error instead of failing its whole transport."""
+
+
+class _CappedBody(httpx2.AsyncByteStream):
+    """A response body held to :data:`MAX_MESSAGE_BYTES` as it streams: the SDK reads a
+    JSON answer whole (``aread``), so without this a server decides our memory. The
+    checks run as the body is read, where the SDK turns them into the request's error
+    (raised from the response hook they would end the SDK's whole transport)."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, declared: int | None, coding: str) -> None:
+        self._inner = inner
+        self._declared = declared
+        self._coding = coding
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._coding != "identity":
+            # We ask for identity (see _http_client): an encoded answer could inflate
+            # past any cap before one byte of it was counted.
+            raise AnswerTooLarge(
+                f"the server sent Content-Encoding {self._coding!r:.40}, which was not asked for"
+            )
+        over = AnswerTooLarge(f"{ANSWER_TOO_LARGE} {size_text(MAX_MESSAGE_BYTES)}")
+        if self._declared is not None and self._declared > MAX_MESSAGE_BYTES:
+            raise over  # said so up front: not a byte of it is read
+        total = 0
+        chunks = aiter(self._inner)
+        try:
+            async for chunk in chunks:
+                total += len(chunk)
+                if total > MAX_MESSAGE_BYTES:
+                    raise over
+                yield chunk
+        finally:
+            # httpx2's streams are async generators: close the one we stopped early.
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def _cap_answer(response: httpx2.Response) -> None:
+    """Hold every answer but an SSE stream to the message cap (an event hook, so it
+    applies on every transport the client picks, proxies included). An SSE stream is
+    many messages; the SDK bounds each of its events (``max_sse_event_size``)."""
+    kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind != "text/event-stream":
+        coding = response.headers.get("content-encoding", "identity").strip().lower()
+        declared = response.headers.get("content-length", "")
+        size = int(declared) if declared.isdigit() else None
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        response.stream = _CappedBody(response.stream, size, coding)
+    await trio.lowlevel.checkpoint()
+
+
 def _http_client(
     config: McpServerConfig,
     verify: ssl.SSLContext,
     timeout: httpx2.Timeout,
     event_hooks: dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]] | None = None,
 ) -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(
-        headers=config.expanded_headers(),
-        timeout=timeout,
-        verify=verify,
-        event_hooks=event_hooks,
-    )
+    hooks = dict(event_hooks or {})
+    hooks["response"] = [*hooks.get("response", []), _cap_answer]
+    headers = httpx2.Headers(config.expanded_headers())
+    # Identity only (whatever the config says): a compressed answer could not be held
+    # to the cap as it arrives.
+    headers["accept-encoding"] = "identity"
+    return httpx2.AsyncClient(headers=headers, timeout=timeout, verify=verify, event_hooks=hooks)
 
 
 class LoadError(Exception):
@@ -239,6 +304,7 @@ class ServerConn:
         self._elicitations = 0
         self._progress: dict[str, _Progress] = {}
         self._tokens = itertools.count(1)
+        self._stdio: StdioTransport | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -264,6 +330,7 @@ class ServerConn:
         the MCP spec's backwards-compatibility rule). Each attempt's phases are bounded."""
         if self.config.type == "local":
             async with open_stdio(self.config) as stdio, self._client(stdio.read, stdio.write) as s:
+                self._stdio = stdio
                 await self._phase("initialize", s.initialize)
                 yield s, stdio
             return
@@ -308,7 +375,9 @@ class ServerConn:
         with collapse_groups():
             async with (
                 _http_client(self.config, verify, timeout, {"response": [seen]}) as http,
-                streamable_http_client(self.config.url, http_client=http) as (read, write),
+                streamable_http_client(
+                    self.config.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES
+                ) as (read, write),
                 self._client(read, write) as session,
             ):
                 await self._phase("initialize", session.initialize)
@@ -367,9 +436,29 @@ class ServerConn:
 
     async def _phase(self, name: str, step: Callable[[], Awaitable[Any]]) -> Any:
         with trio.move_on_after(self.bound) as scope:
-            return await step()
+            try:
+                return await step()
+            except MCPError as exc:
+                reason = self._explain(exc)
+                if reason is None:
+                    raise
+                raise LoadError(f"{name}: {reason}") from exc
         assert scope.cancelled_caught
         raise LoadError(f"{name} timed out after {self.config.timeout_ms:g}ms")
+
+    def _explain(self, exc: MCPError) -> str | None:
+        """The limit behind *exc*, when one is (the SDK says only "Connection closed"
+        for a stdio server we cut off, and wraps a capped HTTP answer as a parse error)."""
+        stdio = self._stdio
+        if (
+            stdio is not None
+            and stdio.read.error is not None
+            and exc.error.code == types.CONNECTION_CLOSED
+        ):
+            return stdio.read.error
+        message = exc.error.message or ""
+        at = message.find(ANSWER_TOO_LARGE)
+        return message[at:] if at >= 0 else None
 
     async def _watch(self, session: ClientSession, stdio: StdioTransport | None) -> None:
         async with trio.open_nursery() as nursery:
@@ -398,7 +487,12 @@ class ServerConn:
         if self._stop.is_set():
             return
         code = stdio.process.poll()
-        reason = "server closed its output" if code is None else f"server exited with code {code}"
+        if stdio.read.error is not None:
+            reason = stdio.read.error
+        elif code is None:
+            reason = "server closed its output"
+        else:
+            reason = f"server exited with code {code}"
         logger.warning("MCP server %r: %s", self.config.name, reason)
         self.fail(reason)
         scope.cancel()
@@ -425,12 +519,26 @@ class ServerConn:
     # ------------------------------------------------------------------ tools
 
     async def _list_all(self, session: ClientSession) -> list[McpToolInfo]:
+        """Every page of ``tools/list``; the pages together are held to
+        :data:`MAX_TOOLS` tools and :data:`MAX_LISTING_BYTES` (each page, as any message,
+        to the message cap): pagination must not add up to more than one answer may."""
         infos: list[McpToolInfo] = []
         cursor: str | None = None
         seen: set[str] = set()
+        size = 0
         for _ in range(MAX_PAGES):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
             page = await session.list_tools(params=params)
+            if len(infos) + len(page.tools) > MAX_TOOLS:
+                raise LoadError(f"tools/list: more than {MAX_TOOLS} tools (the limit per server)")
+            # The page as JSON again (no raw bytes reach us on every transport): near
+            # its wire size, and linear.
+            size += len(page.model_dump_json(by_alias=True, exclude_none=True).encode())
+            if size > MAX_LISTING_BYTES:
+                raise LoadError(
+                    f"tools/list: the tools take more than {size_text(MAX_LISTING_BYTES)} "
+                    "(the limit per server, all pages)"
+                )
             infos += [
                 McpToolInfo(
                     t.name,
@@ -514,6 +622,9 @@ class ServerConn:
                 finally:
                     del self._progress[token]
         except MCPError as exc:
+            reason = self._explain(exc)
+            if reason is not None:
+                return ToolResult.error(f"MCP server {self.config.name!r}: {reason}", meta)
             return ToolResult.error(exc.error.message or str(exc), meta)
         output, is_error = result_text(result)
         return ToolResult(output, is_error, meta)

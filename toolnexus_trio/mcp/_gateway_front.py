@@ -47,7 +47,6 @@ import trio
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, ToolsListChanged
@@ -62,6 +61,7 @@ from ..tesseron._errors import TesseronErrorCode
 from ..tesseron._gateway_invoke import sampling_depth
 from ._elicit import answer_from_elicit_result, elicitation_from_request
 from ._gateway_park import ANSWER_SECONDS, KEEP_SECONDS, MAX_PARKS, Park, args_digest
+from ._stdin import capped_stdio_server
 
 __all__ = ["GatewayFront", "run_gateway_front"]
 
@@ -906,7 +906,7 @@ async def run_gateway_front(
             )
             front = GatewayFront(gateway, instances_dir)
             holder.append(front)
-            async with stdio_server() as (read, write), trio.open_nursery() as nursery:
+            async with capped_stdio_server() as (read, write), trio.open_nursery() as nursery:
                 front.nursery = nursery  # 2026-07-28 calls run here between their rounds
                 nursery.start_soon(front.discover_forever, announce)
                 nursery.start_soon(front.notify_changes)

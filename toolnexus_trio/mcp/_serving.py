@@ -4,17 +4,20 @@ stdio. Both run on Trio, in the caller's structured scope."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
-from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 
 from .._groups import collapse_groups
 from ._serve import ServedToolkit
+from ._stdin import capped_stdio_server
 from ._types import MCPServeConfig, OnCall
 
 if TYPE_CHECKING:
@@ -25,6 +28,42 @@ logger = logging.getLogger("toolnexus_trio.mcp.serve")
 SHUTDOWN_GRACE: Final = 1.0
 """Seconds open HTTP streams get to finish when serving stops."""
 MCP_PATH: Final = "/mcp"
+LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
+"""Host names every bind accepts in ``Host`` (and, as ``http://`` origins, in ``Origin``)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether *host* (a bind address or name) is this machine only: ``localhost`` or
+    an address in 127.0.0.0/8 or ``::1``. ``0.0.0.0``, ``::`` and other names are not."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def transport_security(
+    host: str, allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = ()
+) -> TransportSecuritySettings:
+    """The DNS-rebinding checks for a bind to *host*, on whatever it is (the SDK turns
+    them on only for three loopback spellings, and a bind to ``127.0.0.2`` or
+    ``0.0.0.0`` would go unchecked).
+
+    ``Host`` may be the bound address or a loopback name (any port), or one of
+    *allowed_hosts*; ``Origin``, when sent, a loopback ``http://`` origin (the bound
+    address among them when it is loopback) or one of *allowed_origins*. Entries take
+    the SDK's forms: exact, or ``name:*`` for any port.
+    """
+    bound = f"[{host.strip('[]')}]" if ":" in host else host
+    names = list(dict.fromkeys([bound, *LOOPBACK_NAMES]))
+    local = [n for n in names if n in LOOPBACK_NAMES or is_loopback(host)]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[form for n in names for form in (n, f"{n}:*")] + list(allowed_hosts),
+        allowed_origins=[form for n in local for form in (f"http://{n}", f"http://{n}:*")]
+        + list(allowed_origins),
+    )
 
 
 class McpServing:
@@ -41,8 +80,11 @@ class McpServing:
         await served.aclose()
 
     Sessions are stateful (the client's ``notifications/cancelled``, server-to-client
-    elicitation and ``list_changed`` need a session); loopback hosts get the SDK's
-    DNS-rebinding protection.
+    elicitation and ``list_changed`` need a session). Every bind checks ``Host`` and
+    ``Origin`` against DNS rebinding (see :func:`transport_security`; more names with
+    *allowed_hosts* and *allowed_origins*). A *host* that is not loopback (``0.0.0.0``,
+    a LAN address, a name) exposes the toolkit's tools to other machines: it needs
+    ``allow_remote=True``, else :class:`ValueError`, and is logged as a warning.
     """
 
     def __init__(
@@ -53,7 +95,25 @@ class McpServing:
         *,
         mcp: MCPServeConfig | None = None,
         on_call: OnCall | None = None,
+        allow_remote: bool = False,
+        allowed_hosts: Sequence[str] = (),
+        allowed_origins: Sequence[str] = (),
     ) -> None:
+        if isinstance(allowed_hosts, str) or isinstance(allowed_origins, str):
+            raise TypeError("allowed_hosts and allowed_origins are lists of names, not a string")
+        if not is_loopback(host):
+            if not allow_remote:
+                raise ValueError(
+                    f"{host!r} is not a loopback address: the toolkit's tools would be "
+                    "reachable from other machines; pass allow_remote=True (--allow-remote) "
+                    "to serve there anyway"
+                )
+            logger.warning(
+                "serving MCP on %s, which other machines can reach: anyone who gets through "
+                "can run the toolkit's tools (Host and Origin are still checked)",
+                host,
+            )
+        self.security = transport_security(host, allowed_hosts, allowed_origins)
         self.face = ServedToolkit(toolkit, mcp, on_call)
         self.host, self.port = host, port
         self._url: str | None = None
@@ -73,7 +133,9 @@ class McpServing:
         self, *, task_status: trio.TaskStatus[McpServing] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve until :meth:`aclose` or cancellation (``nursery.start(served)``)."""
-        app = self.face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=self.host)
+        app = self.face.server.streamable_http_app(
+            streamable_http_path=MCP_PATH, host=self.host, transport_security=self.security
+        )
         config = Config()
         host = f"[{self.host}]" if ":" in self.host else self.host
         config.bind = [f"{host}:{self.port}"]
@@ -140,12 +202,14 @@ async def serve_stdio(
 ) -> None:
     """Serve *toolkit* over this process's stdin/stdout until the client closes stdin.
 
-    While serving, file descriptor 1 points at stderr (the SDK's stdio transport does
-    this), so nothing but protocol reaches stdout, whatever a tool prints.
+    While serving, file descriptor 1 points at stderr and 0 at ``/dev/null``, so nothing
+    but protocol reaches stdout, whatever a tool prints, and no tool reads the wire.
+    One incoming line (one message) may be at most 16 MiB: a longer one ends the
+    session with :class:`~toolnexus_trio.mcp._stdin.LineTooLong`.
     """
     face = ServedToolkit(toolkit, mcp, on_call)
     with collapse_groups():
-        async with stdio_server() as (read, write), trio.open_nursery() as nursery:
+        async with capped_stdio_server() as (read, write), trio.open_nursery() as nursery:
             nursery.start_soon(face.watch_changes)
             await face.server.run(read, write, face.init_options())
             nursery.cancel_scope.cancel()

@@ -71,6 +71,8 @@ class _PipeReader:
         self._buffer = bytearray()
         self._lines: collections.deque[bytes] = collections.deque()
         self._eof = False
+        self.error: str | None = None
+        """Why the stream ended, when we ended it (a line over the limit)."""
 
     def _end(self) -> None:
         self._eof = True
@@ -99,11 +101,13 @@ class _PipeReader:
                 if line.strip():
                     self._lines.append(line)
             if len(self._buffer) > MAX_LINE_BYTES:
-                logger.error(
-                    "MCP server process %d sent a line over %d bytes; disconnecting",
-                    self._transport.process.pid,
-                    MAX_LINE_BYTES,
+                from ._limits import size_text  # here: _limits imports this module
+
+                self.error = (
+                    f"the server sent a message (one line) over the "
+                    f"{size_text(MAX_LINE_BYTES)} limit; disconnected"
                 )
+                logger.error("MCP server process %d: %s", self._transport.process.pid, self.error)
                 self._lines.clear()
                 self._end()
                 raise anyio.EndOfStream
