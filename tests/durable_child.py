@@ -26,7 +26,7 @@ from typing import Any
 import trio
 from durable_app import client, toolkit
 
-import toolnexus_trio._durable as durable
+import toolnexus_trio.loop._durable as durable
 from toolnexus_trio import AlreadyAnswered, Answer, SqliteConversationStore
 
 

@@ -8,33 +8,8 @@ The Tesseron host SDK lives in :mod:`toolnexus_trio.tesseron`.
 import attrs as _attrs
 
 from ._cancel import CancelToken as CancelToken
-from ._client import Client as Client
-from ._client import GenerateError as GenerateError
-from ._client import GenerateRequest as GenerateRequest
-from ._client import HookError as HookError
-from ._client import Hooks as Hooks
-from ._client import InProcessOptions as InProcessOptions
-from ._client import InProcessResponse as InProcessResponse
-from ._client import InProcessToolCall as InProcessToolCall
-from ._client import RunError as RunError
-from ._client import RunResult as RunResult
-from ._client import RunTimeout as RunTimeout
-from ._client import SuspendedCall as SuspendedCall
-from ._client import ToolCallRecord as ToolCallRecord
-from ._client import create_client as create_client
-from ._client import create_in_process_client as create_in_process_client
-from ._conversation import Conversation as Conversation
-from ._conversation import ConversationStore as ConversationStore
-from ._conversation import InMemoryConversationStore as InMemoryConversationStore
-from ._conversation import PendingState as PendingState
-from ._conversation import PendingStore as PendingStore
-from ._durable import AlreadyAnswered as AlreadyAnswered
-from ._durable import PendingExpired as PendingExpired
-from ._results import TranslatedToolCall as TranslatedToolCall
-from ._results import TranslateResult as TranslateResult
 from ._schema import SchemaError as SchemaError
 from ._schema import empty_schema as empty_schema
-from ._sqlite_store import SqliteConversationStore as SqliteConversationStore
 from ._toolkit import Toolkit as Toolkit
 from ._toolkit import ToolkitOptions as ToolkitOptions
 from ._toolkit import create_toolkit as create_toolkit
@@ -53,6 +28,30 @@ from ._wire import Answer as Answer
 from ._wire import Request as Request
 from .builtins import BuiltinsConfig as BuiltinsConfig
 from .http_tools import http_tool as http_tool
+from .loop._client import Client as Client
+from .loop._client import GenerateError as GenerateError
+from .loop._client import GenerateRequest as GenerateRequest
+from .loop._client import HookError as HookError
+from .loop._client import Hooks as Hooks
+from .loop._client import InProcessOptions as InProcessOptions
+from .loop._client import InProcessResponse as InProcessResponse
+from .loop._client import InProcessToolCall as InProcessToolCall
+from .loop._client import RunError as RunError
+from .loop._client import RunResult as RunResult
+from .loop._client import RunTimeout as RunTimeout
+from .loop._client import SuspendedCall as SuspendedCall
+from .loop._client import ToolCallRecord as ToolCallRecord
+from .loop._client import create_client as create_client
+from .loop._client import create_in_process_client as create_in_process_client
+from .loop._conversation import Conversation as Conversation
+from .loop._conversation import ConversationStore as ConversationStore
+from .loop._conversation import InMemoryConversationStore as InMemoryConversationStore
+from .loop._conversation import PendingState as PendingState
+from .loop._conversation import PendingStore as PendingStore
+from .loop._durable import AlreadyAnswered as AlreadyAnswered
+from .loop._durable import PendingExpired as PendingExpired
+from .loop._results import TranslatedToolCall as TranslatedToolCall
+from .loop._results import TranslateResult as TranslateResult
 from .models import ClientOptions as ClientOptions
 from .models import ErrorInfo as ErrorInfo
 from .skills import SkillDef as SkillDef
@@ -61,6 +60,7 @@ from .skills import SkillInventory as SkillInventory
 from .skills import SkillSkip as SkillSkip
 from .skills import SkipReason as SkipReason
 from .skills import list_skills as list_skills
+from .stores._sqlite import SqliteConversationStore as SqliteConversationStore
 
 __all__ = [
     "AlreadyAnswered",

@@ -6,8 +6,8 @@ import argparse
 import sys
 from functools import partial
 
-from ._ask_cli import add_ask_command, main_ask
-from .mcp._cli import add_gateway_mcp_options, add_serve_parser, run_gateway_mcp, run_serve
+from .cli._ask import add_ask_command, main_ask
+from .cli._mcp import add_gateway_mcp_options, add_serve_parser, run_gateway_mcp, run_serve
 
 
 def _port(text: str) -> int:
@@ -58,19 +58,19 @@ def main(argv: list[str] | None = None) -> int:
         return run_serve(args)
     if args.command == "gateway" and args.mcp:
         return run_gateway_mcp(args)
-    from ._cli import run_command, run_gateway, run_host
+    from .cli._commands import run_command, run_gateway, run_host
 
     if args.command == "demo" and args.durable:
-        from ._demo_durable import run_durable_demo
+        from .cli._demo_durable import run_durable_demo
 
         async def durable() -> int:
             return 0 if await run_durable_demo() else 1
 
         return run_command(durable)
     if args.command == "demo":
-        from ._demo import run_demo
-        from ._demo_app import run_app_demo
-        from ._demo_http import run_http_demo
+        from .cli._demo import run_demo
+        from .cli._demo_app import run_app_demo
+        from .cli._demo_http import run_http_demo
 
         async def both() -> int:
             first = await run_demo()

@@ -16,9 +16,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._results import GenerateError, InProcessResponse, InProcessToolCall, Message
 from .._toolkit import Toolkit
-from .._turns import TranslateCall, _usage
+from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
+from ..loop._turns import TranslateCall, _usage
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call
 from ._sse import SSEEvent
 

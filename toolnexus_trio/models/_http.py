@@ -20,7 +20,7 @@ import httpx2
 import trio
 
 from .._http_client import body_chunks, close_response, error_text, new_client, redact
-from .._results import GenerateError
+from ..loop._results import GenerateError
 
 DEFAULT_RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024

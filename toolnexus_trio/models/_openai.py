@@ -11,9 +11,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._results import GenerateError, InProcessResponse, Message
 from .._toolkit import Toolkit
-from .._turns import TranslateCall, _usage, encode_arguments
+from ..loop._results import GenerateError, InProcessResponse, Message
+from ..loop._turns import TranslateCall, _usage, encode_arguments
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call
 from ._sse import SSEEvent
 

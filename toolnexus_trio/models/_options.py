@@ -9,7 +9,7 @@ import attrs
 import httpx2
 
 from .._http_client import safe_url
-from .._results import ConversationStore, HookFn, Hooks, OnMetric, WaitFor
+from ..loop._results import ConversationStore, HookFn, Hooks, OnMetric, WaitFor
 from ._http import OnError
 
 Style = Literal["openai", "anthropic"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from .._results import GenerateError, InProcessResponse, InProcessToolCall
+from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall
 
 _WORDS = 200
 
@@ -18,7 +18,7 @@ class Parsed:
     """One assistant answer: the message the loop consumes, usage, reason, raw payload.
 
     ``usage`` is normalised; ``finish_reason`` is the provider's own word (mapped by
-    :func:`~toolnexus_trio._turns.finish_reason_for` where the SPEC asks); ``raw`` is the
+    :func:`~toolnexus_trio.loop._turns.finish_reason_for` where the SPEC asks); ``raw`` is the
     decoded payload (for a stream: the payload a non-streamed call would have given).
     """
 

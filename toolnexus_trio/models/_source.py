@@ -1,4 +1,4 @@
-"""The HTTP :class:`~toolnexus_trio._turns.TurnSource`: one model turn over a wire style.
+"""The HTTP :class:`~toolnexus_trio.loop._turns.TurnSource`: one model turn over a wire style.
 
 A turn builds the style's body, applies ``request_params`` then ``body_transform``,
 posts it with retries (:mod:`._http`) and parses the answer. When the loop streams,
@@ -23,9 +23,9 @@ import httpx2
 import trio
 
 from .._http_client import body_chunks, close_response, redact, safe_url, split_credentials
-from .._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
 from .._toolkit import Toolkit
-from .._turns import Emit, TranslateCall, Turn, encode_arguments, finish_reason_for
+from ..loop._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
+from ..loop._turns import Emit, TranslateCall, Turn, encode_arguments, finish_reason_for
 from . import _anthropic, _openai
 from ._http import MAX_RESPONSE_BYTES, Poster, read_bounded
 from ._options import ClientOptions

@@ -5,6 +5,10 @@ instance manifest, and a gateway dials in, completes the handshake and invokes t
 app's actions on behalf of an AI agent. Start with :class:`TesseronApp`.
 """
 
+from ..gateway._gateway import Gateway as Gateway
+from ..gateway._session import GatewayOptions as GatewayOptions
+from ..gateway._session import GatewaySession as GatewaySession
+from ..gateway._session import Sampler as Sampler
 from ._app import DEFAULT_MANIFEST_DIR as DEFAULT_MANIFEST_DIR
 from ._app import ResourceHandle as ResourceHandle
 from ._app import TesseronApp as TesseronApp
@@ -14,10 +18,6 @@ from ._context import LogEntry as LogEntry
 from ._context import SampleRequest as SampleRequest
 from ._errors import ActionError as ActionError
 from ._errors import TesseronErrorCode as TesseronErrorCode
-from ._gateway import Gateway as Gateway
-from ._gateway_session import GatewayOptions as GatewayOptions
-from ._gateway_session import GatewaySession as GatewaySession
-from ._gateway_session import Sampler as Sampler
 from ._host import Disconnected as Disconnected
 from ._host import HandshakeFailed as HandshakeFailed
 from ._host import HostEvent as HostEvent

@@ -1,0 +1,610 @@
+"""The agent loop, with one Trio nursery per turn; both client kinds run it.
+
+:func:`create_in_process_client` and :func:`create_client` build the same
+:class:`Client`; they differ only in the :class:`~toolnexus_trio.loop._turns.TurnSource` that
+produces each model turn (a host's ``generate``, or an HTTP wire style).
+
+Each model message's tool calls run as tasks in the turn's nursery
+(:mod:`toolnexus_trio.loop._toolcalls`); the turn's :class:`CancelToken` is bound to that
+nursery's cancel scope, so cancelling the token ends every in-flight call of the turn
+and nothing else. Results go back to the model
+in call order. The run itself sits in a cancel scope bound to the run's token and to
+``run_timeout_ms``, so a cancel or a deadline also covers model calls, tools and
+``wait_for``. No task outlives :meth:`Client.run`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from .._cancel import CancelToken
+from .._groups import collapse_groups
+from .._runctx import RunServices, current_run
+from .._schema import MAX_JSON_DEPTH, nested_too_deeply
+from .._toolkit import Toolkit
+from .._wire import Answer
+from ..models import ClientOptions
+from ..models._source import HttpTurns
+from ._conversation import Conversation, ConversationStore, InMemoryConversationStore
+from ._conversation import ask as _ask
+from ._durable import answer as _answer
+from ._metrics import PrometheusRegistry
+
+# The result types moved to _results; they are re-exported here for old imports.
+from ._results import GenerateError as GenerateError
+from ._results import GenerateRequest as GenerateRequest
+from ._results import HookError as HookError
+from ._results import HookFn as HookFn
+from ._results import Hooks as Hooks
+from ._results import InProcessOptions as InProcessOptions
+from ._results import InProcessResponse as InProcessResponse
+from ._results import InProcessToolCall as InProcessToolCall
+from ._results import Message as Message
+from ._results import RunError as RunError
+from ._results import RunResult as RunResult
+from ._results import RunStatus as RunStatus
+from ._results import RunTimeout as RunTimeout
+from ._results import SuspendedCall as SuspendedCall
+from ._results import ToolCallRecord as ToolCallRecord
+from ._results import TranslateResult as TranslateResult
+from ._toolcalls import ToolCalls, _Call, _call_hook, _ms, _Run
+from ._turns import (
+    Emit,
+    InProcessTurns,
+    TranslateCall,
+    Turn,
+    TurnSource,
+    check_translate_input,
+)
+
+logger = logging.getLogger("toolnexus_trio")
+
+
+# ---------------------------------------------------------------------------
+
+
+_TOO_DEEP = f"Invalid JSON arguments: nested too deeply (more than {MAX_JSON_DEPTH} levels)"
+
+
+# json.dumps with separators builds a new encoder per call; this one is built once
+# (same settings, same output and errors).
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+
+
+def _to_calls(response: InProcessResponse) -> list[_Call]:
+    calls = []
+    for i, tc in enumerate(response.tool_calls):
+        call_id = tc.id or f"call_{i}"
+        arguments = tc.arguments
+        if isinstance(arguments, str):
+            try:
+                args = json.loads(arguments) if arguments.strip() else {}
+                deep = nested_too_deeply(args, text=arguments)
+            except ValueError as exc:
+                calls.append(
+                    _Call(call_id, tc.name, arguments, arguments, f"Invalid JSON arguments: {exc}")
+                )
+                continue
+            except RecursionError:  # json recurses per level: ~1,000 deep is past its stack
+                deep = True
+            if deep:
+                calls.append(_Call(call_id, tc.name, arguments, arguments, _TOO_DEEP))
+                continue
+            text = arguments
+        else:
+            args = arguments
+            try:
+                text = _COMPACT_JSON.encode(arguments)
+                deep = nested_too_deeply(args, text=text)
+            except (TypeError, ValueError) as exc:
+                calls.append(_Call(call_id, tc.name, {}, "{}", f"Arguments are not JSON: {exc}"))
+                continue
+            except RecursionError:
+                deep = True
+            if deep:
+                calls.append(_Call(call_id, tc.name, {}, "{}", _TOO_DEEP))
+                continue
+        if not isinstance(args, dict):
+            calls.append(_Call(call_id, tc.name, args, text, "Arguments must be a JSON object"))
+            continue
+        calls.append(_Call(call_id, tc.name, args, text))
+    return calls
+
+
+class Client(ToolCalls):
+    """The agent loop around a model.
+
+    Create with :func:`create_in_process_client` (a host's ``generate``) or
+    :func:`create_client` (an HTTP endpoint). An HTTP client holds a connection pool:
+    use it as ``async with create_client(...) as client:`` or call :meth:`aclose`.
+    """
+
+    options: InProcessOptions | ClientOptions
+
+    def __init__(
+        self, options: InProcessOptions | ClientOptions, source: TurnSource | None = None
+    ) -> None:
+        if source is None:
+            if not isinstance(options, InProcessOptions):
+                raise TypeError("an HTTP client is made with create_client")
+            source = InProcessTurns(options)
+        if options.max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        self.options = options
+        hooks = options.hooks
+        self._hooks = Hooks(**hooks) if isinstance(hooks, Mapping) else (hooks or Hooks())
+        self._source = source
+        self._store: ConversationStore = (
+            options.store if options.store is not None else InMemoryConversationStore()
+        )
+        self._registry = PrometheusRegistry()
+
+    # -- lifecycle ----------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool the client made (not one passed in). Idempotent."""
+        await self._source.aclose()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with trio.move_on_after(1, shield=True):
+            await self.aclose()
+
+    # -- public API ---------------------------------------------------------
+
+    async def run(
+        self,
+        prompt: str,
+        toolkit: Toolkit | None = None,
+        *,
+        history: Sequence[Message] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> RunResult:
+        """Run the loop until the model answers, a tool suspends, or a limit is hit.
+
+        Cancelling *cancel* ends the run with ``status="cancelled"``; ``run_timeout_ms``
+        raises :class:`RunTimeout`; cancelling an enclosing Trio scope raises
+        ``trio.Cancelled`` as usual; each aborts an in-flight HTTP request at once and is
+        never retried. A failing model call (``generate``, or the HTTP call once its
+        retries are spent) raises :class:`GenerateError` (the original exception is its
+        ``__cause__``) and a failing LLM hook :class:`HookError`; both carry the balanced
+        transcript so far in ``result``.
+        """
+        run = self._new_run(prompt, toolkit, history)
+        return await self._drive(run, cancel, self._loop(run))
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        prompt: str,
+        toolkit: Toolkit | None = None,
+        *,
+        history: Sequence[Message] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[dict[str, Any]]]:
+        """Run the loop in the background, giving a channel of events (SPEC §8 shapes).
+
+        Events: ``text {delta}``, ``tool_call {id, name, args, cancel}``, ``pending
+        {request}``, ``tool_result {id, name, output, is_error}`` (call order, after the
+        turn), ``usage {usage}``, ``done {result}``; tools of a Tesseron gateway add
+        ``progress {id, tool, invocation_id, percent, message, data}`` and ``log {id,
+        tool, level, message, meta}``. Leaving the block early cancels the run; an
+        exception from the run is raised out of the block.
+
+        An HTTP client streams the model call (SSE) and sends each text delta as it
+        arrives, read in the run's own task: a slow consumer slows the socket, nothing
+        is queued. The in-process client sends a turn's text as one delta.
+        """
+        # Size 0: the loop waits for the consumer, so events are never queued up.
+        send, receive = trio.open_memory_channel[dict[str, Any]](0)
+        run = self._new_run(prompt, toolkit, history)
+
+        async def emit(event: dict[str, Any]) -> None:
+            await send.send(event)
+
+        run.emit = emit
+
+        async def produce() -> None:
+            # A synchronous close: an awaiting one could take a Cancelled that would
+            # replace the run's own exception.
+            with send:
+                result = await self._drive(run, cancel, self._loop(run))
+                await send.send({"type": "usage", "usage": dict(result.usage)})
+                await send.send({"type": "done", "result": result})
+
+        with collapse_groups():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(produce)
+                try:
+                    yield receive
+                finally:
+                    # Cancel first, then close: the loop must see Cancelled, not a
+                    # BrokenResourceError from an event it was still sending.
+                    nursery.cancel_scope.cancel(reason="stream closed by its consumer")
+                    receive.close()
+
+    async def resume(
+        self,
+        result: RunResult,
+        answers: Mapping[str, Answer] | Iterable[Answer],
+        *,
+        toolkit: Toolkit | None = None,
+        cancel: CancelToken | None = None,
+    ) -> RunResult:
+        """Continue a run that returned ``status="pending"``.
+
+        Each suspended call of the halted turn is re-run once with its answer in
+        ``ctx.answer`` (concurrently); ``ok=False`` gives ``"declined/expired: <prompt>"``
+        and a call with no answer ``"unresolved: <prompt>"``. Its placeholder tool message
+        is replaced, and the loop goes on (no new user message). An answer whose id
+        matches no suspended request raises :class:`ValueError`.
+
+        *result* may come from :meth:`RunResult.from_json` in another process; it then
+        has no toolkit, and *toolkit* is required. For answers that must not be
+        replayed, see :meth:`answer`.
+        """
+        if result.status != "pending":
+            raise ValueError(f"resume needs a pending result, not status={result.status!r}")
+        if toolkit is None and result._toolkit is None:
+            raise ValueError(
+                "resume needs toolkit=...: this result carries no toolkit "
+                "(RunResult.from_json never restores one)"
+            )
+        by_id = dict(answers) if isinstance(answers, Mapping) else {a.id: a for a in answers}
+        known = {s.request.id for s in result.suspended}
+        for key, answer in by_id.items():
+            if key not in known or answer.id != key:
+                raise ValueError(f"answer {answer.id!r} matches no suspended request")
+        run = _Run(
+            toolkit=toolkit if toolkit is not None else result._toolkit,
+            messages=list(result.messages),
+            records=list(result.tool_calls),
+            usage=dict(result.usage),
+            turns=result.turns,
+        )
+
+        async def body() -> None:
+            await self._resume_turn(run, result.suspended, by_id)
+            if not run.suspended:
+                await self._loop(run)
+
+        return await self._drive(run, cancel, body())
+
+    async def answer(
+        self,
+        id: str,
+        answers: Mapping[str, Answer] | Iterable[Answer],
+        *,
+        toolkit: Toolkit,
+        cancel: CancelToken | None = None,
+    ) -> RunResult:
+        """Answer the pending run that :meth:`ask` saved under *id*, exactly once.
+
+        Loads the pending state from :attr:`store` (a :class:`PendingStore`, possibly
+        written by another process), takes it atomically *before* any tool re-runs,
+        resumes as :meth:`resume` does (same rules for declines and missing answers)
+        and saves the outcome under *id*. A second answer for the same pending state,
+        concurrent or later, from any process, raises :class:`AlreadyAnswered` and runs
+        nothing. An answer id that matches no suspended request raises
+        :class:`ValueError` and consumes nothing; *id* with no pending run raises
+        :class:`LookupError`. Answers to requests past their ``expires_at`` are refused:
+        those calls get ``"declined/expired: <prompt>"``, the run goes on and is saved,
+        then :class:`PendingExpired` is raised with the result. See "Durable approvals"
+        in the docs for the whole lifecycle and what a crash leaves behind.
+        """
+        return await _answer(self, self._store, id, answers, toolkit=toolkit, cancel=cancel)
+
+    @property
+    def store(self) -> ConversationStore:
+        """The :class:`ConversationStore` of :meth:`ask` (the one passed in, else the
+        client's own in-memory store)."""
+        return self._store
+
+    async def ask(
+        self,
+        prompt: str,
+        toolkit: Toolkit | None = None,
+        *,
+        id: str | None = None,
+        on_text: Callable[[str], Any] | None = None,
+    ) -> RunResult:
+        """:meth:`run` with conversation memory (SPEC §8).
+
+        With *id*, the transcript saved under it in :attr:`store` is the history and the
+        new transcript is saved back; without, the store is untouched. *on_text* (sync
+        or async) gets each text delta, and makes the model call stream.
+        """
+        return await _ask(self, self._store, prompt, toolkit, id=id, on_text=on_text)
+
+    def conversation(self, toolkit: Toolkit | None = None) -> Conversation:
+        """A :class:`Conversation` (``send``, ``messages``, ``reset``) over this client."""
+        return Conversation(self, toolkit)
+
+    def metrics(self) -> str:
+        """The Prometheus text (SPEC §8 "Observability") of this client's activity."""
+        return self._registry.render()
+
+    async def translate(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        toolkit: Toolkit | None = None,
+        tool_choice: Any = None,
+        system: str | None = None,
+        max_tokens: int = 0,
+        cancel: CancelToken | None = None,
+    ) -> TranslateResult:
+        """One model call on OpenAI-shaped input, nothing executed (SPEC §11).
+
+        *messages*, *tools* and *tool_choice* are OpenAI's, verbatim; *toolkit* is only
+        declared (its tools first). ``before_llm`` and ``after_llm`` run once, tool
+        hooks never; retries and the ``llm`` metric are the loop's. A cancelled *cancel*
+        or ``run_timeout_ms`` raises :class:`GenerateError`. Input that is not of those
+        shapes (a string or ``null`` where a message, a content part, a tool call or a
+        tool belongs; a ``system`` that is not a string) raises :class:`ValueError`
+        naming where it is and what belongs there, before any call.
+        """
+        check_translate_input(messages, tools)
+        if system is not None and not isinstance(system, str):
+            raise ValueError(f"translate: system is a {type(system).__name__}, expected a string")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+            raise ValueError(f"translate: max_tokens is {max_tokens!r}, expected an integer >= 0")
+        declared = (toolkit.to_openai() if toolkit is not None else []) + [
+            dict(t) for t in tools or ()
+        ]
+        model = self.options.model
+        msgs: Sequence[Message] = messages
+        cancel = cancel or CancelToken()
+        timeout_ms = self.options.run_timeout_ms
+        with trio.CancelScope() as scope, cancel.bound(scope):
+            if timeout_ms > 0:
+                scope.deadline = trio.current_time() + timeout_ms / 1000
+            if self._hooks.before_llm is not None:
+                change = await self._llm_hook(
+                    self._hooks.before_llm,
+                    {"messages": msgs, "tools": declared, "model": model, "turn": 0},
+                )
+                if isinstance(change, Mapping):
+                    changed = change.get("messages")
+                    check_translate_input(
+                        [] if changed is None else changed, change.get("tools"), source="before_llm"
+                    )
+                    if change.get("messages") is not None:
+                        msgs = list(change["messages"])
+                    if change.get("tools") is not None:
+                        declared = list(change["tools"])
+                    if change.get("model"):
+                        model = str(change["model"])
+            call = TranslateCall(model, msgs, declared, tool_choice, system, max_tokens)
+            started = trio.current_time()
+            try:
+                result = await self._source.translate(call)
+            except Exception:
+                self._metric(
+                    {"event": "llm", "model": model, "status": "error", "ms": _ms(started),
+                     "prompt_tokens": 0, "completion_tokens": 0}
+                )  # fmt: skip
+                raise
+            self._metric(
+                {"event": "llm", "model": model, "status": "ok", "ms": _ms(started),
+                 "prompt_tokens": result.usage["prompt_tokens"],
+                 "completion_tokens": result.usage["completion_tokens"]}
+            )  # fmt: skip
+            if self._hooks.after_llm is not None:
+                await self._llm_hook(
+                    self._hooks.after_llm, {"response": result.raw, "model": model, "turn": 0}
+                )
+            return result
+        what = "cancelled" if cancel.is_cancelled else f"timed out after {timeout_ms}ms"
+        raise GenerateError(f"translate {what}")
+
+    # -- the loop -----------------------------------------------------------
+
+    def _new_run(
+        self, prompt: str, toolkit: Toolkit | None, history: Sequence[Message] | None
+    ) -> _Run:
+        messages: list[Message] = list(history) if history else []
+        if not messages:
+            # SPEC §8 step 1: system_prompt + "\n\n" + skills_prompt(), either part
+            # left out when empty (no system message at all when both are).
+            catalog = toolkit.skills_prompt() if toolkit is not None else ""
+            system = "\n\n".join(p for p in (self.options.system_prompt, catalog) if p)
+            if system:
+                messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": prompt})
+        return _Run(toolkit=toolkit, messages=messages)
+
+    async def _drive(
+        self, run: _Run, cancel: CancelToken | None, body: Awaitable[None]
+    ) -> RunResult:
+        started = trio.current_time()
+        cancel = cancel or CancelToken()
+        timeout_ms = self.options.run_timeout_ms
+        services = current_run.set(self._services(run))
+        try:
+            with trio.CancelScope() as run_scope, cancel.bound(run_scope):
+                if timeout_ms > 0:
+                    run_scope.deadline = trio.current_time() + timeout_ms / 1000
+                await trio.lowlevel.checkpoint_if_cancelled()
+                await body
+        except RunError as exc:
+            exc.result = self._result(run)
+            self._metric_run(run, started, error=str(exc))
+            raise
+        except Exception as exc:
+            self._metric_run(run, started, error=str(exc) or type(exc).__name__)
+            raise
+        finally:
+            current_run.reset(services)
+            if inspect.iscoroutine(body):
+                body.close()  # never awaited when the scope was cancelled up front
+        if run_scope.cancelled_caught:
+            if cancel.is_cancelled:
+                run.status, run.text = "cancelled", ""
+            else:
+                run.status, run.limit = "incomplete", "runTimeout"
+                result = self._result(run)
+                self._metric_run(run, started, error="timeout")
+                raise RunTimeout(f"run timeout after {timeout_ms}ms", result)
+        self._metric_run(run, started)
+        return self._result(run)
+
+    def _services(self, run: _Run) -> RunServices:
+        async def sample(prompt: str, max_tokens: int | None) -> str:
+            # One user message, no tools: what a Tesseron host's sampling/request asks.
+            request = GenerateRequest(
+                model=self.options.model,
+                messages=[{"role": "user", "content": prompt}],
+                tools=None,
+                turn=0,
+                max_tokens=max_tokens,
+            )
+            return (await self._call_model(request)).response.content
+
+        return RunServices(
+            emit=run.emit,
+            metric=self._metric if self.options.on_metric is not None else None,
+            sample=sample,
+        )
+
+    def _result(self, run: _Run) -> RunResult:
+        halted = run.status == "pending"
+        return RunResult(
+            text=run.text,
+            status=run.status,
+            messages=run.messages,
+            tool_calls=run.records,
+            turns=run.turns,
+            usage=run.usage,
+            model=self.options.model,
+            pending=run.suspended[0].request if halted else None,
+            limit=run.limit,
+            suspended=tuple(run.suspended) if halted else (),
+            toolkit=run.toolkit,
+        )
+
+    async def _loop(self, run: _Run) -> None:
+        opts = self.options
+        while True:
+            if run.turns >= opts.max_turns:
+                run.status, run.limit = "incomplete", "maxTurns"
+                return
+            turn = run.turns
+            tools = self._source.tools_for(run.toolkit)
+            model = opts.model
+            if self._hooks.before_llm is not None:
+                change = await self._llm_hook(
+                    self._hooks.before_llm,
+                    {"messages": run.messages, "tools": tools, "model": model, "turn": turn},
+                )
+                if isinstance(change, Mapping):
+                    if change.get("messages") is not None:
+                        run.messages = list(change["messages"])
+                    if change.get("tools") is not None:
+                        tools = list(change["tools"])
+                    if change.get("model"):
+                        model = str(change["model"])
+            produced = await self._call_model(
+                GenerateRequest(model=model, messages=run.messages, tools=tools or None, turn=turn),
+                run.emit,
+            )
+            response, usage = produced.response, produced.usage
+            run.turns += 1
+            for key, value in usage.items():
+                run.usage[key] += value
+            if self._hooks.after_llm is not None:
+                await self._llm_hook(
+                    self._hooks.after_llm, {"response": produced.raw, "model": model, "turn": turn}
+                )
+            calls = _to_calls(response)
+            assistant: Message = {"role": "assistant"}
+            if response.content or not calls:
+                assistant["content"] = response.content
+            if calls:
+                assistant["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments_json},
+                    }
+                    for c in calls
+                ]
+            run.messages.append(assistant)
+            run.text = response.content
+            # A streamed turn already sent its text as deltas.
+            text = "" if produced.streamed else response.content
+            if not calls:
+                if text and run.emit is not None:
+                    await run.emit({"type": "text", "delta": text})
+                run.status = "done"
+                return
+            await self._turn(run, calls, turn, text)
+            if run.suspended:
+                run.status, run.text = "pending", run.suspended[0].request.prompt
+                return
+
+    async def _call_model(self, request: GenerateRequest, emit: Emit | None = None) -> Turn:
+        started = trio.current_time()
+        try:
+            produced = await self._source.turn(request, emit)
+        except Exception:
+            self._metric(
+                {"event": "llm", "model": request.model, "status": "error", "ms": _ms(started),
+                 "prompt_tokens": 0, "completion_tokens": 0}
+            )  # fmt: skip
+            raise
+        usage = produced.usage
+        self._metric(
+            {"event": "llm", "model": request.model, "status": "ok", "ms": _ms(started),
+             "prompt_tokens": usage["prompt_tokens"],
+             "completion_tokens": usage["completion_tokens"]}
+        )  # fmt: skip
+        return produced
+
+    async def _llm_hook(self, fn: HookFn, event: dict[str, Any]) -> Any:
+        try:
+            return await _call_hook(fn, event)
+        except Exception as exc:
+            name = getattr(fn, "__name__", "hook")
+            raise HookError(f"LLM hook {name} failed: {exc}") from exc
+
+    def _metric_run(self, run: _Run, started: float, error: str | None = None) -> None:
+        event: dict[str, Any] = {
+            "event": "run",
+            "model": self.options.model,
+            "turns": run.turns,
+            "tool_calls": len(run.records),
+            "total_tokens": run.usage["total_tokens"],
+            "ms": _ms(started),
+            "status": run.status,
+        }
+        if error is not None:
+            event["error"] = error
+        self._metric(event)
+
+
+def create_in_process_client(options: InProcessOptions) -> Client:
+    """A :class:`Client` around a host-supplied ``generate`` (no wire, no key, no retries)."""
+    return Client(options)
+
+
+def create_client(options: ClientOptions) -> Client:
+    """A :class:`Client` whose model is an OpenAI- or Anthropic-style HTTP endpoint.
+
+    The same loop as :func:`create_in_process_client`: hooks, tools, suspension,
+    metrics and results behave alike. ``RunResult.messages`` is OpenAI-shaped for both
+    styles (the Anthropic wire gets it translated on every call), so a transcript can be
+    passed back as ``history`` to either. Close the client (``async with`` or
+    :meth:`Client.aclose`) to release its connections.
+    """
+    return Client(options, HttpTurns(options))

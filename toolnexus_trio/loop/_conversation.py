@@ -1,0 +1,367 @@
+"""Conversation memory (SPEC §8): ``ConversationStore``, the in-memory store, ``ask``
+and the stateful :class:`Conversation`.
+
+Everything here drives a client through :class:`ConversationClient` (``run`` and
+``stream``), so this module does not import the client and the client can build on it.
+
+Rules shared by :func:`ask` and :class:`Conversation`:
+
+- The transcript saved is ``RunResult.messages`` of a run that *returned*, whatever its
+  status: ``done``, ``pending`` (a tool suspended: its placeholder tool message keeps
+  the transcript balanced; continue it with :meth:`Client.answer`, or after
+  :meth:`Client.resume` save ``resumed.messages`` yourself to keep the thread),
+  ``incomplete`` (``max_turns``) or ``cancelled`` (the run's token).
+- A run that *raised* (``RunTimeout``, ``GenerateError``, ``trio.Cancelled``, an
+  exception from ``on_text``) saves nothing: the stored thread stays at its last good
+  state, so retrying the same prompt does not leave the first attempt's user message
+  behind it.
+- Turns on one thread are serialized: two concurrent ``ask`` calls with the same store
+  and id (or two concurrent :meth:`Conversation.send`) run one after the other, the
+  second one seeing the first one's answer. Without that, both would start from the
+  same history and the later save would silently drop the other turn.
+- With a :class:`PendingStore` (both stores of the package are), a ``pending`` run is
+  saved with its :class:`PendingState` in the same write, so that
+  :meth:`Client.answer` can continue it later, in any process, exactly once
+  (:mod:`toolnexus_trio.loop._durable`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+import attrs
+import trio
+
+from .._converter import payloads, structure_strictly
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from .._toolkit import Toolkit
+    from ._client import Message, RunResult
+
+OnText = Callable[[str], object]
+"""An ``on_text`` callback: receives each assistant text delta; an awaitable it returns
+(an ``async def``) is awaited, any other return value (``sys.stdout.write``) ignored."""
+
+DEFAULT_MAX_CONVERSATIONS = 10_000
+"""How many threads :class:`InMemoryConversationStore` keeps by default (LRU beyond)."""
+
+
+@runtime_checkable
+class ConversationStore(Protocol):
+    """Where :func:`ask` keeps each thread's transcript (SPEC §8 "Conversation memory").
+
+    Implement these two methods over a file, a database or Redis to keep threads
+    across processes; :class:`InMemoryConversationStore` is the default. Messages are
+    OpenAI-shaped dicts, treated as immutable values: the library never changes a
+    message in place. :class:`PendingStore` adds what :meth:`Client.answer` needs.
+    """
+
+    async def get(self, id: str) -> list[Message] | None:
+        """The transcript saved under *id*, or ``None`` for a new thread."""
+        ...
+
+    async def save(self, id: str, messages: Sequence[Message]) -> None:
+        """Replace the transcript of *id* with *messages*."""
+        ...
+
+
+PendingStatus = Literal["pending", "taken", "answered", "superseded"]
+
+
+@attrs.frozen
+class PendingState:
+    """The pending run of a thread, as a :class:`PendingStore` keeps it.
+
+    ``key`` is unique per suspension (a new one each time a run of the thread halts);
+    ``status`` is ``"pending"`` (answerable), ``"taken"`` (an answer took it and is
+    running, or its process died: the transcript then holds the interrupted outcome),
+    ``"answered"`` (the outcome is saved) or ``"superseded"`` (a later ``save`` of the
+    thread moved on without answering). ``result`` is the halted run's
+    :meth:`RunResult.to_json` while the status is ``"pending"``, else ``None``.
+    A store keeps it as three values; :meth:`to_json` and :meth:`from_json` give one.
+    """
+
+    key: str
+    status: PendingStatus
+    result: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, result: RunResult) -> PendingState:
+        """A fresh ``"pending"`` state (new key) for a run that returned ``pending``."""
+        return cls(uuid.uuid4().hex, "pending", result.to_json())
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"key", "status", "result"}``."""
+        return {"key": self.key, "status": self.status, "result": self.result}
+
+    @classmethod
+    def from_json(cls, data: Any) -> PendingState:
+        """Read :meth:`to_json`'s form strictly (:class:`ValueError` saying why)."""
+        return structure_strictly(payloads, data, cls)
+
+
+@runtime_checkable
+class PendingStore(ConversationStore, Protocol):
+    """A :class:`ConversationStore` that also keeps each thread's :class:`PendingState`.
+
+    :meth:`Client.answer` needs it. Three methods beyond ``get``/``save``, each one
+    atomic write or read; ``save`` must also turn a ``"pending"`` state into
+    ``"superseded"`` (with ``result`` dropped) in the same write, so that an old answer
+    cannot resume a thread that has moved on. See the "Durable approvals" docs for a
+    PostgreSQL version.
+    """
+
+    async def get_pending(self, id: str) -> PendingState | None:
+        """The pending state of *id* (any status), or ``None`` if it never had one."""
+        ...
+
+    async def save_pending(self, id: str, messages: Sequence[Message], state: PendingState) -> None:
+        """Replace the transcript *and* the pending state of *id*, in one transaction."""
+        ...
+
+    async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
+        """The take-once mark, one conditional update: if *id*'s state has *key* and
+        status ``"pending"``, set status ``"taken"``, drop its ``result`` and replace the
+        transcript with *messages*, then return ``True``; otherwise change nothing and
+        return ``False``. Two takes of one state, from any processes, never both win."""
+        ...
+
+
+class InMemoryConversationStore:
+    """The default :class:`ConversationStore`: a dict in this process, one per client.
+
+    ``save`` keeps its own copy of the list and ``get`` returns a fresh one, so a caller
+    appending to or clearing a list it got or gave cannot change a stored thread (the
+    message dicts are shared, not copied; see :class:`ConversationStore`).
+
+    At most *max_conversations* threads are kept (``None`` = no limit): ids can come
+    from outside (an A2A ``contextId``), so the default is bounded, and past the bound
+    the least recently used thread is forgotten, with its pending state.
+
+    It is a :class:`PendingStore` too: pending runs can be answered with
+    :meth:`Client.answer` for as long as this process (and the thread) lives.
+    """
+
+    def __init__(self, *, max_conversations: int | None = DEFAULT_MAX_CONVERSATIONS) -> None:
+        if max_conversations is not None and max_conversations < 1:
+            raise ValueError("max_conversations must be at least 1 (or None for no limit)")
+        self.max_conversations = max_conversations
+        self._threads: OrderedDict[str, list[Message]] = OrderedDict()
+        self._pending: dict[str, PendingState] = {}
+
+    async def get(self, id: str) -> list[Message] | None:
+        """A copy of the transcript saved under *id*, or ``None``."""
+        await trio.lowlevel.checkpoint()
+        messages = self._threads.get(id)
+        if messages is None:
+            return None
+        self._threads.move_to_end(id)
+        return list(messages)
+
+    async def save(self, id: str, messages: Sequence[Message]) -> None:
+        """Keep a copy of *messages* under *id* (forgetting the oldest thread if full).
+
+        A ``"pending"`` state of *id* becomes ``"superseded"``.
+        """
+        await trio.lowlevel.checkpoint()
+        state = self._pending.get(id)
+        if state is not None and state.status == "pending":
+            self._pending[id] = PendingState(state.key, "superseded")
+        self._keep(id, messages)
+
+    async def get_pending(self, id: str) -> PendingState | None:
+        """The pending state of *id*, or ``None``."""
+        await trio.lowlevel.checkpoint()
+        return self._pending.get(id)
+
+    async def save_pending(self, id: str, messages: Sequence[Message], state: PendingState) -> None:
+        """Keep *messages* and *state* under *id* together."""
+        await trio.lowlevel.checkpoint()
+        self._pending[id] = state
+        self._keep(id, messages)
+
+    async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
+        """The take-once mark (see :meth:`PendingStore.take_pending`)."""
+        await trio.lowlevel.checkpoint()
+        # No await between the check and the change: atomic within the Trio run.
+        state = self._pending.get(id)
+        if state is None or state.key != key or state.status != "pending":
+            return False
+        self._pending[id] = PendingState(key, "taken")
+        self._keep(id, messages)
+        return True
+
+    def _keep(self, id: str, messages: Sequence[Message]) -> None:
+        self._threads[id] = list(messages)
+        self._threads.move_to_end(id)
+        if self.max_conversations is not None and len(self._threads) > self.max_conversations:
+            forgotten, _ = self._threads.popitem(last=False)
+            self._pending.pop(forgotten, None)
+
+    def __len__(self) -> int:
+        """How many threads are stored."""
+        return len(self._threads)
+
+
+class ConversationClient(Protocol):
+    """What :func:`ask` and :class:`Conversation` need from a client: ``run`` and ``stream``.
+
+    Both :func:`create_client` and :func:`create_in_process_client` clients fit.
+    """
+
+    async def run(
+        self,
+        prompt: str,
+        toolkit: Toolkit | None = None,
+        *,
+        history: Sequence[Message] | None = None,
+    ) -> RunResult:
+        """Run the loop, continuing *history*; see :meth:`Client.run`."""
+        ...
+
+    def stream(
+        self,
+        prompt: str,
+        toolkit: Toolkit | None = None,
+        *,
+        history: Sequence[Message] | None = None,
+    ) -> AbstractAsyncContextManager[AsyncIterable[dict[str, Any]]]:
+        """The same run as a stream of events; see :meth:`Client.stream`."""
+        ...
+
+
+async def ask(
+    client: ConversationClient,
+    store: ConversationStore,
+    prompt: str,
+    toolkit: Toolkit | None = None,
+    *,
+    id: str | None = None,
+    on_text: OnText | None = None,
+) -> RunResult:
+    """One turn of a stored thread (SPEC §8 ``ask``); returns the :class:`RunResult`.
+
+    With *id*, the thread's transcript is loaded from *store* as ``history``, the loop
+    runs, and ``result.messages`` is saved back under *id*, so the next ``ask`` with the
+    same *id* continues it. Without *id*, it is a stateless ``run`` and *store* is not
+    touched. With *on_text* (sync or async), the run streams and *on_text* receives each
+    assistant text delta as it arrives; without it nothing streams. The rules on what
+    is saved and on concurrent turns are in the module docs: a run that returned is
+    saved whatever its status, one that raised saves nothing, and turns on one id run
+    one at a time.
+    """
+    if id is None:
+        return await _turn(client, prompt, toolkit, None, on_text)
+    async with _thread_lock(store, id):
+        history = await store.get(id)
+        result = await _turn(client, prompt, toolkit, history, on_text)
+        if result.status == "pending" and isinstance(store, PendingStore):
+            await store.save_pending(id, result.messages, PendingState.of(result))
+        else:
+            await store.save(id, result.messages)
+        return result
+
+
+async def _turn(
+    client: ConversationClient,
+    prompt: str,
+    toolkit: Toolkit | None,
+    history: Sequence[Message] | None,
+    on_text: OnText | None,
+) -> RunResult:
+    if on_text is None:
+        return await client.run(prompt, toolkit, history=history)
+    result: RunResult | None = None
+    async with client.stream(prompt, toolkit, history=history) as events:
+        async for event in events:
+            kind = event.get("type")
+            if kind == "text":
+                # Awaiting whatever comes back covers async functions, partials of
+                # them and sync callables that return an awaitable alike.
+                outcome = on_text(event["delta"])
+                if inspect.isawaitable(outcome):
+                    await outcome
+            elif kind == "done":
+                result = event["result"]
+    if result is None:
+        raise RuntimeError("the stream ended without a 'done' event")
+    return result
+
+
+@attrs.define
+class _Holder:
+    lock: trio.Lock = attrs.field(factory=trio.Lock)
+    users: int = 0
+
+
+# Per Trio run, so separate runs (or threads each running Trio) never share a lock.
+# Entries live only while some ask holds or waits for them, so ids cannot pile up, and
+# id(store) cannot be reused meanwhile because the waiting ask keeps the store alive.
+_THREAD_LOCKS: trio.lowlevel.RunVar[dict[tuple[int, str], _Holder]] = trio.lowlevel.RunVar(
+    "toolnexus_thread_locks"
+)
+
+
+@asynccontextmanager
+async def _thread_lock(store: ConversationStore, thread_id: str) -> AsyncIterator[None]:
+    try:
+        table = _THREAD_LOCKS.get()
+    except LookupError:
+        table = {}
+        _THREAD_LOCKS.set(table)
+    key = (id(store), thread_id)
+    holder = table.get(key)
+    if holder is None:
+        holder = table[key] = _Holder()
+    holder.users += 1
+    try:
+        async with holder.lock:
+            yield
+    finally:
+        holder.users -= 1
+        if holder.users == 0:
+            del table[key]
+
+
+class Conversation:
+    """A stateful thread over a client (SPEC §8 ``client.conversation()``).
+
+    :meth:`send` runs the loop with the transcript so far as ``history`` and keeps the
+    result's transcript; :attr:`messages` reads it and :meth:`reset` clears it. Sends
+    are serialized (see the module docs); a send that raises leaves the transcript as
+    it was.
+    """
+
+    def __init__(self, client: ConversationClient, toolkit: Toolkit | None = None) -> None:
+        self.client = client
+        self.toolkit = toolkit
+        self._messages: list[Message] = []
+        self._lock = trio.Lock()
+        self._generation = 0  # bumped by reset(), so a send in flight does not undo it
+
+    async def send(self, prompt: str) -> RunResult:
+        """Send *prompt* as the next user turn and return the run's :class:`RunResult`."""
+        async with self._lock:
+            generation = self._generation
+            result = await self.client.run(prompt, self.toolkit, history=self._messages)
+            if generation == self._generation:
+                # Our own list: the caller may change result.messages afterwards.
+                self._messages = list(result.messages)
+            return result
+
+    @property
+    def messages(self) -> list[Message]:
+        """A copy of the transcript (changing it does not change the conversation)."""
+        return list(self._messages)
+
+    def reset(self) -> None:
+        """Forget the transcript; a send still in flight will not restore it."""
+        self._messages = []
+        self._generation += 1

@@ -1,0 +1,267 @@
+"""Options, results and errors of the agent loop (both client kinds share them)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from .._toolkit import Toolkit
+from .._wire import Answer, Request
+
+if TYPE_CHECKING:
+    from ._conversation import ConversationStore as ConversationStore
+else:
+    # attrs.resolve_types (run by the package facade) needs a runtime name; the store
+    # module imports the client, so the real Protocol is for type checkers only.
+    ConversationStore = Any
+
+Message = dict[str, Any]
+"""An OpenAI-shaped chat message (``role``, ``content``, ``tool_calls``, ``tool_call_id``)."""
+
+RunStatus = Literal["done", "pending", "incomplete", "cancelled"]
+
+
+@attrs.frozen
+class InProcessToolCall:
+    """One tool call of a model message; a missing id becomes ``call_<i>``.
+
+    ``arguments`` may be a dict or a JSON string.
+    """
+
+    id: str = ""
+    name: str = ""
+    arguments: dict[str, Any] | str = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class InProcessResponse:
+    """One assistant message from ``generate``: text, tool calls, optional usage."""
+
+    content: str = ""
+    tool_calls: Sequence[InProcessToolCall] = ()
+    usage: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class GenerateRequest:
+    """What ``generate`` receives.
+
+    ``messages`` is the live transcript: read it during the call, do not mutate or keep
+    it (it is not copied per call, on purpose). ``tools`` is the OpenAI tool list, or
+    ``None`` when there are no tools. ``turn`` is 0-based. ``max_tokens`` caps the
+    answer when the caller asked for a cap (a Tesseron host's sampling request does).
+    """
+
+    model: str
+    messages: Sequence[Message]
+    tools: list[dict[str, Any]] | None
+    turn: int
+    max_tokens: int | None = None
+
+
+HookFn = Callable[[dict[str, Any]], Any]
+"""A hook: sync or async, takes one event dict, may return a dict (see :class:`Hooks`)."""
+
+
+@attrs.frozen
+class Hooks:
+    """Lifecycle hooks (SPEC §8); each is sync or async and gets one dict.
+
+    - ``before_llm({messages, tools, model, turn})`` may return ``{messages?, tools?,
+      model?}``: ``messages`` replaces the transcript for the rest of the run; ``tools``
+      and ``model`` apply to that turn.
+    - ``after_llm({response, model, turn})`` observes.
+    - ``before_tool({name, args, id, turn, cancel})`` may return ``{result}`` to
+      short-circuit the tool (``after_tool`` then does not run) or ``{args}`` to rewrite.
+    - ``after_tool({name, args, result, id, turn, cancel})`` may return ``{result}``.
+
+    ``cancel`` is the turn's :class:`CancelToken`. A raising tool hook becomes that
+    call's error result; a raising LLM hook fails the run with :class:`HookError`.
+    """
+
+    before_llm: HookFn | None = None
+    after_llm: HookFn | None = None
+    before_tool: HookFn | None = None
+    after_tool: HookFn | None = None
+
+
+Generate = Callable[[GenerateRequest], Any]
+WaitFor = Callable[[Request], Awaitable[Answer]]
+OnMetric = Callable[[dict[str, Any]], None]
+
+
+@attrs.frozen
+class InProcessOptions:
+    """Options of :func:`create_in_process_client`.
+
+    ``generate`` is ``async (GenerateRequest) -> InProcessResponse`` (a dict with
+    ``content`` / ``tool_calls`` / ``usage`` is accepted too); a plain function also
+    works and runs in a worker thread. ``wait_for`` resolves §10 suspensions.
+    ``system_prompt`` opens a new run's transcript, followed by a blank line and the
+    toolkit's :meth:`~toolnexus_trio.Toolkit.skills_prompt` when that is not empty.
+    ``tool_timeout_ms`` bounds each tool call, ``run_timeout_ms`` the whole run
+    (0 = unbounded). ``on_metric`` receives ``llm``, ``tool`` and ``run`` events (and
+    ``progress`` / ``log`` from Tesseron tools). ``store`` keeps the transcripts of
+    :meth:`Client.ask` by id (default: a new in-memory store per client).
+    """
+
+    model: str
+    generate: Generate
+    wait_for: WaitFor | None = None
+    system_prompt: str | None = None
+    max_turns: int = 10
+    hooks: Hooks | Mapping[str, HookFn] | None = None
+    tool_timeout_ms: int = 0
+    run_timeout_ms: int = 0
+    on_metric: OnMetric | None = None
+    store: ConversationStore | None = None
+
+
+@attrs.frozen
+class ToolCallRecord:
+    """One executed tool call and its final result."""
+
+    id: str
+    name: str
+    args: Any
+    output: str
+    is_error: bool
+    metadata: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SuspendedCall:
+    """A call left suspended by a run that returned ``status="pending"``."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    request: Request
+    message_index: int
+    record_index: int
+
+
+@attrs.frozen
+class RunResult:
+    """The outcome of a run.
+
+    ``status`` is ``"done"``, ``"pending"`` (a tool suspended and there is no
+    ``wait_for``; ``pending`` is the first suspended request in call order),
+    ``"incomplete"`` (``limit`` says which limit: ``"maxTurns"``, or ``"runTimeout"`` on
+    :attr:`RunTimeout.result`) or ``"cancelled"``
+    (the run's token was cancelled). ``messages`` is the whole transcript, balanced:
+    every tool call has its tool message.
+    """
+
+    text: str
+    status: RunStatus
+    messages: list[Message]
+    tool_calls: list[ToolCallRecord]
+    turns: int
+    usage: dict[str, int]
+    model: str
+    pending: Request | None = None
+    limit: str | None = None
+    suspended: tuple[SuspendedCall, ...] = ()
+    _toolkit: Toolkit | None = attrs.field(default=None, repr=False, eq=False, alias="toolkit")
+
+    @property
+    def tool_call_count(self) -> int:
+        """``len(tool_calls)``."""
+        return len(self.tool_calls)
+
+    def to_json(self) -> dict[str, Any]:
+        """A versioned, JSON-safe form: ``{"version": 1, ...}``, for :meth:`from_json`.
+
+        It holds what :meth:`Client.resume` needs (transcript, tool-call records, turns,
+        usage, model, status, and each suspended call with its ``Request`` and where its
+        placeholder sits), never the toolkit or another live object. Every key is
+        written (``null`` when empty). Tool metadata values that are not JSON become
+        their ``repr``; a transcript, arguments or a ``Request`` that are not JSON
+        raise :class:`ValueError`, and so does a result that :meth:`from_json` would
+        refuse (a negative usage count, a suspended call that does not point at its
+        own tool message...): what ``to_json`` writes, ``from_json`` reads.
+        """
+        from ._runjson import run_result_to_json  # it imports this module
+
+        return run_result_to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> RunResult:
+        """Read a :meth:`to_json` document (after ``json.loads``, in any process).
+
+        A newer version, a missing or unknown key, a value of the wrong JSON kind or
+        parts that disagree (a suspended call that does not point at its own tool
+        message) raise :class:`ValueError` saying which and why. The result has no
+        toolkit: pass ``toolkit=`` to :meth:`Client.resume`.
+        """
+        from ._runjson import run_result_from_json
+
+        return run_result_from_json(data)
+
+
+class RunTimeout(TimeoutError):
+    """``run_timeout_ms`` elapsed; :attr:`result` holds the balanced transcript so far.
+
+    That result has ``status="incomplete"`` and ``limit="runTimeout"``.
+    """
+
+    def __init__(self, message: str, result: RunResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class RunError(RuntimeError):
+    """A run stopped on an error; :attr:`result` keeps the balanced transcript so far.
+
+    The original exception, if any, is ``__cause__``.
+    """
+
+    result: RunResult | None = None
+
+
+class HookError(RunError):
+    """An LLM hook (``before_llm`` / ``after_llm``) raised; the run stops."""
+
+
+class GenerateError(RunError):
+    """The model call failed: ``generate`` raised or returned something that is not a
+    model message, or the HTTP call failed for good (after its retries), or its answer
+    was not a valid response of the wire style.
+    """
+
+    status: int | None = None
+    """The HTTP status of the last failed attempt, when the model answered with one."""
+
+
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
+
+
+@attrs.frozen
+class TranslatedToolCall:
+    """One tool call read back from a provider: ``arguments`` is a JSON string."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@attrs.frozen
+class TranslateResult:
+    """What :meth:`Client.translate` returns (SPEC §11), OpenAI-shaped.
+
+    ``tool_calls`` are in provider order, none dropped. ``finish_reason`` is
+    ``"tool_calls"`` whenever there is a tool call, else ``"length"``,
+    ``"content_filter"`` or ``"stop"``. ``usage`` has ``prompt_tokens``,
+    ``completion_tokens`` and ``total_tokens``; ``raw`` is the provider's decoded
+    response (for the in-process client: what ``generate`` returned).
+    """
+
+    text: str
+    tool_calls: tuple[TranslatedToolCall, ...]
+    finish_reason: FinishReason
+    usage: dict[str, int]
+    model: str
+    raw: Any = None

@@ -1,0 +1,417 @@
+"""One turn's tool calls: run concurrently in the turn's nursery, recorded in call order.
+
+:class:`ToolCalls` is the part of :class:`~toolnexus_trio.Client` that executes the tool
+calls of one model message (hooks, ``concurrency_safe`` ordering, §10 suspension and
+``wait_for``, resume) and reports metrics. The loop that asks the model is in
+:mod:`toolnexus_trio.loop._client`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from .._cancel import CancelToken
+from .._toolkit import Toolkit
+from .._tools import ToolContext, ToolResult, ToolSource, describe_exception, pending_of
+from .._wire import Answer, Request
+from ..models import ClientOptions
+from ._metrics import PrometheusRegistry
+from ._results import (
+    HookFn,
+    Hooks,
+    InProcessOptions,
+    Message,
+    RunStatus,
+    SuspendedCall,
+    ToolCallRecord,
+)
+
+logger = logging.getLogger("toolnexus_trio")
+
+_REGISTRY_EVENTS = frozenset({"llm", "tool", "run"})
+
+
+@attrs.define
+class _Call:
+    id: str
+    name: str
+    args: Any
+    arguments_json: str
+    error: str | None = None
+
+
+@attrs.define
+class _Run:
+    toolkit: Toolkit | None
+    messages: list[Message]
+    records: list[ToolCallRecord] = attrs.field(factory=list)
+    usage: dict[str, int] = attrs.field(
+        factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    )
+    turns: int = 0
+    text: str = ""
+    status: RunStatus = "done"
+    limit: str | None = None
+    suspended: list[SuspendedCall] = attrs.field(factory=list)
+    emit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+
+
+async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
+    out = fn(event)
+    if inspect.isawaitable(out):
+        out = await out
+    return out
+
+
+class _Gate:
+    """Orders calls so that a ``concurrency_safe=False`` call never overlaps another."""
+
+    def __init__(self, exclusive: list[bool]) -> None:
+        self.done = [trio.Event() for _ in exclusive]
+        self.waits: list[list[int]] = []
+        last_exclusive = -1
+        since_exclusive: list[int] = []
+        for i, excl in enumerate(exclusive):
+            if excl:
+                self.waits.append(
+                    ([last_exclusive] if last_exclusive >= 0 else []) + since_exclusive
+                )
+                last_exclusive, since_exclusive = i, []
+            else:
+                self.waits.append([last_exclusive] if last_exclusive >= 0 else [])
+                since_exclusive.append(i)
+
+    async def wait_turn(self, index: int) -> None:
+        for other in self.waits[index]:
+            await self.done[other].wait()
+
+
+def _gate_for(toolkit: Toolkit | None, names: Sequence[str]) -> _Gate | None:
+    """A gate when any call goes to a ``concurrency_safe=False`` tool, else ``None``."""
+    if toolkit is None:
+        return None
+    exclusive = []
+    for name in names:
+        found = toolkit.get(name)
+        exclusive.append(found is not None and found.concurrency_safe is False)
+    return _Gate(exclusive) if any(exclusive) else None
+
+
+@attrs.define  # not frozen: a frozen attrs __init__ costs about 2.5x per call
+class _Outcome:
+    result: ToolResult
+    args: Any
+
+
+_SOURCE_LABEL: dict[ToolSource, str] = {source: source.value for source in ToolSource}
+
+
+@attrs.define
+class _Meter:
+    """Per-call metric state: one ``tool`` event per execution, or one for the call."""
+
+    started: float
+    source: str = "unknown"
+    metered: bool = False
+
+
+class ToolCalls:
+    """Tool execution and metrics for :class:`~toolnexus_trio.Client` (a mixin)."""
+
+    options: InProcessOptions | ClientOptions
+    _hooks: Hooks
+    _registry: PrometheusRegistry
+
+    # -- one turn -----------------------------------------------------------
+
+    async def _turn(self, run: _Run, calls: list[_Call], turn: int, text: str) -> None:
+        token = CancelToken()
+        outcomes: list[_Outcome | None] = [None] * len(calls)
+        gate = _gate_for(run.toolkit, [c.name for c in calls])
+        try:
+            # Inside the try: a cancel while these events wait for the consumer still
+            # leaves every call with its tool message.
+            if run.emit is not None:
+                if text:
+                    await run.emit({"type": "text", "delta": text})
+                for c in calls:
+                    await run.emit(
+                        {"type": "tool_call", "id": c.id, "name": c.name, "args": c.args,
+                         "cancel": token}
+                    )  # fmt: skip
+            async with trio.open_nursery() as nursery:
+                # The turn's token *is* this nursery's cancel scope.
+                token.attach(nursery.cancel_scope)
+                for i, call in enumerate(calls):
+                    nursery.start_soon(self._call_task, run, call, i, turn, token, gate, outcomes)
+        finally:
+            # Runs on every exit, a run cancel or timeout included: each call gets its
+            # tool message so the transcript stays balanced.
+            self._record_turn(run, calls, outcomes)
+        if run.emit is not None:
+            for c, outcome in zip(calls, outcomes, strict=True):
+                assert outcome is not None
+                await run.emit(
+                    {"type": "tool_result", "id": c.id, "name": c.name,
+                     "output": outcome.result.output, "is_error": outcome.result.is_error}
+                )  # fmt: skip
+
+    def _record_turn(self, run: _Run, calls: list[_Call], outcomes: list[_Outcome | None]) -> None:
+        for i, call in enumerate(calls):
+            outcome = outcomes[i]
+            if outcome is None:
+                outcome = outcomes[i] = _Outcome(ToolResult.error("cancelled"), call.args)
+            result = outcome.result
+            request = pending_of(result)
+            if request is not None:
+                run.suspended.append(
+                    SuspendedCall(call.id, call.name, dict(outcome.args), request,
+                                  len(run.messages), len(run.records))
+                )  # fmt: skip
+            record, message = _record_and_message(call.id, call.name, outcome.args, result)
+            run.records.append(record)
+            run.messages.append(message)
+
+    async def _call_task(
+        self,
+        run: _Run,
+        call: _Call,
+        index: int,
+        turn: int,
+        token: CancelToken,
+        gate: _Gate | None,
+        outcomes: list[_Outcome | None],
+    ) -> None:
+        # No clock read here: _execute stamps the tool's start; a call that never got
+        # there (cancelled at its gate or hook) is reported with 0 ms.
+        meter = _Meter(math.nan)
+        try:
+            if gate is not None:
+                await gate.wait_turn(index)
+            outcomes[index] = await self._run_call(run, call, turn, token, meter)
+        except* Exception as group:
+            # Only a tool whose own nursery failed while being cancelled gets here (any
+            # other exception is already a result); the Cancelled part propagates.
+            outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
+        finally:
+            if gate is not None:
+                gate.done[index].set()
+            if not meter.metered:
+                outcome = outcomes[index]
+                final = outcome.result if outcome is not None else ToolResult.error("cancelled")
+                self._metric_tool(call.name, final, meter)
+
+    async def _run_call(
+        self, run: _Run, call: _Call, turn: int, token: CancelToken, meter: _Meter
+    ) -> _Outcome:
+        hooks = self._hooks
+        args = call.args
+        if call.error is not None:
+            return _Outcome(ToolResult.error(f"{call.error} (tool '{call.name}')"), args)
+        short_circuit: ToolResult | None = None
+        if hooks.before_tool is not None:
+            event = {"name": call.name, "args": args, "id": call.id, "turn": turn, "cancel": token}
+            try:
+                change = await _call_hook(hooks.before_tool, event)
+            except Exception as exc:
+                return _Outcome(ToolResult.error(f"before_tool hook failed: {exc}"), args)
+            if isinstance(change, Mapping):
+                if "result" in change:
+                    if not isinstance(change["result"], ToolResult):
+                        # Fail closed: a guard that meant to deny must not let the tool run.
+                        kind = type(change["result"]).__name__
+                        message = f"before_tool hook returned a {kind} result, not a ToolResult"
+                        return _Outcome(ToolResult.error(message), args)
+                    short_circuit = change["result"]
+                elif "args" in change:
+                    if not isinstance(change["args"], dict):
+                        kind = type(change["args"]).__name__
+                        message = f"before_tool hook returned {kind} args, not a dict"
+                        return _Outcome(ToolResult.error(message), args)
+                    args = change["args"]
+        if short_circuit is not None and pending_of(short_circuit) is None:
+            return _Outcome(short_circuit, args)
+        ctx = ToolContext(cancel=token, call_id=call.id, timeout_ms=self.options.tool_timeout_ms)
+        result = short_circuit or await self._execute(run, call.name, args, ctx, meter)
+        request = pending_of(result)
+        if request is not None:
+            if self.options.wait_for is None:
+                if run.emit is not None:
+                    await run.emit({"type": "pending", "request": request})
+                return _Outcome(result, args)
+            result = await self._resolve(run, call, args, request, token, meter)
+        if self._hooks.after_tool is not None:  # no coroutine per call without the hook
+            result = await self._after_tool(call, args, result, turn, token)
+        return _Outcome(result, args)
+
+    async def _execute(
+        self, run: _Run, name: str, args: dict[str, Any], ctx: ToolContext, meter: _Meter
+    ) -> ToolResult:
+        meter.started = trio.current_time()  # the tool's own time, not the gate's wait
+        toolkit = run.toolkit
+        found = toolkit.get(name) if toolkit is not None else None
+        if found is None:
+            result = ToolResult.error(f"Unknown tool: {name}")
+        else:
+            meter.source = _SOURCE_LABEL[found.source]  # Enum.value is a slow descriptor
+            result = await found._call(args, ctx, own_scope=False)
+        meter.metered = True
+        self._metric_tool(name, result, meter)
+        return result
+
+    async def _resolve(
+        self,
+        run: _Run,
+        call: _Call,
+        args: dict[str, Any],
+        request: Request,
+        token: CancelToken,
+        meter: _Meter,
+    ) -> ToolResult:
+        assert self.options.wait_for is not None
+        if run.emit is not None:
+            await run.emit({"type": "pending", "request": request})
+        try:
+            answer: object = await self.options.wait_for(request)
+        except Exception as exc:
+            return ToolResult.error(f"wait_for failed: {exc}")
+        if answer is not None and not isinstance(answer, Answer):
+            kind = type(answer).__name__
+            return ToolResult.error(f"wait_for returned {kind}, not an Answer")
+        return await self._answered(run, call.id, call.name, args, request, answer, token, meter)
+
+    async def _answered(
+        self,
+        run: _Run,
+        call_id: str,
+        name: str,
+        args: dict[str, Any],
+        request: Request,
+        answer: Answer | None,
+        token: CancelToken,
+        meter: _Meter,
+    ) -> ToolResult:
+        if answer is None or not answer.ok:
+            return ToolResult.error(f"declined/expired: {request.prompt}")
+        ctx = ToolContext(
+            cancel=token, call_id=call_id, timeout_ms=self.options.tool_timeout_ms, answer=answer
+        )
+        retried = await self._execute(run, name, args, ctx, meter)
+        if pending_of(retried) is not None:
+            return ToolResult.error(f"unresolved: {request.prompt}")
+        return retried
+
+    async def _after_tool(
+        self, call: _Call, args: Any, result: ToolResult, turn: int, token: CancelToken
+    ) -> ToolResult:
+        if self._hooks.after_tool is None:
+            return result
+        event = {
+            "name": call.name,
+            "args": args,
+            "result": result,
+            "id": call.id,
+            "turn": turn,
+            "cancel": token,
+        }
+        try:
+            change = await _call_hook(self._hooks.after_tool, event)
+        except Exception as exc:
+            return ToolResult.error(f"after_tool hook failed: {exc}")
+        replaced = change.get("result") if isinstance(change, Mapping) else None
+        return replaced if isinstance(replaced, ToolResult) else result
+
+    async def _resume_turn(
+        self, run: _Run, suspended: Sequence[SuspendedCall], answers: Mapping[str, Answer]
+    ) -> None:
+        token = CancelToken()
+        results: list[ToolResult | None] = [None] * len(suspended)
+        gate = _gate_for(run.toolkit, [s.name for s in suspended])
+
+        async def redo(i: int, s: SuspendedCall) -> None:
+            meter = _Meter(trio.current_time())
+            try:
+                if gate is not None:
+                    await gate.wait_turn(i)
+                answer = answers.get(s.request.id)
+                if answer is None:
+                    results[i] = ToolResult.error(f"unresolved: {s.request.prompt}")
+                    return
+                result = await self._answered(
+                    run, s.id, s.name, s.args, s.request, answer, token, meter
+                )
+                call = _Call(s.id, s.name, s.args, "")
+                results[i] = await self._after_tool(call, s.args, result, run.turns - 1, token)
+            except* Exception as group:
+                results[i] = ToolResult.error(describe_exception(group))
+            finally:
+                if gate is not None:
+                    gate.done[i].set()
+
+        try:
+            async with trio.open_nursery() as nursery:
+                token.attach(nursery.cancel_scope)
+                for i, s in enumerate(suspended):
+                    nursery.start_soon(redo, i, s)
+        finally:
+            for s, result in zip(suspended, results, strict=True):
+                final = result or ToolResult.error("cancelled")
+                record, message = _record_and_message(s.id, s.name, s.args, final)
+                run.records[s.record_index] = record
+                run.messages[s.message_index] = message
+
+    # -- metrics ------------------------------------------------------------
+
+    def _metric(self, event: dict[str, Any]) -> None:
+        # The client's own registry sees every llm/tool/run event, on_metric or not.
+        if event["event"] in _REGISTRY_EVENTS:
+            try:
+                self._registry.observe(event)
+            except Exception:
+                logger.exception("toolnexus_trio: the metrics registry failed on an event")
+        sink = self.options.on_metric
+        if sink is None:
+            return
+        try:
+            sink(event)
+        except Exception:
+            logger.exception("toolnexus_trio: on_metric raised; event dropped")
+
+    def _metric_tool(self, name: str, result: ToolResult, meter: _Meter) -> None:
+        suspended = pending_of(result) is not None
+        is_error = result.is_error and not suspended
+        ms = _ms(meter.started)
+        if self.options.on_metric is None:
+            # Only the registry wants it: no event dict per call (the fan-out hot path).
+            try:
+                self._registry.observe_tool(name, meter.source, is_error, suspended, ms)
+            except Exception:
+                logger.exception("toolnexus_trio: the metrics registry failed on an event")
+            return
+        event: dict[str, Any] = {
+            "event": "tool", "tool": name, "source": meter.source, "is_error": is_error,
+            "ms": ms,
+        }  # fmt: skip
+        if suspended:
+            event["pending"] = True
+        self._metric(event)
+
+
+def _record_and_message(
+    call_id: str, name: str, args: Any, result: ToolResult
+) -> tuple[ToolCallRecord, Message]:
+    """A call's record and its tool message, built the same way for a turn and a resume."""
+    record = ToolCallRecord(call_id, name, args, result.output, result.is_error, result.metadata)
+    return record, {"role": "tool", "tool_call_id": call_id, "content": result.output}
+
+
+def _ms(started: float) -> float:
+    elapsed = (trio.current_time() - started) * 1000
+    return 0.0 if math.isnan(elapsed) else elapsed

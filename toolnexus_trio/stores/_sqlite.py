@@ -1,0 +1,242 @@
+"""``SqliteConversationStore``: the embedded persistent :class:`PendingStore`.
+
+One SQLite file, shared by any number of processes. Every database call runs in a
+Trio worker thread, never on the event loop. The store has one connection, opened
+on first use and used by one worker thread at a time (a ``CapacityLimiter`` of 1
+queues the calls without tying up threads, and a ``threading.Lock`` guards the
+connection for any other caller), which is why ``check_same_thread`` can be off:
+sqlite3 connections may move between threads as long as their use never overlaps.
+Writers in other processes are waited for up to *timeout* seconds (SQLite's busy
+handler), and WAL mode lets readers go on while one writes.
+
+Every write is a single SQL statement, so each ``save`` is one transaction; the
+take-once mark is the conditional ``UPDATE ... WHERE pending_status = 'pending'``,
+which SQLite runs atomically whatever the number of processes racing for it.
+``synchronous=FULL``: a committed take survives a power cut, not only a crash, so an
+approved action cannot be replayed after one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import trio
+
+from ..loop._conversation import PendingState
+from ..loop._results import Message
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+"""The ``PRAGMA user_version`` of files this store writes; a newer file is refused."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS toolnexus_threads (
+    id TEXT PRIMARY KEY,
+    messages TEXT NOT NULL,
+    pending_key TEXT,
+    pending_status TEXT,
+    pending_result TEXT,
+    updated_at REAL NOT NULL
+)
+"""
+
+# A plain save moves a thread on: a pending state still waiting becomes superseded.
+# (The SET expressions all read the row as it was before the update.)
+_SAVE = """
+INSERT INTO toolnexus_threads (id, messages, updated_at) VALUES (?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET
+    messages = excluded.messages,
+    updated_at = excluded.updated_at,
+    pending_status = CASE WHEN pending_status = 'pending' THEN 'superseded'
+                          ELSE pending_status END,
+    pending_result = CASE WHEN pending_status = 'pending' THEN NULL ELSE pending_result END
+"""
+
+_SAVE_PENDING = """
+INSERT INTO toolnexus_threads
+    (id, messages, pending_key, pending_status, pending_result, updated_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET
+    messages = excluded.messages,
+    pending_key = excluded.pending_key,
+    pending_status = excluded.pending_status,
+    pending_result = excluded.pending_result,
+    updated_at = excluded.updated_at
+"""
+
+_TAKE = """
+UPDATE toolnexus_threads
+SET pending_status = 'taken', pending_result = NULL, messages = ?, updated_at = ?
+WHERE id = ? AND pending_key = ? AND pending_status = 'pending'
+"""
+
+
+def _dumps(value: Any, what: str) -> str:
+    try:
+        # ASCII output: a lone surrogate in a string survives as an escape.
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} is not JSON: {exc}") from None
+
+
+def _loads(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{what} in the database is damaged: {exc}") from None
+
+
+class SqliteConversationStore:
+    """A :class:`PendingStore` in a SQLite file: threads and pending runs survive restarts.
+
+    Any number of stores, in any number of processes, may open the same *path*; the
+    take-once mark of :meth:`take_pending` is one conditional update, so only one
+    :meth:`Client.answer` of a pending run ever wins. Calls run in worker threads
+    (never blocking the event loop), one at a time per store; *timeout* is how long a
+    call waits for another process's write before failing with
+    ``sqlite3.OperationalError``. Use it as ``async with`` or call :meth:`aclose`; the
+    connection is opened on first use, which creates the file and its table.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 5.0) -> None:
+        self.path = os.fspath(path)
+        self.timeout = timeout
+        self._connection: sqlite3.Connection | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._limiter = trio.CapacityLimiter(1)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    async def __aenter__(self) -> SqliteConversationStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with trio.move_on_after(self.timeout + 1, shield=True):
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection; later calls raise :class:`RuntimeError`. Idempotent."""
+        await trio.to_thread.run_sync(self._close, limiter=self._limiter)
+
+    def _close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    # -- the worker-thread side ---------------------------------------------
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # Not abandoned on cancel: a statement runs to its end (bounded by the busy
+        # timeout), so a transaction is never left half-way in a thread nobody waits for.
+        return await trio.to_thread.run_sync(self._in_thread, fn, limiter=self._limiter)
+
+    def _in_thread(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this SqliteConversationStore is closed")
+            if self._connection is None:
+                self._connection = self._connect()
+            return fn(self._connection)
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: autocommit; each statement below is its own transaction.
+        connection = sqlite3.connect(
+            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=FULL")
+            (version,) = connection.execute("PRAGMA user_version").fetchone()
+            if version > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path} was written by a newer toolnexus_trio (schema {version}, "
+                    f"this one knows up to {SCHEMA_VERSION})"
+                )
+            if version < SCHEMA_VERSION:
+                connection.execute(_SCHEMA)
+                connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    # -- ConversationStore ----------------------------------------------------
+
+    async def get(self, id: str) -> list[Message] | None:
+        """The transcript saved under *id*, or ``None``."""
+
+        def read(db: sqlite3.Connection) -> list[Message] | None:
+            row = db.execute("SELECT messages FROM toolnexus_threads WHERE id = ?", (id,))
+            found = row.fetchone()
+            if found is None:
+                return None
+            messages = _loads(found[0], f"the transcript of {id!r}")
+            if not isinstance(messages, list):
+                raise ValueError(f"the transcript of {id!r} in the database is not a list")
+            return messages
+
+        return await self._call(read)
+
+    async def save(self, id: str, messages: Sequence[Message]) -> None:
+        """Replace the transcript of *id* (a waiting pending state becomes superseded)."""
+        snapshot = list(messages)
+
+        def write(db: sqlite3.Connection) -> None:
+            text = _dumps(snapshot, f"the transcript of {id!r}")
+            db.execute(_SAVE, (id, text, time.time()))
+
+        await self._call(write)
+
+    # -- PendingStore ---------------------------------------------------------
+
+    async def get_pending(self, id: str) -> PendingState | None:
+        """The pending state of *id*, or ``None`` if it never had one."""
+
+        def read(db: sqlite3.Connection) -> PendingState | None:
+            row = db.execute(
+                "SELECT pending_key, pending_status, pending_result FROM toolnexus_threads "
+                "WHERE id = ? AND pending_key IS NOT NULL",
+                (id,),
+            ).fetchone()
+            if row is None:
+                return None
+            key, status, result = row
+            data = {
+                "key": key,
+                "status": status,
+                "result": None if result is None else _loads(result, f"the pending run of {id!r}"),
+            }
+            return PendingState.from_json(data)
+
+        return await self._call(read)
+
+    async def save_pending(self, id: str, messages: Sequence[Message], state: PendingState) -> None:
+        """Replace the transcript and the pending state of *id* in one transaction."""
+        snapshot = list(messages)
+
+        def write(db: sqlite3.Connection) -> None:
+            text = _dumps(snapshot, f"the transcript of {id!r}")
+            result = None if state.result is None else _dumps(state.result, "the pending run")
+            db.execute(_SAVE_PENDING, (id, text, state.key, state.status, result, time.time()))
+
+        await self._call(write)
+
+    async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
+        """The take-once mark: one conditional ``UPDATE`` (see :class:`PendingStore`)."""
+        snapshot = list(messages)
+
+        def take(db: sqlite3.Connection) -> bool:
+            text = _dumps(snapshot, f"the transcript of {id!r}")
+            return db.execute(_TAKE, (text, time.time(), id, key)).rowcount == 1
+
+        return await self._call(take)
