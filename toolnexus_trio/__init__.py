@@ -2,7 +2,8 @@
 
 Every turn of the agent loop is a Trio nursery whose cancel scope is the turn's
 :class:`CancelToken`; the tool calls of one model message run concurrently in it.
-The Tesseron host SDK lives in :mod:`toolnexus_trio.tesseron`.
+The Tesseron host SDK lives in :mod:`toolnexus_trio.tesseron`, the gateway that
+turns a host's actions into tools in :mod:`toolnexus_trio.gateway`.
 """
 
 import attrs as _attrs
@@ -28,39 +29,39 @@ from ._wire import Answer as Answer
 from ._wire import Request as Request
 from .builtins import BuiltinsConfig as BuiltinsConfig
 from .http_tools import http_tool as http_tool
-from .loop._client import Client as Client
-from .loop._client import GenerateError as GenerateError
-from .loop._client import GenerateRequest as GenerateRequest
-from .loop._client import HookError as HookError
-from .loop._client import Hooks as Hooks
-from .loop._client import InProcessOptions as InProcessOptions
-from .loop._client import InProcessResponse as InProcessResponse
-from .loop._client import InProcessToolCall as InProcessToolCall
-from .loop._client import RunError as RunError
-from .loop._client import RunResult as RunResult
-from .loop._client import RunTimeout as RunTimeout
-from .loop._client import SuspendedCall as SuspendedCall
-from .loop._client import ToolCallRecord as ToolCallRecord
-from .loop._client import create_client as create_client
-from .loop._client import create_in_process_client as create_in_process_client
-from .loop._conversation import Conversation as Conversation
-from .loop._conversation import ConversationStore as ConversationStore
-from .loop._conversation import InMemoryConversationStore as InMemoryConversationStore
-from .loop._conversation import PendingState as PendingState
-from .loop._conversation import PendingStore as PendingStore
-from .loop._durable import AlreadyAnswered as AlreadyAnswered
-from .loop._durable import PendingExpired as PendingExpired
-from .loop._results import TranslatedToolCall as TranslatedToolCall
-from .loop._results import TranslateResult as TranslateResult
+from .loop import AlreadyAnswered as AlreadyAnswered
+from .loop import Client as Client
+from .loop import Conversation as Conversation
+from .loop import GenerateError as GenerateError
+from .loop import GenerateRequest as GenerateRequest
+from .loop import HookError as HookError
+from .loop import Hooks as Hooks
+from .loop import InProcessOptions as InProcessOptions
+from .loop import InProcessResponse as InProcessResponse
+from .loop import InProcessToolCall as InProcessToolCall
+from .loop import PendingExpired as PendingExpired
+from .loop import RunError as RunError
+from .loop import RunResult as RunResult
+from .loop import RunTimeout as RunTimeout
+from .loop import SuspendedCall as SuspendedCall
+from .loop import ToolCallRecord as ToolCallRecord
+from .loop import TranslatedToolCall as TranslatedToolCall
+from .loop import TranslateResult as TranslateResult
+from .loop import create_in_process_client as create_in_process_client
 from .models import ClientOptions as ClientOptions
 from .models import ErrorInfo as ErrorInfo
+from .models import create_client as create_client
 from .skills import SkillDef as SkillDef
 from .skills import SkillInfo as SkillInfo
 from .skills import SkillInventory as SkillInventory
 from .skills import SkillSkip as SkillSkip
 from .skills import SkipReason as SkipReason
 from .skills import list_skills as list_skills
-from .stores._sqlite import SqliteConversationStore as SqliteConversationStore
+from .stores import ConversationStore as ConversationStore
+from .stores import InMemoryConversationStore as InMemoryConversationStore
+from .stores import PendingState as PendingState
+from .stores import PendingStore as PendingStore
+from .stores import SqliteConversationStore as SqliteConversationStore
 
 __all__ = [
     "AlreadyAnswered",
@@ -125,7 +126,13 @@ for _name in __all__:
     if isinstance(_obj, type) and _attrs.has(_obj):
         _attrs.resolve_types(_obj)
     if getattr(_obj, "__module__", "").startswith(
-        ("toolnexus_trio._", "toolnexus_trio.models._", "toolnexus_trio.skills._")
+        (
+            "toolnexus_trio._",
+            "toolnexus_trio.loop._",
+            "toolnexus_trio.stores._",
+            "toolnexus_trio.models._",
+            "toolnexus_trio.skills._",
+        )
     ):
         _obj.__module__ = __name__
 del _name, _obj

@@ -32,13 +32,8 @@ from toolnexus_trio import (
     define_tool,
     pending,
 )
-from toolnexus_trio.loop._conversation import (
-    _THREAD_LOCKS,
-    Conversation,
-    ConversationStore,
-    InMemoryConversationStore,
-    ask,
-)
+from toolnexus_trio.loop._conversation import _THREAD_LOCKS, Conversation, ask
+from toolnexus_trio.stores import ConversationStore, InMemoryConversationStore
 
 Message = dict[str, Any]
 

@@ -206,8 +206,7 @@ def stdin_wait_for(
 async def run_ask(args: argparse.Namespace, printer: TurnPrinter) -> int:
     """One ``ask`` as *args* say, shown through *printer*; returns the exit code."""
     from .._toolkit import ToolkitOptions, create_toolkit
-    from ..loop._client import create_client
-    from ..models import ClientOptions
+    from ..models import ClientOptions, create_client
 
     options = ClientOptions(
         base_url=args.base_url,

@@ -12,13 +12,12 @@ import trio
 
 from .._groups import collapse_groups
 from .._names import unique_tool_names
+from ..gateway import Gateway, GatewaySession
 from ..tesseron import (
     DEFAULT_MANIFEST_DIR,
     ActionError,
     Claimed,
     Disconnected,
-    Gateway,
-    GatewaySession,
     TesseronHost,
     Welcome,
 )

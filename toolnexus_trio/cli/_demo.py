@@ -15,7 +15,7 @@ from .._toolkit import ToolkitOptions, create_toolkit
 from .._tools import Tool, ToolContext, ToolResult, ToolSource, define_tool, pending
 from .._wire import Answer, Request
 from ..builtins import BuiltinsConfig
-from ..loop._client import (
+from ..loop import (
     GenerateRequest,
     Hooks,
     InProcessOptions,

@@ -17,7 +17,8 @@ import trio
 
 from .._toolkit import ToolkitOptions, create_toolkit
 from .._wire import Answer, Request
-from ..loop._client import (
+from ..gateway import Gateway, GatewayOptions
+from ..loop import (
     GenerateRequest,
     InProcessOptions,
     InProcessResponse,
@@ -25,7 +26,7 @@ from ..loop._client import (
     RunResult,
     create_in_process_client,
 )
-from ..tesseron import Gateway, GatewayOptions
+from ..gateway import Gateway, GatewayOptions
 from ._terminal import TerminalLines, is_terminal
 from ._todo import build_todo_app
 

@@ -16,15 +16,15 @@ from .._toolkit import Toolkit, ToolkitOptions, create_toolkit
 from .._tools import Tool, ToolContext, ToolResult, ToolSource, pending
 from .._wire import Answer, Request
 from ..builtins import BuiltinsConfig
-from ..loop._client import (
+from ..loop import (
+    AlreadyAnswered,
     GenerateRequest,
     InProcessOptions,
     InProcessResponse,
     InProcessToolCall,
     create_in_process_client,
 )
-from ..loop._durable import AlreadyAnswered
-from ..stores._sqlite import SqliteConversationStore
+from ..stores import SqliteConversationStore
 
 
 async def _generate(req: GenerateRequest) -> InProcessResponse:

@@ -17,8 +17,8 @@ import trio
 from .._toolkit import ToolkitOptions, create_toolkit
 from .._tools import ToolContext, define_tool
 from ..builtins import BuiltinsConfig
-from ..loop._client import RunResult, create_client
-from ..models import ClientOptions
+from ..loop import RunResult
+from ..models import ClientOptions, create_client
 from ..testing import open_fake_provider
 from ._ask import TurnPrinter
 

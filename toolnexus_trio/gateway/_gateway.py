@@ -45,9 +45,8 @@ from .._cancel import CancelToken
 from .._groups import reraise_single
 from .._names import sanitize_tool_name, unique_tool_names
 from .._tools import Tool
-from ..tesseron._app import DEFAULT_MANIFEST_DIR
 from ..tesseron._errors import ActionError, TesseronErrorCode, invalid_params, method_not_found
-from ..tesseron._manifest import ManifestScanner
+from ..tesseron._manifest import DEFAULT_MANIFEST_DIR, ManifestScanner
 from ..tesseron._wire import (
     PROTOCOL_VERSION,
     ActionManifest,

@@ -58,10 +58,12 @@ from .._wire import Answer
 from .._wire import Request as WaitRequest
 from ..mcp._elicit import answer_from_elicit_result, elicitation_from_request
 from ..mcp._stdin import capped_stdio_server
-from ..tesseron import ActionError, Agent, Gateway, GatewayOptions, GatewaySession
-from ..tesseron._errors import TesseronErrorCode
+from ..tesseron._errors import ActionError, TesseronErrorCode
+from ..tesseron._wire import Agent
+from ._gateway import Gateway
 from ._invoke import sampling_depth
 from ._mcp_park import ANSWER_SECONDS, KEEP_SECONDS, MAX_PARKS, Park, args_digest
+from ._session import GatewayOptions, GatewaySession
 
 __all__ = ["GatewayFront", "run_gateway_front"]
 

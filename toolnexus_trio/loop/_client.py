@@ -20,7 +20,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -30,30 +30,26 @@ from .._runctx import RunServices, current_run
 from .._schema import MAX_JSON_DEPTH, nested_too_deeply
 from .._toolkit import Toolkit
 from .._wire import Answer
-from ..models import ClientOptions
-from ..models._source import HttpTurns
-from ._conversation import Conversation, ConversationStore, InMemoryConversationStore
+from ..stores._base import ConversationStore
+from ..stores._memory import InMemoryConversationStore
+from ._conversation import Conversation
 from ._conversation import ask as _ask
 from ._durable import answer as _answer
 from ._metrics import PrometheusRegistry
-
-# The result types moved to _results; they are re-exported here for old imports.
-from ._results import GenerateError as GenerateError
-from ._results import GenerateRequest as GenerateRequest
-from ._results import HookError as HookError
-from ._results import HookFn as HookFn
-from ._results import Hooks as Hooks
-from ._results import InProcessOptions as InProcessOptions
-from ._results import InProcessResponse as InProcessResponse
-from ._results import InProcessToolCall as InProcessToolCall
-from ._results import Message as Message
-from ._results import RunError as RunError
-from ._results import RunResult as RunResult
-from ._results import RunStatus as RunStatus
-from ._results import RunTimeout as RunTimeout
-from ._results import SuspendedCall as SuspendedCall
-from ._results import ToolCallRecord as ToolCallRecord
-from ._results import TranslateResult as TranslateResult
+from ._results import (
+    GenerateError,
+    GenerateRequest,
+    HookError,
+    HookFn,
+    Hooks,
+    InProcessOptions,
+    InProcessResponse,
+    Message,
+    RunError,
+    RunResult,
+    RunTimeout,
+    TranslateResult,
+)
 from ._toolcalls import ToolCalls, _Call, _call_hook, _ms, _Run
 from ._turns import (
     Emit,
@@ -63,6 +59,10 @@ from ._turns import (
     TurnSource,
     check_translate_input,
 )
+
+if TYPE_CHECKING:
+    # The HTTP client's options: the models family sits above the loop.
+    from ..models import ClientOptions
 
 logger = logging.getLogger("toolnexus_trio")
 
@@ -596,15 +596,3 @@ class Client(ToolCalls):
 def create_in_process_client(options: InProcessOptions) -> Client:
     """A :class:`Client` around a host-supplied ``generate`` (no wire, no key, no retries)."""
     return Client(options)
-
-
-def create_client(options: ClientOptions) -> Client:
-    """A :class:`Client` whose model is an OpenAI- or Anthropic-style HTTP endpoint.
-
-    The same loop as :func:`create_in_process_client`: hooks, tools, suspension,
-    metrics and results behave alike. ``RunResult.messages`` is OpenAI-shaped for both
-    styles (the Anthropic wire gets it translated on every call), so a transcript can be
-    passed back as ``history`` to either. Close the client (``async with`` or
-    :meth:`Client.aclose`) to release its connections.
-    """
-    return Client(options, HttpTurns(options))

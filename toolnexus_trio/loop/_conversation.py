@@ -28,186 +28,24 @@ Rules shared by :func:`ask` and :class:`Conversation`:
 from __future__ import annotations
 
 import inspect
-import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
 
-from .._converter import payloads, structure_strictly
+from ..stores._base import ConversationStore, PendingState, PendingStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from .._toolkit import Toolkit
-    from ._client import Message, RunResult
+    from ._results import Message, RunResult
 
 OnText = Callable[[str], object]
 """An ``on_text`` callback: receives each assistant text delta; an awaitable it returns
 (an ``async def``) is awaited, any other return value (``sys.stdout.write``) ignored."""
-
-DEFAULT_MAX_CONVERSATIONS = 10_000
-"""How many threads :class:`InMemoryConversationStore` keeps by default (LRU beyond)."""
-
-
-@runtime_checkable
-class ConversationStore(Protocol):
-    """Where :func:`ask` keeps each thread's transcript (SPEC §8 "Conversation memory").
-
-    Implement these two methods over a file, a database or Redis to keep threads
-    across processes; :class:`InMemoryConversationStore` is the default. Messages are
-    OpenAI-shaped dicts, treated as immutable values: the library never changes a
-    message in place. :class:`PendingStore` adds what :meth:`Client.answer` needs.
-    """
-
-    async def get(self, id: str) -> list[Message] | None:
-        """The transcript saved under *id*, or ``None`` for a new thread."""
-        ...
-
-    async def save(self, id: str, messages: Sequence[Message]) -> None:
-        """Replace the transcript of *id* with *messages*."""
-        ...
-
-
-PendingStatus = Literal["pending", "taken", "answered", "superseded"]
-
-
-@attrs.frozen
-class PendingState:
-    """The pending run of a thread, as a :class:`PendingStore` keeps it.
-
-    ``key`` is unique per suspension (a new one each time a run of the thread halts);
-    ``status`` is ``"pending"`` (answerable), ``"taken"`` (an answer took it and is
-    running, or its process died: the transcript then holds the interrupted outcome),
-    ``"answered"`` (the outcome is saved) or ``"superseded"`` (a later ``save`` of the
-    thread moved on without answering). ``result`` is the halted run's
-    :meth:`RunResult.to_json` while the status is ``"pending"``, else ``None``.
-    A store keeps it as three values; :meth:`to_json` and :meth:`from_json` give one.
-    """
-
-    key: str
-    status: PendingStatus
-    result: dict[str, Any] | None = None
-
-    @classmethod
-    def of(cls, result: RunResult) -> PendingState:
-        """A fresh ``"pending"`` state (new key) for a run that returned ``pending``."""
-        return cls(uuid.uuid4().hex, "pending", result.to_json())
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"key", "status", "result"}``."""
-        return {"key": self.key, "status": self.status, "result": self.result}
-
-    @classmethod
-    def from_json(cls, data: Any) -> PendingState:
-        """Read :meth:`to_json`'s form strictly (:class:`ValueError` saying why)."""
-        return structure_strictly(payloads, data, cls)
-
-
-@runtime_checkable
-class PendingStore(ConversationStore, Protocol):
-    """A :class:`ConversationStore` that also keeps each thread's :class:`PendingState`.
-
-    :meth:`Client.answer` needs it. Three methods beyond ``get``/``save``, each one
-    atomic write or read; ``save`` must also turn a ``"pending"`` state into
-    ``"superseded"`` (with ``result`` dropped) in the same write, so that an old answer
-    cannot resume a thread that has moved on. See the "Durable approvals" docs for a
-    PostgreSQL version.
-    """
-
-    async def get_pending(self, id: str) -> PendingState | None:
-        """The pending state of *id* (any status), or ``None`` if it never had one."""
-        ...
-
-    async def save_pending(self, id: str, messages: Sequence[Message], state: PendingState) -> None:
-        """Replace the transcript *and* the pending state of *id*, in one transaction."""
-        ...
-
-    async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
-        """The take-once mark, one conditional update: if *id*'s state has *key* and
-        status ``"pending"``, set status ``"taken"``, drop its ``result`` and replace the
-        transcript with *messages*, then return ``True``; otherwise change nothing and
-        return ``False``. Two takes of one state, from any processes, never both win."""
-        ...
-
-
-class InMemoryConversationStore:
-    """The default :class:`ConversationStore`: a dict in this process, one per client.
-
-    ``save`` keeps its own copy of the list and ``get`` returns a fresh one, so a caller
-    appending to or clearing a list it got or gave cannot change a stored thread (the
-    message dicts are shared, not copied; see :class:`ConversationStore`).
-
-    At most *max_conversations* threads are kept (``None`` = no limit): ids can come
-    from outside (an A2A ``contextId``), so the default is bounded, and past the bound
-    the least recently used thread is forgotten, with its pending state.
-
-    It is a :class:`PendingStore` too: pending runs can be answered with
-    :meth:`Client.answer` for as long as this process (and the thread) lives.
-    """
-
-    def __init__(self, *, max_conversations: int | None = DEFAULT_MAX_CONVERSATIONS) -> None:
-        if max_conversations is not None and max_conversations < 1:
-            raise ValueError("max_conversations must be at least 1 (or None for no limit)")
-        self.max_conversations = max_conversations
-        self._threads: OrderedDict[str, list[Message]] = OrderedDict()
-        self._pending: dict[str, PendingState] = {}
-
-    async def get(self, id: str) -> list[Message] | None:
-        """A copy of the transcript saved under *id*, or ``None``."""
-        await trio.lowlevel.checkpoint()
-        messages = self._threads.get(id)
-        if messages is None:
-            return None
-        self._threads.move_to_end(id)
-        return list(messages)
-
-    async def save(self, id: str, messages: Sequence[Message]) -> None:
-        """Keep a copy of *messages* under *id* (forgetting the oldest thread if full).
-
-        A ``"pending"`` state of *id* becomes ``"superseded"``.
-        """
-        await trio.lowlevel.checkpoint()
-        state = self._pending.get(id)
-        if state is not None and state.status == "pending":
-            self._pending[id] = PendingState(state.key, "superseded")
-        self._keep(id, messages)
-
-    async def get_pending(self, id: str) -> PendingState | None:
-        """The pending state of *id*, or ``None``."""
-        await trio.lowlevel.checkpoint()
-        return self._pending.get(id)
-
-    async def save_pending(self, id: str, messages: Sequence[Message], state: PendingState) -> None:
-        """Keep *messages* and *state* under *id* together."""
-        await trio.lowlevel.checkpoint()
-        self._pending[id] = state
-        self._keep(id, messages)
-
-    async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
-        """The take-once mark (see :meth:`PendingStore.take_pending`)."""
-        await trio.lowlevel.checkpoint()
-        # No await between the check and the change: atomic within the Trio run.
-        state = self._pending.get(id)
-        if state is None or state.key != key or state.status != "pending":
-            return False
-        self._pending[id] = PendingState(key, "taken")
-        self._keep(id, messages)
-        return True
-
-    def _keep(self, id: str, messages: Sequence[Message]) -> None:
-        self._threads[id] = list(messages)
-        self._threads.move_to_end(id)
-        if self.max_conversations is not None and len(self._threads) > self.max_conversations:
-            forgotten, _ = self._threads.popitem(last=False)
-            self._pending.pop(forgotten, None)
-
-    def __len__(self) -> int:
-        """How many threads are stored."""
-        return len(self._threads)
 
 
 class ConversationClient(Protocol):

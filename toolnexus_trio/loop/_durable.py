@@ -29,7 +29,8 @@ import trio
 
 from .._cancel import CancelToken
 from .._wire import Answer, Request
-from ._conversation import ConversationStore, PendingState, PendingStore, _thread_lock
+from ..stores._base import ConversationStore, PendingState, PendingStore
+from ._conversation import _thread_lock
 from ._results import Message, RunError, RunResult, RunTimeout
 
 if TYPE_CHECKING:

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import attrs
 
 from .._toolkit import Toolkit
 from .._wire import Answer, Request
-
-if TYPE_CHECKING:
-    from ._conversation import ConversationStore as ConversationStore
-else:
-    # attrs.resolve_types (run by the package facade) needs a runtime name; the store
-    # module imports the client, so the real Protocol is for type checkers only.
-    ConversationStore = Any
+from ..stores._base import ConversationStore
 
 Message = dict[str, Any]
 """An OpenAI-shaped chat message (``role``, ``content``, ``tool_calls``, ``tool_call_id``)."""

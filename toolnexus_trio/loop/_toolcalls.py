@@ -12,7 +12,7 @@ import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -21,7 +21,6 @@ from .._cancel import CancelToken
 from .._toolkit import Toolkit
 from .._tools import ToolContext, ToolResult, ToolSource, describe_exception, pending_of
 from .._wire import Answer, Request
-from ..models import ClientOptions
 from ._metrics import PrometheusRegistry
 from ._results import (
     HookFn,
@@ -32,6 +31,10 @@ from ._results import (
     SuspendedCall,
     ToolCallRecord,
 )
+
+if TYPE_CHECKING:
+    # The HTTP client's options: the models family sits above the loop.
+    from ..models import ClientOptions
 
 logger = logging.getLogger("toolnexus_trio")
 

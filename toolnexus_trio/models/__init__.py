@@ -8,7 +8,8 @@ own httpx2 pool comes from the package's one HTTP client factory
 (:mod:`toolnexus_trio._http_client`), on httpx2's own transport.
 """
 
+from ._create import create_client as create_client
 from ._http import ErrorInfo as ErrorInfo
 from ._options import ClientOptions as ClientOptions
 
-__all__ = ["ClientOptions", "ErrorInfo"]
+__all__ = ["ClientOptions", "ErrorInfo", "create_client"]

@@ -9,7 +9,8 @@ import attrs
 import httpx2
 
 from .._http_client import safe_url
-from ..loop._results import ConversationStore, HookFn, Hooks, OnMetric, WaitFor
+from ..loop._results import HookFn, Hooks, OnMetric, WaitFor
+from ..stores._base import ConversationStore
 from ._http import OnError
 
 Style = Literal["openai", "anthropic"]

@@ -24,12 +24,14 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from ..loop._conversation import PendingState
-from ..loop._results import Message
+from ._base import PendingState
+
+if TYPE_CHECKING:
+    from ..loop._results import Message
 
 T = TypeVar("T")
 

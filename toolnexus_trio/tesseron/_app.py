@@ -15,7 +15,7 @@ import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import attrs
 
@@ -23,12 +23,11 @@ from .._converter import describe_structure_error
 from .._schema import SchemaError, Validator, compile_schema, schema_for_type
 from ._context import ActionContext
 from ._errors import ActionError, TesseronErrorCode
+from ._host import TesseronHost, listen
+from ._manifest import DEFAULT_MANIFEST_DIR, _DefaultManifestDir
 from ._wire import ActionManifest, AppInfo, ResourceManifest, app_id_problem, payloads
 
-if TYPE_CHECKING:
-    from ._host import TesseronHost
-
-__all__ = ["DEFAULT_MANIFEST_DIR", "ResourceHandle", "TesseronApp"]
+__all__ = ["ResourceHandle", "TesseronApp"]
 
 
 RAW_INPUT_SCHEMA: Final[dict[str, Any]] = {"type": "object", "additionalProperties": True}
@@ -63,19 +62,6 @@ def _action_name_problem(app_id: str, name: object) -> str | None:
         )
     return None
 
-
-class _DefaultManifestDir:
-    """Sentinel type: publish the manifest in ``~/.tesseron/instances``."""
-
-    def __repr__(self) -> str:
-        return "DEFAULT_MANIFEST_DIR"
-
-    def directory(self) -> Path:
-        return Path.home() / ".tesseron" / "instances"
-
-
-DEFAULT_MANIFEST_DIR: Final = _DefaultManifestDir()
-"""Default for ``listen(manifest_dir=...)``: ``~/.tesseron/instances``, resolved at listen time."""
 
 Handler = Callable[[Any, ActionContext], Awaitable[Any]]
 F = TypeVar("F", bound=Handler)
@@ -393,8 +379,6 @@ class TesseronApp:
         refused with HTTP 403 unless its origin is in *allowed_origins*. See
         :class:`TesseronHost`.
         """
-        from ._host import listen
-
         return listen(
             self,
             host=host,

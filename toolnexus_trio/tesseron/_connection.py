@@ -58,7 +58,6 @@ import trio
 
 from .._converter import wire
 from .._groups import leaf_exceptions
-from ._app import ResourceHandle, _Action
 from ._context import ActionContext, _Invocation, _OutboundRequest, _Reply
 from ._errors import (
     ActionError,
@@ -97,6 +96,7 @@ from ._wire import (
 from ._ws import WebSocket, WebSocketClosed
 
 if TYPE_CHECKING:
+    from ._app import ResourceHandle, _Action
     from ._host import TesseronHost
 
 _log = logging.getLogger("toolnexus_trio.tesseron")

@@ -17,6 +17,7 @@ from .._groups import collapse_groups
 from ._connection import _Connection
 from ._errors import ActionError
 from ._manifest import (
+    _DefaultManifestDir,
     manifest_document,
     new_instance_id,
     prepare_directory,
@@ -27,7 +28,7 @@ from ._wire import Agent, Capabilities, Claimed, Welcome
 from ._ws import WebSocket, serve_websocket
 
 if TYPE_CHECKING:
-    from ._app import ResourceHandle, TesseronApp, _DefaultManifestDir
+    from ._app import ResourceHandle, TesseronApp
 
 __all__ = ["Disconnected", "HandshakeFailed", "HostEvent", "TesseronHost", "listen"]
 
@@ -201,8 +202,6 @@ def _url(host: str, port: int) -> str:
 
 
 def _manifest_directory(manifest_dir: Path | str | _DefaultManifestDir | None) -> Path | None:
-    from ._app import _DefaultManifestDir
-
     if manifest_dir is None:
         return None
     if isinstance(manifest_dir, _DefaultManifestDir):

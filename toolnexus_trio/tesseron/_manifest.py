@@ -30,6 +30,20 @@ MANIFEST_VERSION = 2
 """Released gateways check ``version == 2`` strictly."""
 
 
+class _DefaultManifestDir:
+    """Sentinel type: publish the manifest in ``~/.tesseron/instances``."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT_MANIFEST_DIR"
+
+    def directory(self) -> Path:
+        return Path.home() / ".tesseron" / "instances"
+
+
+DEFAULT_MANIFEST_DIR: Final = _DefaultManifestDir()
+"""Default for ``listen(manifest_dir=...)``: ``~/.tesseron/instances``, resolved at listen time."""
+
+
 def new_instance_id() -> str:
     """A fresh random instance id, ``inst-<16 hex digits>``."""
     return f"inst-{secrets.token_hex(8)}"

@@ -1,0 +1,56 @@
+"""The agent loop (SPEC §8): the client, its options, results and errors, conversations
+and durable answers.
+
+One loop serves both client kinds: :func:`create_in_process_client` (a Python function
+is the model) and :func:`~toolnexus_trio.create_client` (a real model over HTTP, built in
+:mod:`toolnexus_trio.models`, the floor above this one: the loop never imports it).
+Every turn is a Trio nursery whose cancel scope is the turn's
+:class:`~toolnexus_trio.CancelToken`; one model message's tool calls run concurrently in it.
+
+The modules, bottom up: ``_results`` (options, results, errors) and ``_runjson`` (their
+JSON form), ``_turns`` (the seam a model plugs into), ``_toolcalls`` (one turn's calls),
+``_metrics``, ``_conversation`` (``ask`` and :class:`Conversation`), ``_durable``
+(``Client.answer``) and ``_client`` (the loop itself).
+"""
+
+from ._client import Client as Client
+from ._client import create_in_process_client as create_in_process_client
+from ._conversation import Conversation as Conversation
+from ._durable import AlreadyAnswered as AlreadyAnswered
+from ._durable import PendingExpired as PendingExpired
+from ._results import GenerateError as GenerateError
+from ._results import GenerateRequest as GenerateRequest
+from ._results import HookError as HookError
+from ._results import Hooks as Hooks
+from ._results import InProcessOptions as InProcessOptions
+from ._results import InProcessResponse as InProcessResponse
+from ._results import InProcessToolCall as InProcessToolCall
+from ._results import RunError as RunError
+from ._results import RunResult as RunResult
+from ._results import RunTimeout as RunTimeout
+from ._results import SuspendedCall as SuspendedCall
+from ._results import ToolCallRecord as ToolCallRecord
+from ._results import TranslatedToolCall as TranslatedToolCall
+from ._results import TranslateResult as TranslateResult
+
+__all__ = [
+    "AlreadyAnswered",
+    "Client",
+    "Conversation",
+    "GenerateError",
+    "GenerateRequest",
+    "HookError",
+    "Hooks",
+    "InProcessOptions",
+    "InProcessResponse",
+    "InProcessToolCall",
+    "PendingExpired",
+    "RunError",
+    "RunResult",
+    "RunTimeout",
+    "SuspendedCall",
+    "ToolCallRecord",
+    "TranslateResult",
+    "TranslatedToolCall",
+    "create_in_process_client",
+]

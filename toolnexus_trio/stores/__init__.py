@@ -1,0 +1,21 @@
+"""Where threads and pending approvals are kept: the store protocols and the stores.
+
+:class:`ConversationStore` keeps a thread's transcript; :class:`PendingStore` adds the
+pending state that :meth:`~toolnexus_trio.Client.answer` continues, exactly once, in any
+process. :class:`InMemoryConversationStore` is the default; :class:`SqliteConversationStore`
+keeps everything in one SQLite file shared by processes.
+"""
+
+from ._base import ConversationStore as ConversationStore
+from ._base import PendingState as PendingState
+from ._base import PendingStore as PendingStore
+from ._memory import InMemoryConversationStore as InMemoryConversationStore
+from ._sqlite import SqliteConversationStore as SqliteConversationStore
+
+__all__ = [
+    "ConversationStore",
+    "InMemoryConversationStore",
+    "PendingState",
+    "PendingStore",
+    "SqliteConversationStore",
+]

@@ -1,0 +1,100 @@
+"""The store protocols (SPEC §8 "Conversation memory"): :class:`ConversationStore`,
+:class:`PendingStore` and the :class:`PendingState` a pending run is kept as.
+
+The loop (:mod:`toolnexus_trio.loop`) saves and reads threads through these; the
+stores of this package implement them, and so can a user's own (a file, a database).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+import attrs
+
+from .._converter import payloads, structure_strictly
+
+if TYPE_CHECKING:
+    from ..loop._results import Message, RunResult
+
+
+@runtime_checkable
+class ConversationStore(Protocol):
+    """Where :func:`ask` keeps each thread's transcript (SPEC §8 "Conversation memory").
+
+    Implement these two methods over a file, a database or Redis to keep threads
+    across processes; :class:`InMemoryConversationStore` is the default. Messages are
+    OpenAI-shaped dicts, treated as immutable values: the library never changes a
+    message in place. :class:`PendingStore` adds what :meth:`Client.answer` needs.
+    """
+
+    async def get(self, id: str) -> list[Message] | None:
+        """The transcript saved under *id*, or ``None`` for a new thread."""
+        ...
+
+    async def save(self, id: str, messages: Sequence[Message]) -> None:
+        """Replace the transcript of *id* with *messages*."""
+        ...
+
+
+PendingStatus = Literal["pending", "taken", "answered", "superseded"]
+
+
+@attrs.frozen
+class PendingState:
+    """The pending run of a thread, as a :class:`PendingStore` keeps it.
+
+    ``key`` is unique per suspension (a new one each time a run of the thread halts);
+    ``status`` is ``"pending"`` (answerable), ``"taken"`` (an answer took it and is
+    running, or its process died: the transcript then holds the interrupted outcome),
+    ``"answered"`` (the outcome is saved) or ``"superseded"`` (a later ``save`` of the
+    thread moved on without answering). ``result`` is the halted run's
+    :meth:`RunResult.to_json` while the status is ``"pending"``, else ``None``.
+    A store keeps it as three values; :meth:`to_json` and :meth:`from_json` give one.
+    """
+
+    key: str
+    status: PendingStatus
+    result: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, result: RunResult) -> PendingState:
+        """A fresh ``"pending"`` state (new key) for a run that returned ``pending``."""
+        return cls(uuid.uuid4().hex, "pending", result.to_json())
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"key", "status", "result"}``."""
+        return {"key": self.key, "status": self.status, "result": self.result}
+
+    @classmethod
+    def from_json(cls, data: Any) -> PendingState:
+        """Read :meth:`to_json`'s form strictly (:class:`ValueError` saying why)."""
+        return structure_strictly(payloads, data, cls)
+
+
+@runtime_checkable
+class PendingStore(ConversationStore, Protocol):
+    """A :class:`ConversationStore` that also keeps each thread's :class:`PendingState`.
+
+    :meth:`Client.answer` needs it. Three methods beyond ``get``/``save``, each one
+    atomic write or read; ``save`` must also turn a ``"pending"`` state into
+    ``"superseded"`` (with ``result`` dropped) in the same write, so that an old answer
+    cannot resume a thread that has moved on. See the "Durable approvals" docs for a
+    PostgreSQL version.
+    """
+
+    async def get_pending(self, id: str) -> PendingState | None:
+        """The pending state of *id* (any status), or ``None`` if it never had one."""
+        ...
+
+    async def save_pending(self, id: str, messages: Sequence[Message], state: PendingState) -> None:
+        """Replace the transcript *and* the pending state of *id*, in one transaction."""
+        ...
+
+    async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
+        """The take-once mark, one conditional update: if *id*'s state has *key* and
+        status ``"pending"``, set status ``"taken"``, drop its ``result`` and replace the
+        transcript with *messages*, then return ``True``; otherwise change nothing and
+        return ``False``. Two takes of one state, from any processes, never both win."""
+        ...
