@@ -25,8 +25,8 @@ from builtin_helpers import open_route_server
 from toolnexus_trio import ToolkitOptions, create_toolkit
 from toolnexus_trio.builtins import BUILTIN_ORDER, BuiltinsConfig
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "builtins.rst"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "builtins.rst"
 
 
 def _load_cases() -> Any:

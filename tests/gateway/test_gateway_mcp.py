@@ -29,8 +29,8 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, ToolsListChanged
 from mcp_helpers import pid_alive
 
-ROOT = Path(__file__).resolve().parent.parent
-HOSTS = Path(__file__).resolve().parent / "gateway_hosts"
+ROOT = Path(__file__).resolve().parents[2]
+HOSTS = Path(__file__).resolve().parents[1] / "gateway_hosts"
 CODE = re.compile(r"\(([a-z]+)\) is waiting: claim code ([A-Z0-9]{4}-[A-Z0-9]{2})")
 
 

@@ -24,7 +24,7 @@ from durable_app import client, ledger_lines, toolkit
 
 from toolnexus_trio import AlreadyAnswered, Answer, SqliteConversationStore
 
-CHILD = Path(__file__).with_name("durable_child.py")
+CHILD = Path(__file__).resolve().parents[1] / "durable_child.py"
 LIMIT_S = 60  # a safety net against a hung child, not a timing assertion
 
 

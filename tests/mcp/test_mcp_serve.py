@@ -35,7 +35,7 @@ from toolnexus_trio import (
 from toolnexus_trio._runctx import current_run
 from toolnexus_trio.mcp import CallInfo, MCPServeConfig, McpServing
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ERAS = ["legacy", "auto"]  # the initialize handshake (2025-11-25) and 2026-07-28
 
 
