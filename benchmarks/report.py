@@ -564,12 +564,15 @@ def _side(s: Stats) -> str:
     return f"{_fmt(s.median)} / {_fmt(s.p95)} / {_fmt(s.min)} / {_fmt(s.max)}"
 
 
+NONE = "\u2014"  # an em dash: a lone "-" in a list-table cell renders as a bullet
+
+
 def _to_limit(row: Row) -> str:
-    return "-" if row.to_limit is None else f"{row.to_limit:.2f}"
+    return NONE if row.to_limit is None else f"{row.to_limit:.2f}"
 
 
 def _met(row: Row) -> str:
-    return {True: "met", False: "MISSED", None: "-"}[row.met]
+    return {True: "met", False: "MISSED", None: NONE}[row.met]
 
 
 def print_table(rows: list[Row]) -> None:
@@ -592,7 +595,7 @@ def print_table(rows: list[Row]) -> None:
             _side(r.peer),
             _ratio(r.ratio),
             _to_limit(r),
-            r.target.text() if r.target else "-",
+            r.target.text() if r.target else NONE,
             _met(r),
         ]
         for r in rows

@@ -21,4 +21,5 @@ autodoc_typehints = "description"
 autodoc_preserve_defaults = True
 nitpicky = False
 exclude_patterns = ["_build", "examples"]
-html_theme = "alabaster"
+html_theme = "furo"  # room for the wide tables (the benchmark report, the builtins)
+html_title = "toolnexus-trio"
