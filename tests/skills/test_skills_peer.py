@@ -32,7 +32,9 @@ from toolnexus_trio import (
 )
 
 FIXTURE = json.loads(
-    (Path(__file__).resolve().parents[1] / "fixtures" / "peer_skills.json").read_text(encoding="utf-8")
+    (Path(__file__).resolve().parents[1] / "fixtures" / "peer_skills.json").read_text(
+        encoding="utf-8"
+    )
 )
 
 DIFFERENCES = {

@@ -1,4 +1,7 @@
-"""The command line's parser and dispatch: ``python -m toolnexus_trio demo | host | gateway | ask | serve``."""
+"""The command line's parser and dispatch.
+
+``python -m toolnexus_trio demo | host | gateway | ask | serve``.
+"""
 
 from __future__ import annotations
 

@@ -62,10 +62,13 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     require_sdk(f"toolnexus_trio.mcp.{name}")
     if name == "McpServing":
-        from . import _serving as module
+        from . import _serving
+
+        value = _serving.McpServing
     else:
-        from . import _source as module
-    value = getattr(module, name)
+        from . import _source
+
+        value = getattr(_source, name)
     globals()[name] = value  # later look-ups skip this hook
     return value
 
