@@ -12,6 +12,7 @@ import math
 import operator
 import os
 import platform
+import re
 import statistics
 import sys
 import textwrap
@@ -674,8 +675,10 @@ def _chart(rows: list[Row]) -> str | None:
 
 
 def _rst_text(text: str) -> str:
-    """*text* as plain reStructuredText (a glob's ``*`` is not emphasis)."""
-    return text.replace("\\", "\\\\").replace("*", "\\*")
+    """*text* as plain reStructuredText: a glob's ``*`` is not emphasis, and a leading
+    "1." is not an enumerated list."""
+    text = text.replace("\\", "\\\\").replace("*", "\\*")
+    return re.sub(r"^(\d+)\.", r"\1\\.", text)
 
 
 def _rst_table(rows: list[Row]) -> list[str]:

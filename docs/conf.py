@@ -23,3 +23,5 @@ nitpicky = False
 exclude_patterns = ["_build", "examples"]
 html_theme = "furo"  # room for the wide tables (the benchmark report, the builtins)
 html_title = "toolnexus-trio"
+html_static_path = ["_static"]
+html_css_files = ["wide.css"]
