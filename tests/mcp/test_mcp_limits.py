@@ -31,7 +31,7 @@ from toolnexus_trio import ToolContext
 from toolnexus_trio.mcp import McpStatus, list_mcp_tools, open_mcp
 from toolnexus_trio.mcp._stdio import MAX_LINE_BYTES as MAX_MESSAGE_BYTES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 ROGUE = SERVERS / "rogue.py"
 PEAK_RSS = SERVERS / "peak_rss.py"

@@ -23,7 +23,7 @@ from mcp import Client
 
 from toolnexus_trio import ToolContext, ToolkitOptions, create_toolkit, define_tool
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 INITIALIZE = {
     "jsonrpc": "2.0",

@@ -26,7 +26,6 @@ from ..loop import (
     RunResult,
     create_in_process_client,
 )
-from ..gateway import Gateway, GatewayOptions
 from ._terminal import TerminalLines, is_terminal
 from ._todo import build_todo_app
 

@@ -18,6 +18,8 @@ from ._client import create_in_process_client as create_in_process_client
 from ._conversation import Conversation as Conversation
 from ._durable import AlreadyAnswered as AlreadyAnswered
 from ._durable import PendingExpired as PendingExpired
+from ._records import SuspendedCall as SuspendedCall
+from ._records import ToolCallRecord as ToolCallRecord
 from ._results import GenerateError as GenerateError
 from ._results import GenerateRequest as GenerateRequest
 from ._results import HookError as HookError
@@ -28,8 +30,6 @@ from ._results import InProcessToolCall as InProcessToolCall
 from ._results import RunError as RunError
 from ._results import RunResult as RunResult
 from ._results import RunTimeout as RunTimeout
-from ._results import SuspendedCall as SuspendedCall
-from ._results import ToolCallRecord as ToolCallRecord
 from ._results import TranslatedToolCall as TranslatedToolCall
 from ._results import TranslateResult as TranslateResult
 

@@ -10,11 +10,11 @@ import attrs
 from .._toolkit import Toolkit
 from .._wire import Answer, Request
 from ..stores._base import ConversationStore
+from ._records import RunStatus, SuspendedCall, ToolCallRecord
+from ._runjson import run_result_fields, run_result_to_json
 
 Message = dict[str, Any]
 """An OpenAI-shaped chat message (``role``, ``content``, ``tool_calls``, ``tool_call_id``)."""
-
-RunStatus = Literal["done", "pending", "incomplete", "cancelled"]
 
 
 @attrs.frozen
@@ -114,30 +114,6 @@ class InProcessOptions:
 
 
 @attrs.frozen
-class ToolCallRecord:
-    """One executed tool call and its final result."""
-
-    id: str
-    name: str
-    args: Any
-    output: str
-    is_error: bool
-    metadata: dict[str, Any] | None = None
-
-
-@attrs.frozen
-class SuspendedCall:
-    """A call left suspended by a run that returned ``status="pending"``."""
-
-    id: str
-    name: str
-    args: dict[str, Any]
-    request: Request
-    message_index: int
-    record_index: int
-
-
-@attrs.frozen
 class RunResult:
     """The outcome of a run.
 
@@ -178,8 +154,6 @@ class RunResult:
         refuse (a negative usage count, a suspended call that does not point at its
         own tool message...): what ``to_json`` writes, ``from_json`` reads.
         """
-        from ._runjson import run_result_to_json  # it imports this module
-
         return run_result_to_json(self)
 
     @classmethod
@@ -191,9 +165,7 @@ class RunResult:
         message) raise :class:`ValueError` saying which and why. The result has no
         toolkit: pass ``toolkit=`` to :meth:`Client.resume`.
         """
-        from ._runjson import run_result_from_json
-
-        return run_result_from_json(data)
+        return cls(**run_result_fields(data))
 
 
 class RunTimeout(TimeoutError):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import cattrs
@@ -25,7 +25,10 @@ from cattrs.preconf.json import make_converter
 from .._converter import describe_structure_error, make_strict, payloads
 from .._schema import MAX_JSON_DEPTH
 from .._wire import Request
-from ._results import RunResult, RunStatus, SuspendedCall, ToolCallRecord
+from ._records import RunStatus, SuspendedCall, ToolCallRecord
+
+if TYPE_CHECKING:
+    from ._results import RunResult
 
 RUN_RESULT_VERSION = 1
 """The version :meth:`RunResult.to_json` writes and the newest :meth:`RunResult.from_json` reads."""
@@ -168,7 +171,7 @@ def run_result_to_json(result: RunResult) -> dict[str, Any]:
     # usage, a suspended call pointing at the wrong message...) fails here, where it
     # can still be handled, not when a paused run is loaded to be answered.
     try:
-        run_result_from_json(document)
+        run_result_fields(document)
     except ValueError as exc:
         raise ValueError(f"RunResult.to_json: the result would not load back: {exc}") from None
     return document
@@ -211,8 +214,9 @@ def _metadata(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
         return metadata
 
 
-def run_result_from_json(data: Any) -> RunResult:
-    """See :meth:`RunResult.from_json`."""
+def run_result_fields(data: Any) -> dict[str, Any]:
+    """The fields of the :class:`RunResult` a document holds (see :meth:`RunResult.from_json`,
+    which builds it: this module does not import the class it reads)."""
     if not isinstance(data, dict):
         raise _invalid(f"expected a JSON object, got {type(data).__name__}")
     _check_version(data)
@@ -254,18 +258,18 @@ def run_result_from_json(data: Any) -> RunResult:
         ToolCallRecord(r.id, r.name, r.args, r.output, r.is_error, _metadata(r.metadata))
         for r in doc.tool_calls
     ]
-    return RunResult(
-        text=doc.text,
-        status=doc.status,
-        messages=doc.messages,
-        tool_calls=records,
-        turns=doc.turns,
-        usage=dict(doc.usage),
-        model=doc.model,
-        pending=pending,
-        limit=doc.limit,
-        suspended=suspended,
-    )
+    return {
+        "text": doc.text,
+        "status": doc.status,
+        "messages": doc.messages,
+        "tool_calls": records,
+        "turns": doc.turns,
+        "usage": dict(doc.usage),
+        "model": doc.model,
+        "pending": pending,
+        "limit": doc.limit,
+        "suspended": suspended,
+    }
 
 
 def _check_suspended(doc: _RunDoc, suspended: tuple[SuspendedCall, ...]) -> None:

@@ -22,15 +22,8 @@ from .._toolkit import Toolkit
 from .._tools import ToolContext, ToolResult, ToolSource, describe_exception, pending_of
 from .._wire import Answer, Request
 from ._metrics import PrometheusRegistry
-from ._results import (
-    HookFn,
-    Hooks,
-    InProcessOptions,
-    Message,
-    RunStatus,
-    SuspendedCall,
-    ToolCallRecord,
-)
+from ._records import RunStatus, SuspendedCall, ToolCallRecord
+from ._results import HookFn, Hooks, InProcessOptions, Message
 
 if TYPE_CHECKING:
     # The HTTP client's options: the models family sits above the loop.

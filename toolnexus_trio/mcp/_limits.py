@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._stdio import MAX_LINE_BYTES
-
-MAX_MESSAGE_BYTES: Final = MAX_LINE_BYTES
-"""The largest JSON-RPC message (16 MiB), the stdio client's line cap."""
+MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
+"""The largest JSON-RPC message (16 MiB); on stdio, the longest line."""
 MAX_TOOLS: Final = 1000
 """Tools one server may list (all pages); more fail the server."""
 MAX_LISTING_BYTES: Final = 16 * 1024 * 1024

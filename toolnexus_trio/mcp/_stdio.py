@@ -38,10 +38,11 @@ from mcp_types import jsonrpc_message_adapter
 
 from .._procs import ProcessTree, open_tree
 from ._config import McpServerConfig
+from ._limits import MAX_MESSAGE_BYTES, size_text
 
 logger = logging.getLogger("toolnexus_trio.mcp")
 
-MAX_LINE_BYTES: Final = 16 * 1024 * 1024
+MAX_LINE_BYTES: Final = MAX_MESSAGE_BYTES
 """The largest message a stdio server may send (one line of JSON)."""
 EOF_GRACE: Final = 1.0
 """Seconds a connected server gets to exit after its stdin closes."""
@@ -101,8 +102,6 @@ class _PipeReader:
                 if line.strip():
                     self._lines.append(line)
             if len(self._buffer) > MAX_LINE_BYTES:
-                from ._limits import size_text  # here: _limits imports this module
-
                 self.error = (
                     f"the server sent a message (one line) over the "
                     f"{size_text(MAX_LINE_BYTES)} limit; disconnected"

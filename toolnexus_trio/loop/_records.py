@@ -1,0 +1,41 @@
+"""What a run leaves behind, below the results module: its status, the record of each
+executed tool call, and each call a paused run left suspended.
+
+Both :mod:`._results` (the :class:`~toolnexus_trio.RunResult` that holds them) and
+:mod:`._runjson` (their JSON form) build on these, so neither imports the other back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+from .._wire import Request
+
+RunStatus = Literal["done", "pending", "incomplete", "cancelled"]
+"""How a run returned (see :class:`~toolnexus_trio.RunResult`)."""
+
+
+@attrs.frozen
+class ToolCallRecord:
+    """One executed tool call and its final result."""
+
+    id: str
+    name: str
+    args: Any
+    output: str
+    is_error: bool
+    metadata: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SuspendedCall:
+    """A call left suspended by a run that returned ``status="pending"``."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    request: Request
+    message_index: int
+    record_index: int
