@@ -9,11 +9,13 @@ the tools, until it is closed. Everything the server sends that is not a reply i
 handled without awaiting user code in the SDK's tasks: progress is queued (in wire
 order, by a tap on the receive loop) for the calling task to forward, and
 ``list_changed`` sets an event.
+
+The HTTP clients and their answer cap are in :mod:`._http`, the progress routing in
+:mod:`._progress`.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import itertools
 import json
@@ -23,7 +25,6 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
-import anyio
 import httpx2
 import mcp_types as types
 import trio
@@ -33,14 +34,16 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .._groups import collapse_groups
-from .._runctx import RunServices, current_run
+from .._runctx import current_run
 from .._tools import Tool, ToolContext, ToolHints, ToolResult, ToolSource
 from .._version import __version__
 from .._wire import Answer, Request
 from ._config import McpServerConfig, filter_tools, mcp_tool_name
 from ._elicit import elicit_result_from_answer, request_from_elicitation
 from ._hints import hints_from_annotations
+from ._http import ANSWER_TOO_LARGE, new_http_client, ssl_context
 from ._limits import MAX_LISTING_BYTES, MAX_MESSAGE_BYTES, MAX_TOOLS, size_text
+from ._progress import CallProgress, ReadTap
 from ._stdio import StdioTransport, open_stdio
 from ._types import McpStatus, McpToolInfo
 
@@ -52,100 +55,10 @@ MAX_PAGES: Final = 1000
 """``tools/list`` pages followed before a server is considered broken."""
 MAX_ELICITATIONS: Final = 16
 """Elicitations of one server answered at once; more are refused (a flood stays bounded)."""
-MAX_PROGRESS_BACKLOG: Final = 64
-"""Progress updates of one call held for forwarding; past it the oldest are dropped."""
 CLOSE_BOUND: Final = 3.0
 """Seconds a close waits for a connection to wind down (the stdio shutdown is ~2.5 s)."""
 CLIENT_INFO: Final = types.Implementation(name="toolnexus-trio", version=__version__)
 _OPEN_SCHEMA: Final[dict[str, Any]] = {"type": "object"}
-
-_ssl_context: ssl.SSLContext | None = None
-
-
-async def _ssl() -> ssl.SSLContext:
-    global _ssl_context
-    if _ssl_context is None:
-        # Loading the CA bundle blocks for tens of ms: once per process, in a thread.
-        _ssl_context = await trio.to_thread.run_sync(httpx2.create_ssl_context)
-    return _ssl_context
-
-
-ANSWER_TOO_LARGE: Final = "the server's answer is over the message size limit of"
-"""How a capped HTTP answer is named (the start of its error, found again in the SDK's)."""
-
-
-class AnswerTooLarge(httpx2.StreamError):
-    """An HTTP answer (not an SSE stream) over :data:`MAX_MESSAGE_BYTES`, or encoded
-    although we asked for none. A :class:`httpx2.StreamError`, so the SDK turns it into
-    that request's error instead of failing its whole transport."""
-
-
-class _CappedBody(httpx2.AsyncByteStream):
-    """A response body held to :data:`MAX_MESSAGE_BYTES` as it streams: the SDK reads a
-    JSON answer whole (``aread``), so without this a server decides our memory. The
-    checks run as the body is read, where the SDK turns them into the request's error
-    (raised from the response hook they would end the SDK's whole transport)."""
-
-    def __init__(self, inner: httpx2.AsyncByteStream, declared: int | None, coding: str) -> None:
-        self._inner = inner
-        self._declared = declared
-        self._coding = coding
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        if self._coding != "identity":
-            # We ask for identity (see _http_client): an encoded answer could inflate
-            # past any cap before one byte of it was counted.
-            raise AnswerTooLarge(
-                f"the server sent Content-Encoding {self._coding!r:.40}, which was not asked for"
-            )
-        over = AnswerTooLarge(f"{ANSWER_TOO_LARGE} {size_text(MAX_MESSAGE_BYTES)}")
-        if self._declared is not None and self._declared > MAX_MESSAGE_BYTES:
-            raise over  # said so up front: not a byte of it is read
-        total = 0
-        chunks = aiter(self._inner)
-        try:
-            async for chunk in chunks:
-                total += len(chunk)
-                if total > MAX_MESSAGE_BYTES:
-                    raise over
-                yield chunk
-        finally:
-            # httpx2's streams are async generators: close the one we stopped early.
-            aclose = getattr(chunks, "aclose", None)
-            if aclose is not None:
-                await aclose()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-async def _cap_answer(response: httpx2.Response) -> None:
-    """Hold every answer but an SSE stream to the message cap (an event hook, so it
-    applies on every transport the client picks, proxies included). An SSE stream is
-    many messages; the SDK bounds each of its events (``max_sse_event_size``)."""
-    kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
-    if kind != "text/event-stream":
-        coding = response.headers.get("content-encoding", "identity").strip().lower()
-        declared = response.headers.get("content-length", "")
-        size = int(declared) if declared.isdigit() else None
-        assert isinstance(response.stream, httpx2.AsyncByteStream)
-        response.stream = _CappedBody(response.stream, size, coding)
-    await trio.lowlevel.checkpoint()
-
-
-def _http_client(
-    config: McpServerConfig,
-    verify: ssl.SSLContext,
-    timeout: httpx2.Timeout,
-    event_hooks: dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]] | None = None,
-) -> httpx2.AsyncClient:
-    hooks = dict(event_hooks or {})
-    hooks["response"] = [*hooks.get("response", []), _cap_answer]
-    headers = httpx2.Headers(config.expanded_headers())
-    # Identity only (whatever the config says): a compressed answer could not be held
-    # to the cap as it arrives.
-    headers["accept-encoding"] = "identity"
-    return httpx2.AsyncClient(headers=headers, timeout=timeout, verify=verify, event_hooks=hooks)
 
 
 class LoadError(Exception):
@@ -171,115 +84,6 @@ def result_text(result: types.CallToolResult) -> tuple[str, bool]:
     return "\n".join(texts), False
 
 
-class _Progress:
-    """Progress of one call, in wire order: the read tap queues, the calling task forwards."""
-
-    def __init__(self, services: RunServices, tool: str, call_id: str | None, server: str):
-        self.services, self.tool, self.call_id, self.server = services, tool, call_id, server
-        self.queue: collections.deque[tuple[float, float | None, str | None]] = collections.deque(
-            maxlen=MAX_PROGRESS_BACKLOG
-        )
-        self.wake = trio.Event()
-        self.done = False
-
-    def push(self, params: dict[str, Any]) -> None:
-        """Queue one ``notifications/progress`` (called by the read tap: never blocks)."""
-        progress, total, message = (
-            params.get("progress"),
-            params.get("total"),
-            params.get("message"),
-        )
-        if not isinstance(progress, int | float) or isinstance(progress, bool):
-            return
-        if not isinstance(total, int | float) or isinstance(total, bool):
-            total = None
-        self.queue.append((float(progress), total, message if isinstance(message, str) else None))
-        self.wake.set()
-
-    async def forward(self) -> None:
-        while True:
-            while not self.queue:
-                if self.done:
-                    return
-                await self.wake.wait()
-                self.wake = trio.Event()
-            progress, total, message = self.queue.popleft()
-            percent = None
-            if total and math.isfinite(total) and total > 0 and math.isfinite(progress):
-                percent = max(0, min(100, round(progress * 100 / total)))
-            if self.services.metric is not None:
-                self.services.metric(
-                    {"event": "progress", "tool": self.tool, "percent": percent, "message": message}
-                )
-            if self.services.emit is not None:
-                event = {
-                    "type": "progress",
-                    "id": self.call_id,
-                    "tool": self.tool,
-                    "server": self.server,
-                    "progress": progress,
-                    "total": total,
-                    "percent": percent,
-                    "message": message,
-                }
-                # A consumer that is gone means the run is ending: drop the event.
-                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                    await self.services.emit(event)
-
-    def finish(self) -> None:
-        self.done = True
-        self.wake.set()
-
-
-class _ReadTap:
-    """The session's read stream, seen first by us: ``notifications/progress`` for one
-    of our calls is routed to that call's queue here, in the receive loop and in wire
-    order (so all of a call's progress is queued before its answer is delivered),
-    and is not passed on. Everything else passes through untouched."""
-
-    def __init__(self, inner: Any, routes: dict[str, _Progress]) -> None:
-        self._inner = inner
-        self._routes = routes
-
-    @property
-    def last_context(self) -> Any:
-        """The SDK's per-message context, when the inner stream carries one."""
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> Any:
-        while True:
-            item = await self._inner.receive()
-            message = getattr(item, "message", None)
-            if (
-                isinstance(message, types.JSONRPCNotification)
-                and message.method == "notifications/progress"
-                and isinstance(message.params, dict)
-            ):
-                route = self._routes.get(str(message.params.get("progressToken")))
-                if route is not None:
-                    route.push(message.params)
-                    continue
-            return item
-
-    def __aiter__(self) -> _ReadTap:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _ReadTap:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-
 class ServerConn:
     """One configured server: its status, live session and current tools."""
 
@@ -302,7 +106,7 @@ class ServerConn:
         self._running = False
         self._built: dict[str, tuple[tuple[str, ToolHints | None], Tool]] = {}
         self._elicitations = 0
-        self._progress: dict[str, _Progress] = {}
+        self._progress: dict[str, CallProgress] = {}
         self._tokens = itertools.count(1)
         self._stdio: StdioTransport | None = None
 
@@ -315,7 +119,7 @@ class ServerConn:
 
     def _client(self, read: Any, write: Any) -> ClientSession:
         return ClientSession(
-            _ReadTap(read, self._progress),
+            ReadTap(read, self._progress),
             write,
             elicitation_callback=self._elicit if self._wait_for is not None else None,
             message_handler=self._on_message,
@@ -334,7 +138,7 @@ class ServerConn:
                 await self._phase("initialize", s.initialize)
                 yield s, stdio
             return
-        verify = await _ssl()
+        verify = await ssl_context()
         rejected: str | None = None
         if self.config.transport != "sse":
             statuses: list[int] = []
@@ -374,7 +178,7 @@ class ServerConn:
         timeout = httpx2.Timeout(self.bound, read=300.0)
         with collapse_groups():
             async with (
-                _http_client(self.config, verify, timeout, {"response": [seen]}) as http,
+                new_http_client(self.config, verify, timeout, {"response": [seen]}) as http,
                 streamable_http_client(
                     self.config.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES
                 ) as (read, write),
@@ -390,7 +194,7 @@ class ServerConn:
             timeout: httpx2.Timeout | None = None,
             auth: httpx2.Auth | None = None,
         ) -> httpx2.AsyncClient:
-            return _http_client(self.config, verify, timeout or httpx2.Timeout(self.bound))
+            return new_http_client(self.config, verify, timeout or httpx2.Timeout(self.bound))
 
         assert self.config.url is not None
         # Connecting is the GET plus the wait for the `endpoint` event; a server that
@@ -606,9 +410,9 @@ class ServerConn:
             if services is None or (services.emit is None and services.metric is None):
                 result = await session.call_tool(tool, args)
             else:
-                # Our own progress token, routed by the read tap (see _ReadTap).
+                # Our own progress token, routed by the read tap (see ReadTap).
                 token = f"tnx-{next(self._tokens)}"
-                progress = _Progress(services, public_name, ctx.call_id, self.config.name)
+                progress = CallProgress(services, public_name, ctx.call_id, self.config.name)
                 self._progress[token] = progress
                 try:
                     async with trio.open_nursery() as nursery:
