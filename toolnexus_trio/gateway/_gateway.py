@@ -9,11 +9,13 @@ tool named ``<app_id>__<action>``, made provider-safe (``[a-zA-Z0-9_-]``, at mos
 64 characters; see :mod:`toolnexus_trio._names`).
 
 Structure: :class:`Gateway` is an async context manager owning a nursery. Each
-connection is one task in it: it dials, runs the handshake, then reads frames
-(:meth:`Gateway._on_frame`), routing responses to one-shot channels and host
+connection is one task in it: it dials, runs the handshake (:mod:`._handshake`), then
+reads frames (:mod:`._frames`), routing responses to one-shot channels and host
 notifications/requests to per-invocation queues; it never awaits user code. Frames
 go out through the transport's single writer (``send_nowait``). Invocations run in
-the caller's task (:mod:`._gateway_invoke`).
+the caller's task (:mod:`._invoke`). This module holds the lifecycle, the tools, claiming,
+dialling and the sessions a drop leaves resumable; resources are :mod:`._resources`' part
+and the reading of the instances directory :mod:`._discovery`'s.
 
 Choices where the protocol is silent (documented for users):
 
@@ -30,14 +32,12 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-import secrets
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any
 
 import trio
 
@@ -45,52 +45,25 @@ from .._cancel import CancelToken
 from .._groups import reraise_single
 from .._names import sanitize_tool_name, unique_tool_names
 from .._tools import Tool
-from ..tesseron._errors import ActionError, TesseronErrorCode, invalid_params, method_not_found
-from ..tesseron._manifest import DEFAULT_MANIFEST_DIR, ManifestScanner
-from ..tesseron._wire import (
-    PROTOCOL_VERSION,
-    ActionManifest,
-    Agent,
-    Invalid,
-    Notification,
-    Request,
-    Response,
-    error_frame,
-    major_version,
-    parse_frame,
-    result_frame,
-    unstructure,
-)
+from ..tesseron._errors import ActionError, TesseronErrorCode
+from ..tesseron._manifest import ManifestScanner
+from ..tesseron._wire import ActionManifest, Agent, unstructure
 from ..tesseron._ws import WebSocketClosed, connect_websocket
 from ._claims import ClaimThrottle
-from ._conn import (
-    _Conn,
-    check_app_id,
-    parse_actions,
-    parse_app,
-    parse_capabilities,
-    parse_resources,
-)
+from ._conn import _Conn
+from ._discovery import scan_instances
+from ._frames import Frames
+from ._handshake import Handshake
 from ._invoke import invoke, make_tool
-from ._session import (
-    GatewayOptions,
-    GatewaySession,
-    Sampler,
-    _check_url,
-    _mint_claim_code,
-)
+from ._resources import Resources
+from ._session import GatewayOptions, GatewaySession, Sampler, _check_url
 
 __all__ = ["Gateway", "GatewayOptions", "GatewaySession", "Sampler"]
 
 _log = logging.getLogger("toolnexus_trio.tesseron.gateway")
 
-_PENDING_AGENT: Final = {"id": "pending", "name": "Awaiting agent"}
-_OUR_MAJOR: Final = major_version(PROTOCOL_VERSION)
-_LOG_LEVELS: Final = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING}
-_MAX_SCANNERS: Final = 16  # instances directories whose file identities discover() remembers
 
-
-class Gateway:
+class Gateway(Handshake, Frames, Resources):
     """A Tesseron gateway: dials hosts, claims sessions, exposes their actions as tools.
 
     Use ``async with Gateway(options) as gw:``; then :meth:`connect` or :meth:`discover`
@@ -289,58 +262,6 @@ class Gateway:
         assert scope.cancelled_caught
         raise ActionError(TesseronErrorCode.CANCELLED, "Cancelled")
 
-    async def read_resource(self, app_id: str, name: str) -> Any:
-        """``resources/read`` on app *app_id*; :class:`LookupError` when no session has it."""
-        session = self._session_for(app_id)
-        conn = session._conn
-        assert conn is not None
-        rid, recv = conn.request("resources/read", {"name": name})
-        try:
-            with recv:
-                reply = await recv.receive()
-        finally:
-            conn.forget(rid)
-        if reply.error is not None:
-            raise reply.error
-        result = reply.result
-        return result.get("value") if isinstance(result, dict) else result
-
-    async def subscribe_resource(self, app_id: str, name: str) -> str:
-        """``resources/subscribe`` to *name* of app *app_id*; returns the subscription id.
-
-        Updates reach :attr:`on_resource_updated`. The subscription lives as long as
-        the session: a host that resumes it is subscribed again on its new connection
-        (with the same id), and it ends when the session is forgotten. Raises :class:`ActionError`
-        with the host's error and :class:`LookupError` when no session serves *app_id*.
-        """
-        session = self._session_for(app_id)
-        conn = session._conn
-        assert conn is not None
-        sub_id = f"sub_{secrets.token_urlsafe(9)}"
-        self._subscriptions[sub_id] = (session, name)
-        rid, recv = conn.request("resources/subscribe", {"name": name, "subscriptionId": sub_id})
-        try:
-            with recv:
-                reply = await recv.receive()
-        except BaseException:
-            self._subscriptions.pop(sub_id, None)
-            raise
-        finally:
-            conn.forget(rid)
-        if reply.error is not None:
-            self._subscriptions.pop(sub_id, None)
-            raise reply.error
-        return sub_id
-
-    def unsubscribe_resource(self, sub_id: str) -> None:
-        """Stop a subscription of :meth:`subscribe_resource` (best effort; idempotent)."""
-        target = self._subscriptions.pop(sub_id, None)
-        if target is not None and target[0]._conn is not None:
-            conn = target[0]._conn
-            rid, recv = conn.request("resources/unsubscribe", {"subscriptionId": sub_id})
-            conn.forget(rid)  # the ack is not awaited
-            recv.close()
-
     # -- claiming -------------------------------------------------------------------
 
     def claim(self, code: str) -> GatewaySession:
@@ -452,19 +373,7 @@ class Gateway:
         in a worker thread that a cancel abandons, so discovery stays cancellable.
         Returns the new sessions.
         """
-        directory = (
-            Path(instances_dir) if instances_dir is not None else DEFAULT_MANIFEST_DIR.directory()
-        )
-        scanner = self._scanners.get(directory)
-        if scanner is None:
-            if len(self._scanners) >= _MAX_SCANNERS:  # bounded: forget the oldest
-                del self._scanners[next(iter(self._scanners))]
-            scanner = self._scanners[directory] = ManifestScanner(directory)
-        stop = threading.Event()
-        try:
-            urls = await trio.to_thread.run_sync(scanner.scan, stop, abandon_on_cancel=True)
-        finally:
-            stop.set()
+        urls = await scan_instances(self._scanners, instances_dir)
         connected = {c.url for c in self._conns if not c.closed}
         out: list[GatewaySession] = []
         for url in urls:
@@ -567,259 +476,3 @@ class Gateway:
         for sub_id, (owner, _) in list(self._subscriptions.items()):
             if owner is session:
                 del self._subscriptions[sub_id]
-
-    def _resubscribe(self, conn: _Conn, session: GatewaySession) -> None:
-        """Re-make a resumed session's resource subscriptions on its new connection."""
-        names = {r.name for r in session.resources}
-        for sub_id, (owner, name) in list(self._subscriptions.items()):
-            if owner is not session:
-                continue
-            if name not in names:  # the resumed host no longer has it
-                del self._subscriptions[sub_id]
-                continue
-            rid, recv = conn.request(
-                "resources/subscribe", {"name": name, "subscriptionId": sub_id}
-            )
-            conn.forget(rid)  # the ack is not awaited: the updates tell
-            recv.close()
-
-    # -- handshake --------------------------------------------------------------------
-
-    async def _handshake(self, conn: _Conn) -> GatewaySession:
-        timeout = self.options.handshake_timeout_ms / 1000
-        with trio.move_on_after(timeout):
-            while True:
-                batch = await conn.ws.receive_batch()
-                for i, text in enumerate(batch):
-                    session = self._on_handshake_frame(conn, text)
-                    if session is not None:
-                        conn.backlog = batch[i + 1 :]
-                        return session
-        raise TimeoutError(f"no tesseron/hello from {conn.url} within {timeout:g}s")
-
-    def _on_handshake_frame(self, conn: _Conn, text: str) -> GatewaySession | None:
-        msg = parse_frame(text)
-        if type(msg) is Invalid:
-            if msg.reply:
-                conn.send(error_frame(msg.id, msg.error))
-            return None
-        if type(msg) is not Request:
-            return None  # nothing is pending before the welcome
-        if msg.method == "tesseron/hello":
-            try:
-                return self._on_hello(conn, msg)
-            except ActionError as exc:
-                conn.send(error_frame(msg.id, exc))
-                raise  # fatal: the connection closes and connect() raises
-        if msg.method == "tesseron/resume":
-            try:
-                return self._on_resume(conn, msg)
-            except ActionError as exc:
-                conn.send(error_frame(msg.id, exc))
-                if exc.code == TesseronErrorCode.PROTOCOL_MISMATCH:
-                    raise
-                return None  # the host falls back to hello on this connection
-        conn.send(
-            error_frame(
-                msg.id, ActionError(TesseronErrorCode.INVALID_REQUEST, "Handshake not complete")
-            )
-        )
-        return None
-
-    def _check_version(self, params: dict[str, Any]) -> None:
-        version = params.get("protocolVersion")
-        if not isinstance(version, str) or major_version(version) != _OUR_MAJOR:
-            raise ActionError(
-                TesseronErrorCode.PROTOCOL_MISMATCH,
-                f"Gateway speaks protocol {PROTOCOL_VERSION}; SDK sent {version}. "
-                "Major version mismatch - pin compatible package versions.",
-            )
-        if version.split(".")[:2] != PROTOCOL_VERSION.split(".")[:2]:
-            _log.warning("host speaks protocol %s, gateway %s", version, PROTOCOL_VERSION)
-
-    def _on_hello(self, conn: _Conn, req: Request) -> GatewaySession:
-        params = req.params
-        if not isinstance(params, dict):
-            raise invalid_params("tesseron/hello needs params")
-        self._check_version(params)
-        app = parse_app(params.get("app"))
-        check_app_id(app.id)
-        session = GatewaySession(
-            session_id=f"s_{secrets.token_urlsafe(12)}",
-            app=app,
-            actions=parse_actions(params.get("actions")),
-            resources=parse_resources(params.get("resources")),
-            capabilities=parse_capabilities(params.get("capabilities")),
-            resume_token=secrets.token_urlsafe(24),
-            claim_code=_mint_claim_code(),
-            url=conn.url,
-        )
-        while session._claim_code in self._claims:  # astronomically rare
-            session._claim_code = _mint_claim_code()
-        welcome = self._welcome(session, include_claim=True)
-        self._attach(conn, session)
-        assert session._claim_code is not None
-        self._claims[session._claim_code] = session
-        conn.send(result_frame(req.id, welcome))
-        if self.options.auto_claim:
-            self._claim(session)
-        return session
-
-    def _on_resume(self, conn: _Conn, req: Request) -> GatewaySession:
-        def refuse(message: str) -> ActionError:
-            return ActionError(TesseronErrorCode.RESUME_FAILED, message)
-
-        params = req.params
-        shape_ok = (
-            isinstance(params, dict)
-            and isinstance(params.get("sessionId"), str)
-            and isinstance(params.get("resumeToken"), str)
-            and isinstance(params.get("app"), dict)
-            and all(k in params for k in ("protocolVersion", "actions", "resources"))
-        )
-        if not shape_ok:
-            raise refuse(
-                "Invalid tesseron/resume request: expected { protocolVersion, sessionId, "
-                "resumeToken, app, actions, resources, capabilities }"
-            )
-        assert isinstance(params, dict)
-        self._check_version(params)
-        sid: str = params["sessionId"]
-        try:
-            app = parse_app(params["app"])
-            check_app_id(app.id)
-            actions = parse_actions(params["actions"])
-            resources = parse_resources(params["resources"])
-        except ActionError as exc:
-            raise refuse(exc.message) from None
-        self._expire_zombies()
-        session = self._sessions.get(sid)
-        if session is None or sid not in self._zombies:
-            raise refuse(f'No resumable session "{sid}"')
-        if session.app.id != app.id:
-            raise refuse(f'Session "{sid}" is owned by app "{session.app.id}"')
-        if not session.claimed:
-            raise refuse(f"{sid} was never claimed")
-        # surrogatepass: a lone surrogate in a hostile token is refused, not a crash.
-        given = params["resumeToken"].encode("utf-8", "surrogatepass")
-        stored = session._resume_token.encode()
-        if len(given) != len(stored) or not hmac.compare_digest(given, stored):
-            raise refuse(f'Invalid resumeToken for session "{sid}"')
-        del self._zombies[sid]
-        session._resume_token = secrets.token_urlsafe(24)
-        session._app = app
-        session._actions = actions
-        session._resources = resources
-        session._capabilities = parse_capabilities(params.get("capabilities"))
-        session._url = conn.url
-        self._attach(conn, session)
-        conn.send(result_frame(req.id, self._welcome(session, include_claim=False)))
-        self._resubscribe(conn, session)
-        return session
-
-    def _attach(self, conn: _Conn, session: GatewaySession) -> None:
-        session._conn = conn
-        conn.session = session
-        self._sessions[session.session_id] = session
-        self._bump()
-
-    def _welcome(self, session: GatewaySession, *, include_claim: bool) -> dict[str, Any]:
-        claimed = session.claimed or (include_claim and self.options.auto_claim)
-        welcome: dict[str, Any] = {
-            "sessionId": session.session_id,
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": self._agent_caps(),
-            "agent": unstructure(self._agent()) if claimed else dict(_PENDING_AGENT),
-        }
-        if include_claim and session._claim_code is not None:
-            welcome["claimCode"] = session._claim_code
-        welcome["resumeToken"] = session._resume_token
-        return welcome
-
-    # -- after the handshake --------------------------------------------------------
-
-    def _on_frame(self, conn: _Conn, text: str) -> None:
-        msg = parse_frame(text)
-        if type(msg) is Response:
-            conn.deliver(msg)
-        elif type(msg) is Invalid:
-            if msg.reply:
-                conn.send(error_frame(msg.id, msg.error))
-        elif type(msg) is Request:
-            self._on_request(conn, msg)
-        elif type(msg) is Notification:
-            self._on_notification(conn, msg)
-
-    def _on_request(self, conn: _Conn, req: Request) -> None:
-        method = req.method
-        if method in ("sampling/request", "elicitation/request"):
-            error: ActionError | None = None
-            params = req.params if isinstance(req.params, dict) else {}
-            inv_id = params.get("invocationId")
-            inv = conn.invocations.get(inv_id) if isinstance(inv_id, str) else None
-            if not isinstance(inv_id, str):
-                error = ActionError(
-                    TesseronErrorCode.INVALID_PARAMS, f"{method} needs a string invocationId"
-                )
-            elif method == "sampling/request" and self.options.sampler is None:
-                error = ActionError(
-                    TesseronErrorCode.SAMPLING_NOT_AVAILABLE, "Sampling is not available"
-                )
-            elif method == "elicitation/request" and self.options.wait_for is None:
-                error = ActionError(
-                    TesseronErrorCode.ELICITATION_NOT_AVAILABLE, "Elicitation is not available"
-                )
-            elif inv is None or inv.done:
-                error = ActionError(
-                    TesseronErrorCode.ACTION_NOT_FOUND,
-                    f"Unknown invocation {params.get('invocationId')!r}",
-                )
-            if error is not None:
-                conn.send(error_frame(req.id, error))
-            else:
-                assert inv is not None
-                inv.push("request", req)
-        elif method in ("tesseron/hello", "tesseron/resume"):
-            conn.send(
-                error_frame(
-                    req.id,
-                    ActionError(TesseronErrorCode.INVALID_REQUEST, "Session already established"),
-                )
-            )
-        else:
-            conn.send(error_frame(req.id, method_not_found(method)))
-
-    def _on_notification(self, conn: _Conn, msg: Notification) -> None:
-        params = msg.params if isinstance(msg.params, dict) else {}
-        method = msg.method
-        session: GatewaySession | None = conn.session
-        if method in ("actions/progress", "log"):
-            inv_id = params.get("invocationId")
-            inv = conn.invocations.get(inv_id) if isinstance(inv_id, str) else None
-            if inv is not None and not inv.done:
-                inv.push("progress" if method == "actions/progress" else "log", params)
-            elif method == "log":
-                level = _LOG_LEVELS.get(str(params.get("level")), logging.ERROR)
-                app = session.app.id if session is not None else "?"
-                _log.log(level, "[%s] %s", app, params.get("message"))
-        elif method == "actions/list_changed" and session is not None:
-            try:
-                session._actions = parse_actions(params.get("actions"))
-            except ActionError:
-                _log.warning("ignoring malformed actions/list_changed from %s", session.app.id)
-                return
-            self._bump()
-        elif method == "resources/list_changed" and session is not None:
-            try:
-                session._resources = parse_resources(params.get("resources"))
-            except ActionError:
-                _log.warning("ignoring malformed resources/list_changed from %s", session.app.id)
-                return
-            self._bump()
-        elif method == "resources/updated" and session is not None:
-            sub_id = params.get("subscriptionId")
-            target = self._subscriptions.get(sub_id) if isinstance(sub_id, str) else None
-            hook = self.on_resource_updated
-            if target is not None and target[0] is session and hook is not None:
-                hook(session, target[1], params.get("value"))
-        # Unknown notifications are ignored.
