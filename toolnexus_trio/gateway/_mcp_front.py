@@ -209,8 +209,8 @@ async def run_gateway_front(
 ) -> int:
     """Serve the gateway over this process's stdin/stdout until the client closes stdin."""
     # The 2026-07-28 revision deprecates sampling and logging; a handshake-era client
-    # still uses them, so the SDK's warning (on stderr) says nothing useful here.
-    warnings.filterwarnings("ignore", module=r"toolnexus_trio\.mcp\._gateway_front")
+    # still uses them (the calls are in _mcp_relay), so the SDK's warning says nothing useful.
+    warnings.filterwarnings("ignore", module=r"toolnexus_trio\.gateway\._mcp_relay")
     warnings.filterwarnings("ignore", message=".*deprecated as of 2026-07-28.*")
 
     def announce(text: str) -> None:
