@@ -61,7 +61,7 @@ from ..tesseron._wire import (
     result_frame,
     unstructure,
 )
-from ..tesseron._ws import WebSocketClosed, connect_websocket
+from ..tesseron._ws import WebSocketClosed
 from ._claims import ClaimThrottle
 from ._conn import (
     _Conn,
@@ -79,6 +79,7 @@ from ._session import (
     _check_url,
     _mint_claim_code,
 )
+from ._ws_client import connect_websocket
 
 __all__ = ["Gateway", "GatewayOptions", "GatewaySession", "Sampler"]
 
