@@ -16,8 +16,9 @@ from typing import Any
 import trio
 import trio.lowlevel
 
+from toolnexus_trio.gateway._ws_client import connect_websocket
 from toolnexus_trio.tesseron import TesseronApp, TesseronHost
-from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed, connect_websocket
+from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed
 
 ALL_CAPS = {"streaming": True, "subscriptions": True, "sampling": True, "elicitation": True}
 NO_CAPS = {"streaming": True, "subscriptions": True, "sampling": False, "elicitation": False}

@@ -35,7 +35,8 @@ from toolnexus_trio.tesseron import (
     TesseronApp,
     TesseronHost,
 )
-from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed, serve_websocket
+from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed
+from toolnexus_trio.tesseron._ws_server import serve_websocket
 
 NAME_SCHEMA = {
     "type": "object",

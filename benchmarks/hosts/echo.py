@@ -14,7 +14,8 @@ from functools import partial
 
 import trio
 
-from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed, serve_websocket
+from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed
+from toolnexus_trio.tesseron._ws_server import serve_websocket
 
 PROGRESS = (
     '{"jsonrpc":"2.0","method":"actions/progress","params":{"invocationId":"inv_101","percent":50}}'

@@ -24,7 +24,8 @@ from terminal_helpers import StdinKind, child_command
 import toolnexus_trio.__main__ as cli
 from toolnexus_trio.cli._commands import EXIT_INTERRUPTED, GOODBYE, run_gateway
 from toolnexus_trio.cli._terminal import MAX_LINE_BYTES, TerminalLines
-from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed, serve_websocket
+from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed
+from toolnexus_trio.tesseron._ws_server import serve_websocket
 
 HELLO_TIMEOUT_S = 60  # generous: CI machines are shared; nothing here waits it out
 

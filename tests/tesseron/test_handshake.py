@@ -9,6 +9,7 @@ import pytest
 import trio
 from gateway_helpers import ALL_CAPS, dial, gateway, serving, wait_until, welcome
 
+from toolnexus_trio.gateway._ws_client import connect_websocket
 from toolnexus_trio.tesseron import (
     ActionContext,
     Claimed,
@@ -17,7 +18,7 @@ from toolnexus_trio.tesseron import (
     TesseronApp,
     Welcome,
 )
-from toolnexus_trio.tesseron._ws import WebSocketClosed, connect_websocket
+from toolnexus_trio.tesseron._ws import WebSocketClosed
 
 
 def make_app() -> TesseronApp:

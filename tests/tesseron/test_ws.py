@@ -20,14 +20,9 @@ from websockets.protocol import State
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
 
-from toolnexus_trio.tesseron._ws import (
-    HANDSHAKE_TIMEOUT,
-    SUBPROTOCOL,
-    WebSocket,
-    WebSocketClosed,
-    connect_websocket,
-    serve_websocket,
-)
+from toolnexus_trio.gateway._ws_client import connect_websocket
+from toolnexus_trio.tesseron._ws import HANDSHAKE_TIMEOUT, SUBPROTOCOL, WebSocket, WebSocketClosed
+from toolnexus_trio.tesseron._ws_server import serve_websocket
 
 GUARD = 15  # generous deadline against hangs; never a timing assertion
 

@@ -46,8 +46,8 @@ from toolnexus_trio.tesseron._ws import (
     WRITE_CHUNK,
     WebSocket,
     WebSocketClosed,
-    serve_websocket,
 )
+from toolnexus_trio.tesseron._ws_server import serve_websocket
 
 GUARD = 60  # a hang guard only: no assertion here depends on how long anything takes
 

@@ -24,7 +24,8 @@ from websockets.frames import Close, Frame, Opcode
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
 
-from toolnexus_trio.tesseron._ws import SUBPROTOCOL, WebSocket, WebSocketClosed, serve_websocket
+from toolnexus_trio.tesseron._ws import SUBPROTOCOL, WebSocket, WebSocketClosed
+from toolnexus_trio.tesseron._ws_server import serve_websocket
 
 GUARD = 15
 

@@ -48,7 +48,7 @@ from .._tools import Tool
 from ..tesseron._errors import ActionError, TesseronErrorCode
 from ..tesseron._manifest import ManifestScanner
 from ..tesseron._wire import ActionManifest, Agent, unstructure
-from ..tesseron._ws import WebSocketClosed, connect_websocket
+from ..tesseron._ws import WebSocketClosed
 from ._claims import ClaimThrottle
 from ._conn import _Conn
 from ._discovery import scan_instances
@@ -57,6 +57,7 @@ from ._handshake import Handshake
 from ._invoke import invoke, make_tool
 from ._resources import Resources
 from ._session import GatewayOptions, GatewaySession, Sampler, _check_url
+from ._ws_client import connect_websocket
 
 __all__ = ["Gateway", "GatewayOptions", "GatewaySession", "Sampler"]
 

@@ -1,6 +1,6 @@
 """``ActionContext``: what a handler gets besides its input.
 
-Design (see also :mod:`._connection`):
+Design (see also :mod:`._connection` and :mod:`._invocations`):
 
 - One :class:`_Invocation` per ``actions/invoke`` holds the shared state: ids, the
   invocation's cancel scope, the "cancel requested" flag and the progress ceiling

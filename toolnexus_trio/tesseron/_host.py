@@ -25,7 +25,8 @@ from ._manifest import (
     write_manifest,
 )
 from ._wire import Agent, Capabilities, Claimed, Welcome
-from ._ws import WebSocket, serve_websocket
+from ._ws import WebSocket
+from ._ws_server import serve_websocket
 
 if TYPE_CHECKING:
     from ._app import ResourceHandle, TesseronApp

@@ -1,4 +1,11 @@
-"""WebSocket transport on Trio, driving the ``websockets`` Sans-I/O protocol objects.
+"""WebSocket transport on Trio: the connection engine both sides share. A little over
+600 lines, long because :class:`WebSocket` is one state machine (reader, writer queue
+and stall watchdog share its counters on the hot path); the server side, the client
+side and the frame bytes are already in their own modules.
+
+:class:`WebSocket` drives a ``websockets`` Sans-I/O protocol object. The server side
+is :mod:`._ws_server`; the client side is the gateway's (the host never dials), in
+:mod:`toolnexus_trio.gateway._ws_client`.
 
 Why not trio-websocket: it pays a reader task, a channel hop and a lock per message,
 which measured 3-4x slower than feeding a Sans-I/O protocol straight from a
@@ -9,8 +16,9 @@ which measured 3-4x slower than feeding a Sans-I/O protocol straight from a
 * everything to send (frames, pongs, close frames) goes to one queue, and a single
   writer task joins what has accumulated into one ``send_all``;
 * on the server side, the common frames (a final text or binary frame each way) are
-  parsed and written here, and the protocol object handles every other frame and the
-  connection's state, so it still enforces RFC 6455 (see :meth:`WebSocket._receive`).
+  parsed and written by hand (the byte-level helpers are in :mod:`._ws_frames`), and
+  the protocol object handles every other frame and the connection's state, so it
+  still enforces RFC 6455 (see :meth:`WebSocket._receive`).
 
 Backpressure: :meth:`WebSocket.send` and :meth:`WebSocket.wait_writable` wait while
 more than :data:`SEND_HIGH_WATER` bytes are queued, and read loops wait on
@@ -30,22 +38,16 @@ that owns the connection writes directly, which cannot interleave with it.
 from __future__ import annotations
 
 import logging
-import struct
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from typing import NoReturn, final
+from collections.abc import Sequence
+from typing import final
 
 import trio
 from websockets.client import ClientProtocol
-from websockets.exceptions import InvalidURI
 from websockets.frames import Frame, Opcode
-from websockets.http11 import Request
 from websockets.protocol import Side, State
 from websockets.server import ServerProtocol
-from websockets.typing import Origin, Subprotocol
-from websockets.uri import parse_uri
 
-from .._groups import collapse_groups
+from ._ws_frames import _frame_header, _take_write, _text_header
 
 try:
     from websockets.speedups import apply_mask
@@ -60,8 +62,6 @@ __all__ = [
     "SUBPROTOCOL",
     "WebSocket",
     "WebSocketClosed",
-    "connect_websocket",
-    "serve_websocket",
 ]
 
 SUBPROTOCOL = "tesseron-gateway"
@@ -114,21 +114,6 @@ _log = logging.getLogger("toolnexus_trio.tesseron.ws")
 _proto_log = logging.getLogger("toolnexus_trio.tesseron.ws.protocol")
 
 
-_TEXT_HEADERS = tuple(bytes((0x81, n)) for n in range(126))
-"""The header of an unmasked final text frame of 0..125 bytes."""
-_pack_header_16 = struct.Struct("!BBH").pack
-_pack_header_64 = struct.Struct("!BBQ").pack
-
-
-def _text_header(size: int) -> bytes:
-    """The header of an unmasked final text frame of *size* bytes (RFC 6455 5.2)."""
-    if size < 126:
-        return _TEXT_HEADERS[size]
-    if size < 65536:
-        return _pack_header_16(0x81, 126, size)
-    return _pack_header_64(0x81, 127, size)
-
-
 class WebSocketClosed(ConnectionError):
     """The connection is closed (by either side, or the stream broke).
 
@@ -149,8 +134,9 @@ class WebSocketClosed(ConnectionError):
 class WebSocket:
     """One open WebSocket connection, server or client side.
 
-    Created by :func:`serve_websocket` and :func:`connect_websocket`; not constructed
-    directly. One task reads (:meth:`receive_batch`); any task may send.
+    Created by :func:`~._ws_server.serve_websocket` and the gateway's
+    ``connect_websocket``; not constructed directly. One task reads
+    (:meth:`receive_batch`); any task may send.
     """
 
     def __init__(
@@ -176,7 +162,7 @@ class WebSocket:
         # or binary, within the size limit, no fragmented message pending) itself,
         # 0.6 us against the protocol's 2.2-2.6 us, and hands it every other frame
         # whole (see _receive). The protocol must then never have seen a partial
-        # frame: _server_handshake gives it the upgrade request and nothing after.
+        # frame: _ws_server's handshake gives it the upgrade request, nothing after.
         self._rx_fast = self._raw_frames
         self._rx_held = b""  # the start of a frame header that has not fully arrived
         self._rx_owed = 0  # bytes of a frame the protocol has begun and not yet got
@@ -343,7 +329,8 @@ class WebSocket:
         try:
             while True:
                 if self._out:
-                    data = self._take_write()
+                    data = _take_write(self._out, self._out_bytes, WRITE_CHUNK)
+                    self._out_bytes -= len(data)
                     if self._space_lot:
                         self._space_lot.unpark_all()
                     self._sending_bytes = len(data)
@@ -378,30 +365,6 @@ class WebSocket:
             self._writer_running = False
             self._drain_lot.unpark_all()
             self._space_lot.unpark_all()
-
-    def _take_write(self) -> bytes:
-        """The next write: everything queued, or its first :data:`WRITE_CHUNK` bytes.
-
-        Joining a whole backlog at once would hold a second copy of up to
-        :data:`SEND_HIGH_WATER` bytes while it is written (10,000 answers released
-        together: 1 MiB more peak memory, 100 bytes per invocation).
-        """
-        out = self._out
-        if self._out_bytes <= WRITE_CHUNK:
-            data = out[0] if len(out) == 1 else b"".join(out)
-            out.clear()
-            self._out_bytes = 0
-            return data
-        size = count = 0
-        for piece in out:
-            if count and size + len(piece) > WRITE_CHUNK:
-                break
-            size += len(piece)
-            count += 1
-        data = b"".join(out[:count])
-        del out[:count]
-        self._out_bytes -= size
-        return data
 
     async def _watch_writes(self) -> None:
         """Close the connection when one write stays unfinished for ``stall_timeout``.
@@ -537,37 +500,16 @@ class WebSocket:
                 self._rx_fast = False
                 self._feed(data[pos:])
                 return
-            if end - pos < 2:
+            header = _frame_header(data, pos, end)
+            if header is None:
                 self._rx_held = data[pos:]
                 return
-            b0 = data[pos]
-            b1 = data[pos + 1]
-            size = b1 & 0x7F
-            start = pos + 2
-            if size == 126:
-                start += 2
-                if end < start:
-                    self._rx_held = data[pos:]
-                    return
-                size = (data[pos + 2] << 8) | data[pos + 3]
-            elif size == 127:
-                start += 8
-                if end < start:
-                    self._rx_held = data[pos:]
-                    return
-                size = int.from_bytes(data[pos + 2 : start], "big")
-            masked = b1 & 0x80
-            if masked:
-                start += 4
-                if end < start:
-                    self._rx_held = data[pos:]
-                    return
-            stop = start + size
+            b0, masked, start, stop = header
             if (
                 stop <= end
                 and (b0 == 0x81 or b0 == 0x82)  # FIN, no reserved bits, text or binary
                 and masked
-                and size <= self._max_size
+                and stop - start <= self._max_size
                 and self._fragment_opcode is None
             ):
                 payload = apply_mask(data[start:stop], data[start - 4 : start])
@@ -685,240 +627,3 @@ class WebSocket:
                 self._ready.clear()
             if not self._writer_running:
                 await self._flush_direct()
-
-
-# -- server --------------------------------------------------------------------
-
-
-async def _server_handshake(
-    stream: trio.SocketStream,
-    required_subprotocol: str,
-    max_message_bytes: int,
-    allowed_origins: Sequence[str] = (),
-) -> WebSocket | None:
-    """Run the HTTP upgrade; return the open connection, or None after refusing it."""
-    proto = ServerProtocol(
-        # No Origin header (a gateway process) is always fine; a browser page's
-        # Origin must be allowed explicitly, or the upgrade gets HTTP 403.
-        origins=[None, *(Origin(o) for o in allowed_origins)],
-        subprotocols=[Subprotocol(required_subprotocol)],
-        max_size=max_message_bytes,
-        logger=_proto_log,
-    )
-    request: Request | None = None
-    # The protocol object gets the upgrade request and nothing after it: frames a
-    # client pipelines behind the request go to the WebSocket, whose receiving code
-    # needs the protocol's parser at a frame boundary (see WebSocket._receive). A
-    # request has no body and ends at its first empty line.
-    after = b""
-    tail = b""  # the last bytes fed, in case the empty line straddles two reads
-    while request is None:
-        data = await stream.receive_some(RECEIVE_CHUNK)
-        if not data:
-            return None
-        end = (tail + data).find(b"\r\n\r\n")
-        if end >= 0:
-            cut = end + 4 - len(tail)
-            data, after = data[:cut], data[cut:]
-        tail = (tail + data)[-3:]
-        proto.receive_data(data)
-        for event in proto.events_received():
-            if isinstance(event, Request):
-                request = event
-        pending = proto.data_to_send()
-        if request is None and pending:
-            # The protocol answered a malformed request itself (e.g. 431).
-            await _send_handshake_bytes(stream, pending)
-            return None
-        if request is None and proto.state is not State.CONNECTING:
-            return None
-        if proto.close_expected():
-            return None
-        if request is None and end >= 0:
-            return None  # pragma: no cover - a complete request is always an event
-    response = proto.accept(request)
-    proto.send_response(response)
-    await _send_handshake_bytes(stream, proto.data_to_send())
-    if response.status_code != 101:
-        _log.info("refused WebSocket upgrade: %s", proto.handshake_exc)
-        return None
-    ws = WebSocket(stream, proto, max_message_bytes)
-    if after:
-        ws._receive(after)
-    ws._pull_output()
-    return ws
-
-
-async def _send_handshake_bytes(stream: trio.SocketStream, chunks: list[bytes]) -> None:
-    data = b"".join(chunks)
-    if data:
-        await stream.send_all(data)
-    if b"" in chunks:
-        await stream.send_eof()
-
-
-async def _serve_connection(
-    stream: trio.SocketStream,
-    handler: Callable[[WebSocket], Awaitable[None]],
-    required_subprotocol: str,
-    max_message_bytes: int,
-    allowed_origins: Sequence[str] = (),
-) -> None:
-    async with stream:
-        try:
-            ws: WebSocket | None = None
-            with trio.move_on_after(HANDSHAKE_TIMEOUT):
-                ws = await _server_handshake(
-                    stream, required_subprotocol, max_message_bytes, allowed_origins
-                )
-            if ws is None:
-                return
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return
-        except Exception:
-            # A broken upgrade must never take the server down.
-            _log.exception("WebSocket upgrade failed")
-            return
-        await _run_connection(ws, handler)
-
-
-async def _run_connection(ws: WebSocket, handler: Callable[[WebSocket], Awaitable[None]]) -> None:
-    code, reason = 1000, ""
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(ws._run_writer)
-            try:
-                await handler(ws)
-            except WebSocketClosed:
-                pass  # the peer went away; nothing to report
-            except Exception:
-                _log.exception("WebSocket handler failed")
-                code, reason = 1011, "internal error"
-            except BaseException:
-                code, reason = 1001, "going away"
-                raise
-            finally:
-                # Also stops the writer, which lets the nursery exit.
-                await ws.aclose(code, reason)
-    except Exception:
-        # Connection-level failures stay with the connection, never the server.
-        _log.exception("WebSocket connection failed")
-
-
-async def serve_websocket(
-    handler: Callable[[WebSocket], Awaitable[None]],
-    *,
-    host: str,
-    port: int,
-    required_subprotocol: str = SUBPROTOCOL,
-    max_message_bytes: int = MAX_MESSAGE_BYTES,
-    allowed_origins: Sequence[str] = (),
-    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
-) -> NoReturn:
-    """Serve WebSocket connections on ``host:port`` until cancelled.
-
-    ``port`` 0 lets the OS pick; ``task_status.started(bound_port)`` reports it.
-    For each TCP connection: complete the HTTP upgrade (bounded by a handshake
-    timeout); if the client did not offer ``required_subprotocol``, answer HTTP 400
-    and close; else select it and run ``handler(ws)`` with the connection's writer
-    task alongside. When the handler returns or raises, the connection is closed
-    (1000; 1011 on error, logged). A broken or garbage upgrade never crashes the
-    server. Each connection runs in its own task in the server's nursery. An upgrade
-    that carries an ``Origin`` header (a browser page) is refused with HTTP 403 unless
-    the origin is in ``allowed_origins``; gateways send none.
-    """
-    listeners = await trio.open_tcp_listeners(port, host=host)
-    if port == 0 and len(listeners) > 1:
-        # Each address family would get a different OS-picked port; keep one.
-        for extra in listeners[1:]:
-            await extra.aclose()
-        listeners = listeners[:1]
-    bound_port: int = listeners[0].socket.getsockname()[1]
-
-    async def on_connection(stream: trio.SocketStream) -> None:
-        await _serve_connection(
-            stream, handler, required_subprotocol, max_message_bytes, allowed_origins
-        )
-
-    async with trio.open_nursery() as nursery:
-        await nursery.start(trio.serve_listeners, on_connection, listeners)
-        task_status.started(bound_port)
-        await trio.sleep_forever()
-    raise AssertionError("unreachable: serve_websocket only ends by raising")
-
-
-# -- client --------------------------------------------------------------------
-
-
-async def _client_handshake(
-    url: str, subprotocols: Sequence[str], max_message_bytes: int
-) -> WebSocket:
-    try:
-        uri = parse_uri(url)
-    except InvalidURI as exc:
-        raise ValueError(f"not a WebSocket URL: {url!r}") from exc
-    if uri.secure:
-        raise ValueError("wss:// is not supported")
-    proto = ClientProtocol(
-        uri,
-        subprotocols=[Subprotocol(s) for s in subprotocols] or None,
-        max_size=max_message_bytes,
-        logger=_proto_log,
-    )
-    stream = await trio.open_tcp_stream(uri.host, uri.port)
-    try:
-        proto.send_request(proto.connect())
-        await stream.send_all(b"".join(proto.data_to_send()))
-        opened = False
-        leftover: list[object] = []
-        while not opened:
-            data = await stream.receive_some(RECEIVE_CHUNK)
-            if data:
-                proto.receive_data(data)
-            else:
-                proto.receive_eof()
-            leftover.extend(proto.events_received())
-            if proto.handshake_exc is not None:
-                raise WebSocketClosed(None, f"handshake refused: {proto.handshake_exc}")
-            if proto.state is not State.CONNECTING:
-                # Frames behind the 101 may already have moved us on to CLOSING.
-                opened = True
-            elif not data:
-                raise WebSocketClosed(None, "connection closed during handshake")
-        ws = WebSocket(stream, proto, max_message_bytes)
-        ws._handle_events(leftover)
-        ws._pull_output()
-        return ws
-    except BaseException:
-        with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
-            await stream.aclose()
-        raise
-
-
-@asynccontextmanager
-async def connect_websocket(
-    url: str,
-    *,
-    subprotocols: Sequence[str] = (SUBPROTOCOL,),
-    max_message_bytes: int = MAX_MESSAGE_BYTES,
-) -> AsyncIterator[WebSocket]:
-    """Dial ``ws://host:port/path`` and yield the open connection.
-
-    For tests, the conformance runner and a future gateway. Raises
-    :class:`WebSocketClosed` (refused handshake) or :class:`OSError` (refused
-    connection). The connection is closed (1000) when the block exits.
-    """
-    try:
-        with trio.fail_after(HANDSHAKE_TIMEOUT):
-            ws = await _client_handshake(url, subprotocols, max_message_bytes)
-    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        raise WebSocketClosed(None, f"connection lost during handshake: {exc!r}") from exc
-    except trio.TooSlowError as exc:
-        raise WebSocketClosed(None, "handshake timed out") from exc
-    with collapse_groups():
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(ws._run_writer)
-            try:
-                yield ws
-            finally:
-                await ws.aclose()

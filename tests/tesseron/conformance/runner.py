@@ -1,6 +1,6 @@
 """A Tesseron conformance runner on Trio: it plays the gateway against a host.
 
-Walks a fixture's steps over :func:`toolnexus_trio.tesseron._ws.connect_websocket`:
+Walks a fixture's steps over :func:`toolnexus_trio.gateway._ws_client.connect_websocket`:
 
 - ``recv``: the next frame from the host must match structurally (only the named
   keys are checked, arrays match element-wise as a prefix, ``~`` matchers apply);
@@ -30,7 +30,8 @@ from typing import Any
 
 import trio
 
-from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed, connect_websocket
+from toolnexus_trio.gateway._ws_client import connect_websocket
+from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",

@@ -17,7 +17,8 @@ import trio
 from runner import ConformanceFailure, FixtureError, load_fixture, match, resolve, run_fixture
 
 from toolnexus_trio._groups import collapse_groups
-from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed, serve_websocket
+from toolnexus_trio.tesseron._ws import WebSocket, WebSocketClosed
+from toolnexus_trio.tesseron._ws_server import serve_websocket
 
 FIXTURE_ROOT = Path(__file__).resolve().parent / "fixtures"
 GUARD = 15
