@@ -35,6 +35,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "_http_client",
             "_names",
             "_procs",
+            "_reaper",
             "_runctx",
             "_schema",
             "_tools",
@@ -199,6 +200,11 @@ def test_no_import_cycles() -> None:
 def test_cycle_finder_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_every_module_is_on_a_floor() -> None:
+    for module in MODULES:
+        _floor(module)  # raises, naming the module, when it is on none
 
 
 def test_every_module_imports_its_own_floor_or_lower() -> None:
