@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Final
 
 import trio
@@ -57,6 +58,25 @@ async def until_interrupted(main: Callable[[], Awaitable[int]]) -> int:
         print(GOODBYE, file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     return code
+
+
+@asynccontextmanager
+async def stopped_by_sigterm() -> AsyncIterator[None]:
+    """Run the block until it ends or SIGTERM arrives (a client closing a stdio server
+    sends it), which stops it as Ctrl-C does: everything inside unwinds normally, so what
+    it started (a toolkit's MCP servers, host connections) is stopped, not orphaned.
+    An exception from the block comes out as itself, not in a group."""
+    with trio.open_signal_receiver(signal.SIGTERM) as signals, trio.CancelScope() as scope:
+
+        async def on_signal() -> None:
+            async for _ in signals:
+                scope.cancel()
+
+        with collapse_groups():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(on_signal)
+                yield
+                nursery.cancel_scope.cancel()
 
 
 def run_command(main: Callable[[], Awaitable[int]]) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -128,9 +127,9 @@ def run_serve(args: argparse.Namespace) -> int:
 
     import trio
 
-    from .._groups import collapse_groups
     from .._toolkit import Toolkit, ToolkitOptions, open_toolkit
     from ..mcp._stdin import LineTooLong
+    from ._commands import run_command, stopped_by_sigterm
 
     options = ToolkitOptions(mcp=servers, builtins=builtins)
 
@@ -150,31 +149,18 @@ def run_serve(args: argparse.Namespace) -> int:
             await trio.sleep_forever()
 
     async def main() -> int:
-        # SIGTERM (a client closing us) stops as Ctrl-C does: the toolkit is closed, so
-        # the MCP servers it started are stopped too, not orphaned.
-        with trio.open_signal_receiver(signal.SIGTERM) as signals, trio.CancelScope() as scope:
-
-            async def on_signal() -> None:
-                async for _ in signals:
-                    scope.cancel()
-
-            try:
-                with collapse_groups():
-                    async with open_toolkit(options) as toolkit, trio.open_nursery() as nursery:
-                        nursery.start_soon(on_signal)
-                        for name, status in toolkit.mcp_status().items():
-                            if status.state == "failed":
-                                print(
-                                    f"MCP server {name!r} failed: {status.error}", file=sys.stderr
-                                )
-                        await serve(toolkit)
-                        nursery.cancel_scope.cancel()
-            except LineTooLong as exc:  # the client's fault, said in one line
-                print(f"error: {exc}", file=sys.stderr)
-                return 1
+        # SIGTERM stops as Ctrl-C does: the toolkit is closed, so the MCP servers it
+        # started are stopped too, not orphaned.
+        try:
+            async with stopped_by_sigterm(), open_toolkit(options) as toolkit:
+                for name, status in toolkit.mcp_status().items():
+                    if status.state == "failed":
+                        print(f"MCP server {name!r} failed: {status.error}", file=sys.stderr)
+                await serve(toolkit)
+        except LineTooLong as exc:  # the client's fault, said in one line
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         return 0
-
-    from ._commands import run_command
 
     return run_command(main)  # Ctrl-C: the shared goodbye line (stderr) and exit 130
 
@@ -224,36 +210,25 @@ def run_gateway_mcp(args: argparse.Namespace) -> int:
     if args.resume_ttl < 0 or args.max_sampling_depth < 0:
         print("error: --resume-ttl and --max-sampling-depth must be >= 0", file=sys.stderr)
         return 2
-    import trio
 
-    from .._groups import collapse_groups
     from ..gateway._mcp_front import run_gateway_front
     from ..mcp._stdin import LineTooLong
-    from ._commands import run_command
+    from ._commands import run_command, stopped_by_sigterm
 
     directory = Path(args.instances_dir).expanduser() if args.instances_dir else None
 
     async def main() -> int:
-        # SIGTERM (a client closing us) stops as Ctrl-C does: every host connection closes.
-        with trio.open_signal_receiver(signal.SIGTERM) as signals, trio.CancelScope() as scope:
-
-            async def on_signal() -> None:
-                async for _ in signals:
-                    scope.cancel()
-
-            try:
-                with collapse_groups():
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(on_signal)
-                        await run_gateway_front(
-                            directory,
-                            resume_ttl_ms=int(args.resume_ttl * 1000),
-                            max_sampling_depth=args.max_sampling_depth,
-                        )
-                        nursery.cancel_scope.cancel()
-            except LineTooLong as exc:  # the client's fault, said in one line
-                print(f"error: {exc}", file=sys.stderr)
-                return 1
+        # SIGTERM stops as Ctrl-C does: every host connection closes.
+        try:
+            async with stopped_by_sigterm():
+                await run_gateway_front(
+                    directory,
+                    resume_ttl_ms=int(args.resume_ttl * 1000),
+                    max_sampling_depth=args.max_sampling_depth,
+                )
+        except LineTooLong as exc:  # the client's fault, said in one line
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         return 0
 
     return run_command(main)
