@@ -1,4 +1,5 @@
-"""A child process for test_durable_processes.py: one agent on a shared SQLite file.
+"""A child process for test_durable_processes.py: one agent on a shared store
+(DB: a SQLite file, or a ``postgresql://`` DSN).
 
     durable_child.py DB LEDGER halt ID PROMPT
     durable_child.py DB LEDGER answer ID REQUEST_ID [--decline] [--pause POINT]
@@ -24,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from durable_app import client, toolkit
+from durable_app import client, open_store, toolkit
 
 import toolnexus_trio.loop._durable as durable
-from toolnexus_trio import AlreadyAnswered, Answer, SqliteConversationStore
+from toolnexus_trio import AlreadyAnswered, Answer
 
 
 async def wait_for_go(message: str) -> None:
@@ -52,7 +53,7 @@ async def main(argv: list[str]) -> int:
             await wait_for_go(f"paused {point}")
 
     durable._pause_hook = pause
-    async with SqliteConversationStore(db) as store:
+    async with open_store(db) as store:
         tk = await toolkit(Path(ledger), pause=pause)
         agent = client(store)
         if command == "halt":
