@@ -168,6 +168,7 @@ class PostgresConversationStore:
         self.max_connections = max_connections
         self.timeout = timeout
         self._psycopg = driver
+        self._pool_timeout: type[Exception] = pool_module.PoolTimeout
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = (
             pool_module.ConnectionPool(
                 dsn or "",
@@ -237,9 +238,16 @@ class PostgresConversationStore:
                 if not self._schema_checked:
                     self._ensure_schema(connection)
                 return fn(connection)
+        except psycopg.errors.QueryCanceled as exc:
+            # statement_timeout (or an administrator): the statement was rolled back.
+            message = self._hide(str(exc).strip())
+            raise TimeoutError(
+                f"PostgreSQL store: {what} was cancelled by the server (nothing was "
+                f"applied): {message}"
+            ) from None
         except psycopg.OperationalError as exc:
             # The connection (or the server) went away, or none could be had.
-            message = self._hide(str(exc).strip())
+            message = self._hide(self._why(exc))
             raise ConnectionError(
                 f"PostgreSQL store: {what} failed, the connection was lost or could not "
                 f"be made (a write may or may not have been applied): {message}"
@@ -247,6 +255,19 @@ class PostgresConversationStore:
         except psycopg.Error as exc:
             message = self._hide(str(exc).strip())
             raise RuntimeError(f"PostgreSQL store: {what} failed: {message}") from None
+
+    def _why(self, exc: Exception) -> str:
+        """The driver's message; for a pool timeout, why connecting fails (one try)."""
+        if not isinstance(exc, self._pool_timeout):
+            return str(exc).strip()
+        try:
+            direct = self._psycopg.connect(
+                self._pool.conninfo, connect_timeout=max(2, int(self.timeout))
+            )
+        except self._psycopg.Error as cause:
+            return f"{str(exc).strip()}: {str(cause).strip()}"
+        direct.close()
+        return str(exc).strip()
 
     def _hide(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text
