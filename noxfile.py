@@ -77,6 +77,10 @@ def bench(session: nox.Session) -> None:
         *session.posargs,
         env={"BENCH_MCP_OURS_PYTHON": str(ours_python)},  # the peer: this session's python
     )
+    # Store scaling (answers/s with 1, 2, 4 worker processes on one PostgreSQL store, and
+    # on SQLite); prints its own table. pgserver: the PostgreSQL binaries, as in the tests.
+    session.install("-e", ".[postgres]", "pgserver>=0.1.4")
+    session.run("python", "-m", "benchmarks.stores")
 
 
 @nox.session

@@ -8,7 +8,7 @@ Where the binaries come from, first found wins:
 
 The server runs ``initdb`` and ``pg_ctl`` on a fresh temporary directory, listens on a
 free loopback port (with a password: scram-sha-256) and on a socket in that directory,
-with ``fsync=off`` (the data is thrown away). PostgreSQL refuses to run as root, so as
+with ``fsync=off`` (the data is thrown away) unless asked to be durable. PostgreSQL refuses to run as root, so as
 root (CI) it runs as ``nobody``, on a copy of the binaries if their directory is not
 reachable by other users.
 """
@@ -61,7 +61,8 @@ def _free_port() -> int:
 class PgServer:
     """One running server; :meth:`dsn` names a database on it, :meth:`restart` bounces it."""
 
-    def __init__(self, bindir: Path, root: Path) -> None:
+    def __init__(self, bindir: Path, root: Path, *, durable: bool = False) -> None:
+        self.durable = durable
         self.bindir = bindir
         self.root = root
         self.data = root / "data"
@@ -107,9 +108,10 @@ class PgServer:
     def start(self) -> None:
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 "
-            f"-c unix_socket_directories={self.root} -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            f"-c unix_socket_directories={self.root} -c max_connections=200"
         )
+        if not self.durable:  # the tests throw the data away: no need to flush it
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         log = str(self.root / "server.log")
         self._run(
             "pg_ctl", "-D", str(self.data), "-l", log, "-w", "-t", "60", "-o", options, "start"
@@ -145,14 +147,18 @@ class PgServer:
 
 
 @contextmanager
-def running_server() -> Iterator[PgServer | None]:
-    """A started server, stopped and deleted on exit; ``None`` without binaries."""
+def running_server(*, durable: bool = False) -> Iterator[PgServer | None]:
+    """A started server, stopped and deleted on exit; ``None`` without binaries.
+
+    *durable*: flush commits to disk as a production server does (the benchmark);
+    the tests' server does not.
+    """
     bindir = find_binaries()
     if bindir is None:
         yield None
         return
     root = Path(tempfile.mkdtemp(prefix="toolnexus-pg-"))
-    server = PgServer(bindir, root)
+    server = PgServer(bindir, root, durable=durable)
     try:
         server.init()
         server.start()
