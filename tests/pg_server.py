@@ -75,8 +75,13 @@ class PgServer:
             if not _reachable_by_others(bindir):
                 # e.g. a clone under /root: copy the install (bin, lib, share) next to
                 # the data, where nobody can run it.
-                copy = root / "pginstall"
+                # pgserver's binaries find their libraries at $ORIGIN/../../../pgserver.libs
+                # (auditwheel): keep that layout.
+                copy = root / "site" / "pgserver" / "pginstall"
                 shutil.copytree(bindir.parent, copy, symlinks=True)
+                libs = bindir.parents[2] / "pgserver.libs"
+                if libs.is_dir():
+                    shutil.copytree(libs, root / "site" / "pgserver.libs", symlinks=True)
                 self.bindir = copy / "bin"
 
     def _run(self, *args: str) -> None:
