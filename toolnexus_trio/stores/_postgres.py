@@ -31,6 +31,7 @@ processes starting together create it once; a newer version is refused.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -162,7 +163,8 @@ class PostgresConversationStore:
             raise ValueError(
                 "the PostgreSQL DSN could not be parsed (it is not shown: it may hold a password)"
             ) from None
-        self._secret = str(params.get("password") or "")
+        # Scrubbed from any message we raise (libpq does not echo it; this makes sure).
+        self._secret = str(params.get("password") or os.environ.get("PGPASSWORD") or "")
         shown = {k: v for k, v in params.items() if k != "password"}
         self._shown = driver.conninfo.make_conninfo(**shown) if shown else ""
         self.max_connections = max_connections
