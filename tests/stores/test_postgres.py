@@ -256,3 +256,11 @@ async def test_a_server_restart_fails_the_call_in_flight_and_the_next_reconnects
     # It had not committed (the row was locked): the state is still answerable.
     assert await store.get_pending("t") == PendingState("k", "pending", {})
     assert await store.take_pending("t", "k", [])
+
+
+async def test_tls_settings_reach_the_driver(pg_dsn: str) -> None:
+    # The test server has no TLS: a DSN that requires it is refused by psycopg/libpq.
+    async with PostgresConversationStore(pg_dsn + "?sslmode=require", timeout=1) as store:
+        assert "sslmode=require" in repr(store)
+        with pytest.raises(ConnectionError, match="server does not support SSL"):
+            await store.get("t")
