@@ -39,11 +39,14 @@ Summarize = Callable[[list[Message]], str | Awaitable[str]]
 CountTokens = Callable[[Sequence[Message]], int]
 
 
+# Compact JSON as JSON.stringify writes it (the SPEC's reference), characters not bytes;
+# a value JSON cannot hold is counted by its str. One encoder: json.dumps with options
+# builds a new one per call, which costs as much as encoding a short message.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+
+
 def _message_tokens(message: Any) -> int:
-    # ceil(len / 4) without floats. Compact JSON as JSON.stringify writes it (the SPEC's
-    # reference), characters not bytes; a value JSON cannot hold is counted by its str.
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str)
-    return (len(text) + 3) // 4
+    return (len(_encode(message)) + 3) // 4  # ceil(len / 4) without floats
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
