@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from toolnexus_trio import (
 from toolnexus_trio.loop._compaction import FLUSH_REMINDER, SUMMARY_PREFIX
 
 Message = dict[str, Any]
+BLOCK_S = 60.0
 FIXTURE = json.loads((Path(__file__).parent / "compaction" / "fixture.json").read_text())
 
 
@@ -505,6 +507,40 @@ async def test_a_cancelled_summarizer_leaves_the_transcript_unchanged(
     with pytest.raises(RunTimeout) as info:
         await client.run("go", history=history())
     assert info.value.result.messages == [*history(), {"role": "user", "content": "go"}]
+
+
+async def test_a_cancelled_sync_summarizer_returns_at_once_and_changes_nothing() -> None:
+    release, finished = threading.Event(), threading.Event()
+    started = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+
+    def blocking(older: list[Message]) -> str:
+        trio.from_thread.run_sync(started.set, trio_token=token)
+        # A blocking call (an HTTP client without async). Bounded, so that a summarizer
+        # the cancel cannot leave makes this test fail instead of hang.
+        release.wait(timeout=BLOCK_S)
+        finished.set()
+        return "too late"
+
+    cancel = CancelToken()
+    hook = compactor(max_tokens=100, summarize=blocking)
+    client = create_in_process_client(
+        InProcessOptions(model="m", generate=long_model([]), hooks=Hooks(before_llm=hook))
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def cancel_when_summarizing() -> None:
+                await started.wait()
+                cancel.cancel("user")
+
+            nursery.start_soon(cancel_when_summarizing)
+            result = await client.run("go", history=history(), cancel=cancel)
+        assert not finished.is_set()  # the run did not wait for the blocked thread
+    finally:
+        release.set()  # let the abandoned worker thread end
+    assert result.status == "cancelled"
+    assert result.messages == [*history(), {"role": "user", "content": "go"}]
 
 
 async def test_a_stored_conversation_keeps_the_compacted_transcript() -> None:
