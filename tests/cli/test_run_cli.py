@@ -255,3 +255,31 @@ def test_render_transcript_shows_calls_results_and_cuts_long_text() -> None:
     assert text[1] == 'assistant called read({"p":1})'
     assert text[2].startswith("tool result: yyy") and text[2].endswith("[... 1000 characters cut]")
     assert text[3] == 'user: [{"type": "text", "text": "blocks"}]'
+
+
+@pytest.mark.parametrize(("typed", "runs"), [(b"y\n", True), (b"n\n", False)], ids=["yes", "no"])
+async def test_bash_is_asked_about_first_on_the_terminal(
+    tmp_path: Path, typed: bytes, runs: bool
+) -> None:
+    marker = tmp_path / "marker"
+    script = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": f"touch {marker}"}}]},
+        {"text": "Done."},
+    ]
+    async with open_fake_provider(script) as provider:
+        with trio.fail_after(60):
+            async with child_command(
+                *_run_args(provider), stdin="terminal", cwd=tmp_path, env=_env()
+            ) as child:
+                await child.wait_for_output(b"> ")
+                await child.type(b"touch it\n")
+                await child.wait_for_output(b"? Allow bash to run this command? [y/N]")
+                assert not marker.exists()  # asked first
+                await child.type(typed)
+                await child.wait_for_output(b"done: ")
+                await child.type(b"exit\n")
+                code, out, _ = await child.finish()
+    assert code == 0, out
+    assert marker.exists() is runs
+    reply = provider.requests[1].json["messages"][-1]["content"]
+    assert (reply == "declined/expired: Allow bash to run this command?") is not runs

@@ -36,8 +36,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
+import attrs
+
 from .._toolkit import Toolkit, ToolkitOptions, open_toolkit
-from ..loop import Hooks, compactor
+from ..loop import Client, compactor
 from ..loop._results import Message
 from ..models import ClientOptions, create_client
 from ._ask import (
@@ -149,7 +151,6 @@ async def _toolkit(options: ToolkitOptions) -> AsyncIterator[Toolkit]:
 
 def main_tools(args: argparse.Namespace) -> int:
     """Run the ``tools`` command; returns the exit code."""
-
     options = _checked_options(args, confirm=True)
     if options is None:
         return 2
@@ -203,11 +204,8 @@ async def _session(
     hooks = printer.hooks()
     async with _maybe_summarizer(args) as summarize:
         if summarize is not None:
-            hooks = Hooks(
-                before_llm=compactor(max_tokens=args.compact_at, summarize=summarize),
-                before_tool=hooks.before_tool,
-                after_tool=hooks.after_tool,
-            )
+            hook = compactor(max_tokens=args.compact_at, summarize=summarize)
+            hooks = attrs.evolve(hooks, before_llm=hook)
         options = _client_options(
             args,
             system_prompt=args.system,
@@ -242,7 +240,7 @@ async def _session(
                     await _turn(client, toolkit, line, printer)
 
 
-async def _turn(client: Any, toolkit: Toolkit, line: str, printer: TurnPrinter) -> None:
+async def _turn(client: Client, toolkit: Toolkit, line: str, printer: TurnPrinter) -> None:
     """One line of the session: Ctrl-C cancels it (and only it); a failure is one line."""
     try:
         async with stopped_by_signal(signal.SIGINT) as turn:
