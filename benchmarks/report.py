@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.agent import FANOUT_SLEEP_S
+from benchmarks.compaction import SCENARIO_TEXT as COMPACTION_SCENARIO_TEXT
 from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
 from benchmarks.http_suite import http_rows
 from benchmarks.mcp import SCENARIO_TEXT as MCP_SCENARIO_TEXT
@@ -538,6 +539,10 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.mcp_gateway import gateway_mcp_rows  # scenario 13 (gateway --mcp)
 
     rows.extend(gateway_mcp_rows(raw))
+    if any(key.startswith("compaction_") for key in raw):
+        from benchmarks import compaction  # scenario 14 (compaction)
+
+        rows.extend(compaction.rows(raw))
     return rows
 
 
@@ -901,6 +906,7 @@ def _rst(
         "    over a generated tree of 20,000 files, one in 100 binary.",
         *MCP_SCENARIO_TEXT,
         *GATEWAY_MCP_SCENARIO_TEXT,
+        *COMPACTION_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

@@ -65,6 +65,15 @@ class Child:
             )
             await self._changed.wait()
 
+    async def wait_for_count(self, marker: bytes, count: int) -> None:
+        """Until *marker* is on stdout and stderr *count* times in all."""
+        while self.out.count(marker) + self.err.count(marker) < count:
+            assert not (self.out_done.is_set() and self.err_done.is_set()), (
+                f"the command ended before printing {marker!r} {count} times: "
+                f"{self.out!r} {self.err!r}"
+            )
+            await self._changed.wait()
+
     async def type(self, text: bytes) -> None:
         """Send *text* to the command's stdin (the pty's master or the pipe)."""
         await self.stdin.send_all(text)

@@ -47,7 +47,9 @@ from .loop import SuspendedCall as SuspendedCall
 from .loop import ToolCallRecord as ToolCallRecord
 from .loop import TranslatedToolCall as TranslatedToolCall
 from .loop import TranslateResult as TranslateResult
+from .loop import compactor as compactor
 from .loop import create_in_process_client as create_in_process_client
+from .loop import estimate_tokens as estimate_tokens
 from .models import ClientOptions as ClientOptions
 from .models import ErrorInfo as ErrorInfo
 from .models import create_client as create_client
@@ -108,11 +110,13 @@ __all__ = [
     "ToolkitOptions",
     "TranslateResult",
     "TranslatedToolCall",
+    "compactor",
     "create_client",
     "create_in_process_client",
     "create_toolkit",
     "define_tool",
     "empty_schema",
+    "estimate_tokens",
     "http_tool",
     "list_skills",
     "open_toolkit",

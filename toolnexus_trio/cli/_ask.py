@@ -35,6 +35,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
@@ -280,20 +281,33 @@ def add_ask_command(commands: Any) -> None:
         ),
     )
     ask.add_argument("prompt", help="what to ask")
-    ask.add_argument("--base-url", required=True, type=_http_url,
-                     help="e.g. https://api.openai.com/v1 or http://127.0.0.1:8080/v1")  # fmt: skip
-    ask.add_argument("--style", required=True, choices=["openai", "anthropic"],
-                     help="the wire: /chat/completions or /messages")  # fmt: skip
-    ask.add_argument("--model", required=True, help="the model name, sent as is")
-    ask.add_argument(
+    add_model_options(ask)
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """The model and tool-rule options ``ask`` and ``run`` share, on *parser*."""
+    parser.add_argument(
+        "--base-url",
+        required=True,
+        type=_http_url,
+        help="e.g. https://api.openai.com/v1 or http://127.0.0.1:8080/v1",
+    )
+    parser.add_argument(
+        "--style",
+        required=True,
+        choices=["openai", "anthropic"],
+        help="the wire: /chat/completions or /messages",
+    )
+    parser.add_argument("--model", required=True, help="the model name, sent as is")
+    parser.add_argument(
         "--api-key",
         default=None,
         help="default: OPENAI_API_KEY / OPENROUTER_API_KEY (openai) or ANTHROPIC_API_KEY "
         "(anthropic) from the environment; none sends no auth header",
     )
-    ask.add_argument("--system", default=None, help="a system prompt")
-    ask.add_argument("--max-turns", type=_positive, default=10, help="default: 10")
-    ask.add_argument(
+    parser.add_argument("--system", default=None, help="a system prompt")
+    parser.add_argument("--max-turns", type=_positive, default=10, help="default: 10")
+    parser.add_argument(
         "--yes",
         action="store_true",
         help="run bash, write, edit and apply_patch without asking first (by default each "
@@ -311,9 +325,15 @@ def main_ask(args: argparse.Namespace) -> int:
         finally:
             printer.end_text()  # a streamed answer cut by Ctrl-C still ends its line
 
+    return run_guarded(ask, printer)
+
+
+def run_guarded(main: Callable[[], Awaitable[int]], printer: TurnPrinter | None = None) -> int:
+    """:func:`run_command` (*main*), a failure being one ``error: ...`` line and exit 1."""
     try:
-        return run_command(ask)  # Ctrl-C: the shared goodbye line and exit 130
+        return run_command(main)  # Ctrl-C: the shared goodbye line and exit 130
     except Exception as exc:
-        printer.end_text()
+        if printer is not None:
+            printer.end_text()
         print(f"error: {_one_line(_describe(exc), 2000)}", file=sys.stderr, flush=True)
         return 1

@@ -6,7 +6,7 @@ import json
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Final
 
 import trio
@@ -60,13 +60,24 @@ async def until_interrupted(main: Callable[[], Awaitable[int]]) -> int:
     return code
 
 
-@asynccontextmanager
-async def stopped_by_sigterm() -> AsyncIterator[None]:
+def stopped_by_sigterm() -> AbstractAsyncContextManager[trio.CancelScope]:
     """Run the block until it ends or SIGTERM arrives (a client closing a stdio server
     sends it), which stops it as Ctrl-C does: everything inside unwinds normally, so what
     it started (a toolkit's MCP servers, host connections) is stopped, not orphaned.
     An exception from the block comes out as itself, not in a group."""
-    with trio.open_signal_receiver(signal.SIGTERM) as signals, trio.CancelScope() as scope:
+    return stopped_by_signal(signal.SIGTERM)
+
+
+@asynccontextmanager
+async def stopped_by_signal(signum: int) -> AsyncIterator[trio.CancelScope]:
+    """Run the block until it ends or *signum* arrives, which cancels only the block
+    (its scope, yielded: ``cancelled_caught`` says whether the signal stopped it).
+
+    While the block runs, its receiver replaces the signal's previous handler (for
+    SIGINT: :func:`until_interrupted`'s), which is back once the block is over: so
+    ``run``'s Ctrl-C cancels the turn in flight, and at the prompt the whole command.
+    An exception from the block comes out as itself, not in a group."""
+    with trio.open_signal_receiver(signum) as signals, trio.CancelScope() as scope:
 
         async def on_signal() -> None:
             async for _ in signals:
@@ -75,7 +86,7 @@ async def stopped_by_sigterm() -> AsyncIterator[None]:
         with collapse_groups():
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(on_signal)
-                yield
+                yield scope
                 nursery.cancel_scope.cancel()
 
 

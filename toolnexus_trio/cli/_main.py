@@ -1,6 +1,6 @@
 """The command line's parser and dispatch.
 
-``python -m toolnexus_trio demo | host | gateway | ask | serve``.
+``python -m toolnexus_trio demo | host | gateway | ask | serve | run | tools``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from functools import partial
 
 from ._ask import add_ask_command, main_ask
 from ._mcp import add_gateway_mcp_options, add_serve_parser, run_gateway_mcp, run_serve
+from ._run import add_run_commands, main_run, main_tools
 
 
 def _port(text: str) -> int:
@@ -53,11 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     add_gateway_mcp_options(gateway)
     add_ask_command(commands)
     add_serve_parser(commands)
+    add_run_commands(commands)
     args = parser.parse_args(argv)
     if args.command == "ask":
         return main_ask(args)
     if args.command == "serve":
         return run_serve(args)
+    if args.command == "run":
+        return main_run(args)
+    if args.command == "tools":
+        return main_tools(args)
     if args.command == "gateway" and args.mcp:
         return run_gateway_mcp(args)
     from ._commands import run_command, run_gateway, run_host

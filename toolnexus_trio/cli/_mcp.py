@@ -84,6 +84,17 @@ def _profile(raw: dict[str, Any], args: argparse.Namespace) -> MCPServeConfig:
     return MCPServeConfig(name=name, version=version, tools=tools)
 
 
+def read_config_file(path: str) -> dict[str, Any]:
+    """The JSON object in the file at *path*; :class:`ValueError` saying what is wrong."""
+    try:
+        loaded = json.loads(Path(path).read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    return loaded
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """Run the ``serve`` command; returns the exit code."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
@@ -94,17 +105,11 @@ def run_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    raw: dict[str, Any] = {}
-    if args.mcp_config:
-        try:
-            loaded = json.loads(Path(args.mcp_config).read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            print(f"error: cannot read {args.mcp_config}: {exc}", file=sys.stderr)
-            return 2
-        if not isinstance(loaded, dict):
-            print(f"error: {args.mcp_config} is not a JSON object", file=sys.stderr)
-            return 2
-        raw = loaded
+    try:
+        raw = read_config_file(args.mcp_config) if args.mcp_config else {}
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         profile = _profile(raw, args)
         from ..mcp._config import parse_mcp_config

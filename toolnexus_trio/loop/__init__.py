@@ -9,12 +9,14 @@ Every turn is a Trio nursery whose cancel scope is the turn's
 
 The modules, bottom up: ``_results`` (options, results, errors) and ``_runjson`` (their
 JSON form), ``_turns`` (the seam a model plugs into), ``_toolcalls`` (one turn's calls),
-``_metrics``, ``_conversation`` (``ask`` and :class:`Conversation`), ``_durable``
-(``Client.answer``) and ``_client`` (the loop itself).
+``_metrics``, ``_compaction`` (the §7F compactor hook), ``_conversation`` (``ask`` and
+:class:`Conversation`), ``_durable`` (``Client.answer``) and ``_client`` (the loop itself).
 """
 
 from ._client import Client as Client
 from ._client import create_in_process_client as create_in_process_client
+from ._compaction import compactor as compactor
+from ._compaction import estimate_tokens as estimate_tokens
 from ._conversation import Conversation as Conversation
 from ._durable import AlreadyAnswered as AlreadyAnswered
 from ._durable import PendingExpired as PendingExpired
@@ -52,5 +54,7 @@ __all__ = [
     "ToolCallRecord",
     "TranslateResult",
     "TranslatedToolCall",
+    "compactor",
     "create_in_process_client",
+    "estimate_tokens",
 ]

@@ -1,0 +1,231 @@
+"""Context compaction (SPEC §7F): a ``before_llm`` hook that keeps a transcript under budget.
+
+:func:`compactor` returns the hook; :func:`estimate_tokens` is its default estimator.
+The hook is a pure ``messages -> messages`` rewrite riding the loop's existing seam (a
+``before_llm`` that returns ``{"messages": ...}`` replaces the working transcript), so it
+adds no loop behaviour: without a compactor a run is byte-identical, and at or below the
+budget the hook returns nothing, which leaves the transcript untouched.
+
+The split rule holds in both wire dialects without being told which one it reads: the
+retained tail starts at a ``user`` message that carries no tool result. Under the OpenAI
+shape a tool result is a ``tool`` message, so every ``user`` message qualifies; under the
+Anthropic shape a tool result is a ``user`` message whose content holds ``tool_result``
+blocks, and that message is part of its tool group, never a place to cut.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import operator
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final
+
+import trio
+
+Message = dict[str, Any]
+
+SUMMARY_PREFIX: Final = "[Summary of earlier conversation]\n"
+"""The summary system message is this followed by what ``summarize`` returned."""
+
+FLUSH_REMINDER: Final = (
+    "The earlier part of this conversation has just been summarized and its details are "
+    "gone from your context. Before you go on, save any durable facts, decisions and user "
+    "preferences you still need with the memory tool."
+)
+"""The system reminder ``flush_to_memory=True`` adds between the summary and the tail."""
+
+Summarize = Callable[[list[Message]], str | Awaitable[str]]
+CountTokens = Callable[[Sequence[Message]], int]
+
+
+# Compact JSON as JSON.stringify writes it (the SPEC's reference), characters not bytes;
+# a value JSON cannot hold is counted by its str. One encoder: json.dumps with options
+# builds a new one per call, which costs as much as encoding a short message.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+
+
+def _message_tokens(message: Any) -> int:
+    return (len(_encode(message)) + 3) // 4  # ceil(len / 4) without floats
+
+
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """The default token estimate: ``ceil(len(JSON of the message) / 4)`` summed.
+
+    An estimator, not a tokenizer (SPEC §7F): pass ``count_tokens`` to :func:`compactor`
+    for an exact count. The JSON is compact (no spaces) and non-ASCII characters count
+    once each.
+    """
+    return sum(map(_message_tokens, messages))
+
+
+class _Counts:
+    """The default estimate, remembered per message of the last transcript seen.
+
+    The loop appends to its transcript between turns and never edits a message in place
+    (it replaces one with a new dict), so a message that is the *same object* as before
+    has the same count: only new messages are serialized, and the no-op check costs one
+    identity comparison per message. Only the last transcript is kept (memory bounded by
+    it); another transcript is counted afresh.
+    """
+
+    def __init__(self) -> None:
+        self._seen: list[Any] = []
+        self._counts: list[int] = []
+        self._total = 0
+
+    def update(self, messages: Sequence[Message]) -> int:
+        seen, counts = self._seen, self._counts
+        known = len(seen)
+        if len(messages) < known or not all(map(operator.is_, messages, seen)):
+            same = 0
+            for mine, theirs in zip(messages, seen, strict=False):
+                if mine is not theirs:
+                    break
+                same += 1
+            del seen[same:], counts[same:]
+            self._total = sum(counts)
+            known = same
+        for message in messages[known:]:
+            count = _message_tokens(message)
+            seen.append(message)
+            counts.append(count)
+            self._total += count
+        return self._total
+
+    def per_message(self) -> list[int]:
+        """The counts of the transcript of the last :meth:`update`."""
+        return self._counts
+
+
+def _is_boundary(message: Any) -> bool:
+    """A ``user`` message carrying no tool result: where a retained tail may start."""
+    if not isinstance(message, Mapping) or message.get("role") != "user":
+        return False
+    content = message.get("content")
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                return False
+    return True
+
+
+def _split(body: Sequence[Message], keep_tail: int, tail_tokens: Callable[[int], int]) -> int:
+    """Where the retained tail starts in *body* (``len(body)``: an empty tail).
+
+    The largest tail starting at a boundary within *keep_tail*; else the most recent
+    boundary (safety over size); else none. The body's first message is never the
+    start (it would leave nothing to summarize), as in toolnexus 0.21.
+    """
+    boundaries = [i for i in range(1, len(body)) if _is_boundary(body[i])]
+    if not boundaries:
+        return len(body)
+    start = boundaries[-1]
+    # Walk back from the most recent boundary while the tail still fits: a tail only
+    # grows going back, so the last one that fits is the largest.
+    for i in reversed(boundaries):
+        if tail_tokens(i) > keep_tail:
+            break
+        start = i
+    return start
+
+
+async def _summary(summarize: Summarize, older: list[Message]) -> str:
+    if inspect.iscoroutinefunction(summarize):
+        out: Any = await summarize(older)
+    else:
+        # A plain function may block (an HTTP call): a worker thread, as for a plain
+        # generate. A cancel returns at once and drops its answer, so it changes nothing.
+        out = await trio.to_thread.run_sync(summarize, older, abandon_on_cancel=True)
+        if inspect.isawaitable(out):
+            out = await out
+    if not isinstance(out, str):
+        raise TypeError(f"summarize must return a str, not {type(out).__name__}")
+    return out
+
+
+def compactor(
+    *,
+    max_tokens: int,
+    summarize: Summarize,
+    keep_tail: int | None = None,
+    count_tokens: CountTokens | None = None,
+    flush_to_memory: bool = False,
+) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]:
+    """A ``before_llm`` hook (SPEC §7F) that summarizes the older transcript over budget.
+
+    Hand it to :class:`~toolnexus_trio.Hooks` (``Hooks(before_llm=compactor(...))``).
+    Before each model call it estimates the transcript with *count_tokens* (default
+    :func:`estimate_tokens`). At or below *max_tokens* it returns ``None``: the
+    transcript is untouched, byte-identical to no compactor. Above, it returns
+    ``{"messages": [leading system message (the same object), {"role": "system",
+    "content": "[Summary of earlier conversation]\\n" + summary}, (the flush reminder),
+    *tail]}``, which replaces the run's transcript from then on.
+
+    The tail keeps the most recent messages: it starts at a ``user`` message that
+    carries no tool result (so no tool result is ever cut off from the call it
+    answers, in the OpenAI or the Anthropic message shape), the largest such tail
+    within *keep_tail* tokens (default ``max_tokens // 2``); if none fits, the tail
+    from the most recent such message; if there is none, an empty tail.
+
+    *summarize* receives the older messages (everything between the leading system
+    message and the tail) and returns the summary text; it may be sync (run in a worker
+    thread) or async. It gets messages only: an LLM summarizer should call its model
+    with **no tools**, or the model may answer with a tool call instead of a summary.
+    If the summarizer is cancelled (the run's token, the run timeout), the transcript
+    stays as it was; if it raises, the run fails with :class:`~toolnexus_trio.HookError`.
+
+    *flush_to_memory* adds a system reminder to save durable facts with the memory tool
+    before the tail. The hook keeps the default estimate of the last transcript it saw,
+    so a growing transcript costs only its new messages; messages are assumed not to be
+    edited in place (the loop never does; it replaces them).
+    """
+    if max_tokens < 0:
+        raise ValueError(f"max_tokens must be >= 0, not {max_tokens}")
+    tail_budget = max_tokens // 2 if keep_tail is None else keep_tail
+    if tail_budget < 0:
+        raise ValueError(f"keep_tail must be >= 0, not {keep_tail}")
+    counts = _Counts() if count_tokens is None else None
+
+    async def before_llm(event: dict[str, Any]) -> dict[str, Any] | None:
+        messages: Sequence[Message] = event["messages"]
+        if counts is not None:
+            total = counts.update(messages)
+        else:
+            assert count_tokens is not None
+            total = count_tokens(messages)
+        if total <= max_tokens:
+            return None
+        lead = 1 if messages and _is_system(messages[0]) else 0
+        body = messages[lead:]
+        if counts is not None:
+            # Suffix sums of the remembered counts: no message is serialized twice.
+            per = counts.per_message()[lead:]
+            suffix = [0] * (len(per) + 1)
+            for i in range(len(per) - 1, -1, -1):
+                suffix[i] = suffix[i + 1] + per[i]
+
+            def tail_tokens(i: int) -> int:
+                return suffix[i]
+        else:
+
+            def tail_tokens(i: int) -> int:
+                assert count_tokens is not None
+                return count_tokens(body[i:])
+
+        start = _split(body, tail_budget, tail_tokens)
+        if start == 0:
+            return None  # nothing older to summarize
+        summary = await _summary(summarize, list(body[:start]))
+        out: list[Message] = list(messages[:lead])
+        out.append({"role": "system", "content": SUMMARY_PREFIX + summary})
+        if flush_to_memory:
+            out.append({"role": "system", "content": FLUSH_REMINDER})
+        out.extend(body[start:])
+        return {"messages": out}
+
+    return before_llm
+
+
+def _is_system(message: Any) -> bool:
+    return isinstance(message, Mapping) and message.get("role") == "system"
