@@ -55,7 +55,7 @@ def test_public_names_are_pinned() -> None:
         "create_client", "create_in_process_client", "create_toolkit", "define_tool",
         "empty_schema", "http_tool", "list_skills", "open_toolkit", "pending", "pending_of",
         "tool", "AlreadyAnswered", "PendingExpired", "PendingState", "PendingStore",
-        "SqliteConversationStore",
+        "SqliteConversationStore", "relay_tool",
     }  # fmt: skip
     assert set(tn.__all__) == expected
     assert tn.Tool.__module__ == "toolnexus_trio"
@@ -69,7 +69,7 @@ def test_result_and_context_defaults() -> None:
     assert (ctx.call_id, ctx.timeout_ms, ctx.answer) == (None, 0, None)
     assert ToolContext().cancel is not ctx.cancel
     assert [s.value for s in ToolSource] == [
-        "custom", "native", "builtin", "skill", "mcp", "http", "tesseron",
+        "custom", "native", "builtin", "skill", "mcp", "http", "tesseron", "relay",
     ]  # fmt: skip
     hints = tn.ToolHints()
     assert (hints.read_only, hints.destructive, hints.idempotent, hints.open_world) == (

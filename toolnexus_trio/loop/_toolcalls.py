@@ -18,8 +18,9 @@ import attrs
 import trio
 
 from .._cancel import CancelToken
+from .._relay import RELAY_KIND, relay_call, relay_request, relay_result
 from .._toolkit import Toolkit
-from .._tools import ToolContext, ToolResult, ToolSource, describe_exception, pending_of
+from .._tools import ToolContext, ToolResult, ToolSource, describe_exception, pending, pending_of
 from .._wire import Answer, Request
 from ._metrics import PrometheusRegistry
 from ._records import RunStatus, SuspendedCall, ToolCallRecord
@@ -57,6 +58,9 @@ class _Run:
     limit: str | None = None
     suspended: list[SuspendedCall] = attrs.field(factory=list)
     emit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+    # Set when a call of the current turn relayed (SPEC §10 relay addendum): only then
+    # does the turn gather its relay calls, so a run without relay tools never looks.
+    relayed: bool = False
 
 
 async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
@@ -87,6 +91,14 @@ class _Gate:
     async def wait_turn(self, index: int) -> None:
         for other in self.waits[index]:
             await self.done[other].wait()
+
+
+def _is_relay(toolkit: Toolkit | None, name: str, request: Request) -> bool:
+    """Whether *request* is a relay tool's own suspension (not, say, a guard's approval)."""
+    if request.kind != RELAY_KIND or toolkit is None:
+        return False
+    found = toolkit.get(name)
+    return found is not None and found.source is ToolSource.RELAY
 
 
 def _gate_for(toolkit: Toolkit | None, names: Sequence[str]) -> _Gate | None:
@@ -147,6 +159,9 @@ class ToolCalls:
                 token.attach(nursery.cancel_scope)
                 for i, call in enumerate(calls):
                     nursery.start_soon(self._call_task, run, call, i, turn, token, gate, outcomes)
+            if run.relayed:
+                run.relayed = False
+                await self._relay_turn(run, calls, outcomes, turn, token)
         finally:
             # Runs on every exit, a run cancel or timeout included: each call gets its
             # tool message so the transcript stays balanced.
@@ -238,6 +253,10 @@ class ToolCalls:
         result = short_circuit or await self._execute(run, call.name, args, ctx, meter)
         request = pending_of(result)
         if request is not None:
+            if _is_relay(run.toolkit, call.name, request):
+                # Gathered with the turn's other relay calls once every call is done.
+                run.relayed = True
+                return _Outcome(result, args)
             if self.options.wait_for is None:
                 if run.emit is not None:
                     await run.emit({"type": "pending", "request": request})
@@ -294,6 +313,9 @@ class ToolCalls:
         token: CancelToken,
         meter: _Meter,
     ) -> ToolResult:
+        if _is_relay(run.toolkit, name, request):
+            # Nothing to re-run: the host ran the call, its answer holds the result.
+            return relay_result(request, answer, call_id)
         if answer is None or not answer.ok:
             return ToolResult.error(f"declined/expired: {request.prompt}")
         ctx = ToolContext(
@@ -303,6 +325,72 @@ class ToolCalls:
         if pending_of(retried) is not None:
             return ToolResult.error(f"unresolved: {request.prompt}")
         return retried
+
+    async def _relay_turn(
+        self,
+        run: _Run,
+        calls: list[_Call],
+        outcomes: list[_Outcome | None],
+        turn: int,
+        token: CancelToken,
+    ) -> None:
+        """One request for all the turn's relay calls, in call order (SPEC §10 relay).
+
+        Without ``wait_for`` each relay call's placeholder carries that request, so the
+        run halts on it (or on an earlier suspension: the first-in-order rule holds) and
+        :meth:`resume` answers every relay call with one :class:`Answer`. With
+        ``wait_for``, it is called once and each call gets its result from the answer.
+        It runs after the turn's nursery, so a relay call waits for nobody: a
+        ``concurrency_safe=False`` call between two relay calls cannot deadlock.
+        """
+        relayed: list[int] = []
+        for i, (call, outcome) in enumerate(zip(calls, outcomes, strict=True)):
+            if outcome is None:
+                continue
+            request = pending_of(outcome.result)
+            if request is not None and _is_relay(run.toolkit, call.name, request):
+                relayed.append(i)
+        entries = []
+        for i in relayed:
+            call, outcome = calls[i], outcomes[i]
+            assert outcome is not None
+            # The raw text only when a before_tool hook did not replace the arguments.
+            raw = call.arguments_json if outcome.args is call.args else None
+            entries.append(relay_call(call.id, call.name, outcome.args, raw))
+        request = relay_request(entries)
+        placeholder = pending(request)
+        for i in relayed:
+            outcome = outcomes[i]
+            assert outcome is not None
+            outcome.result = placeholder
+        if run.emit is not None:
+            await run.emit({"type": "pending", "request": request})
+        wait_for = self.options.wait_for
+        if wait_for is None:
+            return
+        answer: object = None
+        failed: ToolResult | None = None
+        # The turn's token cancels this wait as it cancels the turn's calls.
+        with trio.CancelScope() as scope, token.bound(scope):
+            try:
+                answer = await wait_for(request)
+            except Exception as exc:
+                failed = ToolResult.error(f"wait_for failed: {exc}")
+        if scope.cancelled_caught:
+            failed = ToolResult.error("cancelled")
+        elif answer is not None and not isinstance(answer, Answer):
+            failed = ToolResult.error(f"wait_for returned {type(answer).__name__}, not an Answer")
+        for i in relayed:
+            call, outcome = calls[i], outcomes[i]
+            assert outcome is not None
+            if failed is not None:
+                outcome.result = failed
+                continue
+            assert answer is None or isinstance(answer, Answer)
+            result = relay_result(request, answer, call.id)
+            if self._hooks.after_tool is not None:
+                result = await self._after_tool(call, outcome.args, result, turn, token)
+            outcome.result = result
 
     async def _after_tool(
         self, call: _Call, args: Any, result: ToolResult, turn: int, token: CancelToken
