@@ -414,14 +414,15 @@ async def test_cancelling_the_turn_token_ends_the_relay_wait(
     tokens: list[CancelToken] = []
     toolkit = await make_toolkit()
     c = client(wait_for=wait_for)
-    async with c.stream("go", toolkit) as channel:
-        async for event in channel:
-            if event["type"] == "tool_call":
-                tokens.append(event["cancel"])
-            if event["type"] == "pending":
-                tokens[0].cancel("user stop")
-            if event["type"] == "done":
-                done = event["result"]
+    with trio.fail_after(60):  # virtual time: a token that fails to end the wait fails here
+        async with c.stream("go", toolkit) as channel:
+            async for event in channel:
+                if event["type"] == "tool_call":
+                    tokens.append(event["cancel"])
+                if event["type"] == "pending":
+                    tokens[0].cancel("user stop")
+                if event["type"] == "done":
+                    done = event["result"]
     assert tool_messages(done)["c1"] == "cancelled"
     assert tool_messages(done)["c2"] == "3"
 
