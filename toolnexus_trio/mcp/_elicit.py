@@ -33,6 +33,17 @@ EMPTY_FORM: Final[dict[str, Any]] = {"type": "object", "properties": {}}
 
 _URL_SCHEMES: Final = ("https://", "http://")
 
+RELAY_FORM: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "output": {"type": "string", "title": "Output", "description": "What the call returned"},
+        "isError": {"type": "boolean", "title": "Failed", "description": "True if the call failed"},
+    },
+    "required": ["output"],
+}
+"""The form a served relay tool asks its MCP client to fill: the call's result, in the
+single-call shorthand of SPEC §10 (``Answer.data.output`` / ``isError``)."""
+
 
 def _is_scalar(value: object) -> bool:
     if isinstance(value, float):
@@ -131,6 +142,8 @@ def _question_schema(questions: list[Any]) -> dict[str, Any]:
 
 def _form_schema(request: Request) -> dict[str, Any]:
     data = request.data or {}
+    if request.kind == "tool_call":
+        return dict(RELAY_FORM)
     questions = data.get("questions")
     if request.kind == "question" and isinstance(questions, list) and questions:
         return _question_schema(questions)
@@ -155,7 +168,9 @@ def elicitation_from_request(
     client supports it (``elicitationId`` is ``request.id``, sent when *with_id*);
     otherwise, and for every other kind, form mode: ``question`` becomes one field per
     question (``answer_1``...), ``input`` its ``data["schema"]`` (or one ``value``
-    string), and ``approval`` (or any other kind) a confirm form with no fields.
+    string), ``tool_call`` (a relay tool, run by the client) the :data:`RELAY_FORM`
+    (``output``, ``isError``) with a message naming the call and its arguments, and
+    ``approval`` (or any other kind) a confirm form with no fields.
     """
     if request.url is not None and url_supported:
         params: dict[str, Any] = {"mode": "url", "message": request.prompt, "url": request.url}
@@ -163,7 +178,22 @@ def elicitation_from_request(
             params["elicitationId"] = request.id
         return params
     message = request.prompt if request.url is None else f"{request.prompt}\n{request.url}"
+    if request.kind == "tool_call":
+        message = _relay_message(request)
     return {"mode": "form", "message": message, "requestedSchema": _form_schema(request)}
+
+
+def _relay_message(request: Request) -> str:
+    # A relay call asks the client to run the call itself: say which, with what.
+    calls = (request.data or {}).get("calls")
+    first = calls[0] if isinstance(calls, list) and calls and isinstance(calls[0], dict) else {}
+    name, arguments = first.get("name"), first.get("arguments")
+    if not isinstance(name, str) or not isinstance(arguments, str):
+        return request.prompt
+    return (
+        f"Run the tool {name} with the arguments {arguments} on your side and give its "
+        "output (and whether it failed)."
+    )
 
 
 def answer_from_elicit_result(request: Request, result: Mapping[str, Any]) -> Answer:
