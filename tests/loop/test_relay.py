@@ -23,6 +23,7 @@ from toolnexus_trio import (
     Answer,
     CancelToken,
     Client,
+    ClientOptions,
     GenerateRequest,
     InProcessOptions,
     InProcessResponse,
@@ -36,6 +37,7 @@ from toolnexus_trio import (
     ToolkitOptions,
     ToolResult,
     ToolSource,
+    create_client,
     create_in_process_client,
     create_toolkit,
     define_tool,
@@ -43,6 +45,7 @@ from toolnexus_trio import (
     pending_of,
     relay_tool,
 )
+from toolnexus_trio.testing import open_fake_provider
 
 CITY = {
     "type": "object",
@@ -556,3 +559,52 @@ async def test_translate_declares_relay_tools_and_returns_their_calls() -> None:
     assert [(t.id, t.name, t.arguments) for t in result.tool_calls] == [
         ("t1", "get_weather", '{"city":"Rome"}')
     ]
+
+
+# -- over HTTP, both wire styles -------------------------------------------------------
+
+
+@pytest.mark.parametrize("style", ["openai", "anthropic"])
+async def test_relay_over_the_http_client(style: str, runner: Runner) -> None:
+    script = [
+        {"text": "checking", "tool_calls": [
+            {"id": "h1", "name": "get_weather", "arguments": {"city": "Paris"}},
+            {"id": "h2", "name": "get_time", "arguments": {"city": "Oslo"}},
+        ]},
+        {"text": "all done"},
+    ]  # fmt: skip
+    toolkit = await make_toolkit()
+    async with open_fake_provider(script) as provider:
+        options = ClientOptions(
+            base_url=provider.base_url,
+            style=style,
+            model="m",
+            api_key="k",  # type: ignore[arg-type]
+        )
+        async with create_client(options) as c:
+            halted, _ = await runner(c, toolkit)
+            assert halted.pending is not None
+            calls = halted.pending.data["calls"]  # type: ignore[index]
+            assert [(x["id"], x["name"], x["input"]) for x in calls] == [
+                ("h1", "get_weather", {"city": "Paris"}),
+                ("h2", "get_time", {"city": "Oslo"}),
+            ]
+            assert [json.loads(x["arguments"]) for x in calls] == [
+                {"city": "Paris"},
+                {"city": "Oslo"},
+            ]
+            answer = Answer(halted.pending.id, True, {"results": [
+                {"id": "h1", "output": "sunny"}, {"id": "h2", "output": "noon"}]})  # fmt: skip
+            done = await c.resume(halted, [answer])
+    assert done.text == "all done"
+    sent = provider.requests[1].json
+    if style == "openai":
+        results = [
+            (m["tool_call_id"], m["content"]) for m in sent["messages"] if m["role"] == "tool"
+        ]
+    else:
+        blocks = [
+            b for m in sent["messages"] if isinstance(m["content"], list) for b in m["content"]
+        ]
+        results = [(b["tool_use_id"], b["content"]) for b in blocks if b["type"] == "tool_result"]
+    assert results == [("h1", "sunny"), ("h2", "noon")]
