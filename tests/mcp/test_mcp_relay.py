@@ -21,9 +21,13 @@ from mcp import Client
 from toolnexus_trio import (
     Answer,
     Request,
+    ToolContext,
     ToolkitOptions,
+    ToolResult,
     create_toolkit,
+    define_tool,
     open_toolkit,
+    pending,
     relay_tool,
 )
 from toolnexus_trio.mcp._elicit import RELAY_FORM
@@ -104,3 +108,31 @@ async def test_a_served_relay_reaches_the_outer_toolkits_wait_for() -> None:
     assert (result.output, result.is_error) == ("warm", False)
     assert asked[0].kind == "input" and asked[0].data == {"schema": RELAY_FORM}
     assert "get_weather" in asked[0].prompt and '{"city":"Rome"}' in asked[0].prompt
+
+
+async def test_only_a_relay_tool_gets_the_relay_form() -> None:
+    # A tool of another source that happens to suspend with kind "tool_call" is served
+    # exactly as before relay tools existed: its prompt, a confirm form.
+    async def own(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if ctx.answer is None:
+            return pending(Request(kind="tool_call", prompt="Mine?", data={"calls": []}))
+        return ToolResult.ok("fine")
+
+    asked: list[Any] = []
+
+    async def elicit(ctx: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={})
+
+    tk = await create_toolkit(
+        ToolkitOptions(extra_tools=[define_tool("own", "", None, own)], builtins=False)
+    )
+    async with (
+        tk.serve() as served,
+        Client(served.url, mode="legacy", elicitation_callback=elicit) as client,
+    ):
+        assert text(await client.call_tool("own", {})) == "fine"
+    assert (asked[0].message, asked[0].requested_schema) == (
+        "Mine?",
+        {"type": "object", "properties": {}},
+    )

@@ -142,8 +142,6 @@ def _question_schema(questions: list[Any]) -> dict[str, Any]:
 
 def _form_schema(request: Request) -> dict[str, Any]:
     data = request.data or {}
-    if request.kind == "tool_call":
-        return dict(RELAY_FORM)
     questions = data.get("questions")
     if request.kind == "question" and isinstance(questions, list) and questions:
         return _question_schema(questions)
@@ -160,7 +158,7 @@ def _form_schema(request: Request) -> dict[str, Any]:
 
 
 def elicitation_from_request(
-    request: Request, *, url_supported: bool, with_id: bool = True
+    request: Request, *, url_supported: bool, with_id: bool = True, relay: bool = False
 ) -> dict[str, Any]:
     """The ``elicitation/create`` params (wire keys) asking a client for *request*.
 
@@ -168,18 +166,19 @@ def elicitation_from_request(
     client supports it (``elicitationId`` is ``request.id``, sent when *with_id*);
     otherwise, and for every other kind, form mode: ``question`` becomes one field per
     question (``answer_1``...), ``input`` its ``data["schema"]`` (or one ``value``
-    string), ``tool_call`` (a relay tool, run by the client) the :data:`RELAY_FORM`
-    (``output``, ``isError``) with a message naming the call and its arguments, and
-    ``approval`` (or any other kind) a confirm form with no fields.
+    string), and ``approval`` (or any other kind) a confirm form with no fields. With
+    *relay* (the request of a relay tool, which the client is to run itself): the
+    :data:`RELAY_FORM` (``output``, ``isError``), with a message naming the call and
+    its arguments.
     """
     if request.url is not None and url_supported:
         params: dict[str, Any] = {"mode": "url", "message": request.prompt, "url": request.url}
         if with_id:
             params["elicitationId"] = request.id
         return params
+    if relay:
+        return {"mode": "form", "message": _relay_message(request), "requestedSchema": RELAY_FORM}
     message = request.prompt if request.url is None else f"{request.prompt}\n{request.url}"
-    if request.kind == "tool_call":
-        message = _relay_message(request)
     return {"mode": "form", "message": message, "requestedSchema": _form_schema(request)}
 
 

@@ -167,7 +167,7 @@ class ServedToolkit:
                 if not ctx.session.check_client_capability(_ELICITATION):
                     result = _unanswerable(result, request)
                 elif ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                    return self._input_required(request, tool.name, args)
+                    return self._input_required(request, tool, args)
                 else:
                     result = await self._by_elicitation(ctx, tool, args, request)
         self._report(tool, started, result)
@@ -213,7 +213,8 @@ class ServedToolkit:
     ) -> ToolResult:
         caps = ctx.session.client_capabilities
         url_ok = bool(caps and caps.elicitation and caps.elicitation.url is not None)
-        params = elicitation_from_request(request, url_supported=url_ok)
+        relay = tool.source is ToolSource.RELAY
+        params = elicitation_from_request(request, url_supported=url_ok, relay=relay)
         try:
             if params["mode"] == "url":
                 reply = await ctx.session.elicit_url(
@@ -248,9 +249,10 @@ class ServedToolkit:
         return result
 
     def _input_required(
-        self, request: Request, tool: str, args: dict[str, Any]
+        self, request: Request, tool: Tool, args: dict[str, Any]
     ) -> types.InputRequiredResult:
-        params = elicitation_from_request(request, url_supported=True, with_id=False)
+        relay = tool.source is ToolSource.RELAY
+        params = elicitation_from_request(request, url_supported=True, with_id=False, relay=relay)
         if params["mode"] == "url":
             inner: types.ElicitRequestParams = types.ElicitRequestURLParams(
                 message=params["message"], url=params["url"]
@@ -261,7 +263,7 @@ class ServedToolkit:
             )
         return types.InputRequiredResult(
             input_requests={INPUT_KEY: types.ElicitRequest(params=inner)},
-            request_state=self._seal(request, tool, args),
+            request_state=self._seal(request, tool.name, args),
         )
 
     def _seal(self, request: Request, tool: str, args: dict[str, Any]) -> str:
