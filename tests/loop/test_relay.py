@@ -608,3 +608,71 @@ async def test_relay_over_the_http_client(style: str, runner: Runner) -> None:
         ]
         results = [(b["tool_use_id"], b["content"]) for b in blocks if b["type"] == "tool_result"]
     assert results == [("h1", "sunny"), ("h2", "noon")]
+
+
+# -- a guard that suspends a relay call ------------------------------------------------
+
+
+def guard(event: dict[str, Any]) -> Any:
+    """A before_tool guard that wants an approval before get_weather is relayed."""
+    if event["name"] == "get_weather":
+        return {
+            "result": pending(Request(id=f"ok-{event['id']}", kind="approval", prompt="relay?"))
+        }
+    return None
+
+
+async def test_a_guard_approved_relay_call_relays_with_the_turns_others(runner: Runner) -> None:
+    asked: list[Request] = []
+
+    async def wait_for(request: Request) -> Answer:
+        asked.append(request)
+        if request.kind == "approval":
+            return Answer(request.id, True)
+        calls = request.data["calls"]  # type: ignore[index]
+        return Answer(
+            request.id, True, {"results": [{"id": c["id"], "output": c["name"]} for c in calls]}
+        )
+
+    toolkit = await make_toolkit()
+    done, _ = await runner(client(wait_for=wait_for, hooks={"before_tool": guard}), toolkit)
+    assert [r.kind for r in asked] == ["approval", "tool_call"]
+    assert asked[1].data == {"calls": EXPECTED_CALLS}
+    assert tool_messages(done) == {"c1": "get_weather", "c2": "3", "c3": "get_time"}
+
+
+async def test_a_guard_approved_relay_call_halts_again_on_the_durable_path(runner: Runner) -> None:
+    toolkit = await make_toolkit()
+    c = client(hooks={"before_tool": guard})
+    halted, _ = await runner(c, toolkit)
+    assert halted.pending == Request(id="ok-c1", kind="approval", prompt="relay?")
+    first_relay = halted.suspended[1].request
+    assert [x["id"] for x in first_relay.data["calls"]] == ["c3"]  # type: ignore[index]
+    answers = [
+        Answer("ok-c1", True),
+        Answer(first_relay.id, True, {"output": "noon"}),
+    ]
+    again = await c.resume(halted, answers)
+    # approved, get_weather now relays: the run halts on it, nothing is sent to the model
+    assert again.status == "pending" and again.turns == halted.turns
+    assert again.pending is not None
+    assert again.pending.data == {"calls": [EXPECTED_CALLS[0]]}  # the raw arguments found again
+    assert [s.id for s in again.suspended] == ["c1"]
+    assert tool_messages(again)["c3"] == "noon"
+    loaded = RunResult.from_json(json.loads(json.dumps(again.to_json())))
+    done = await c.resume(
+        loaded, [Answer(again.pending.id, True, {"output": "sunny"})], toolkit=toolkit
+    )
+    assert done.status == "done"
+    assert tool_messages(done) == {"c1": "sunny", "c2": "3", "c3": "noon"}
+    assert done.text == "final: sunny | 3 | noon"
+
+
+async def test_a_guard_declined_relay_call_is_declined() -> None:
+    toolkit = await make_toolkit()
+    c = client(hooks={"before_tool": guard})
+    halted = await c.run("go", toolkit)
+    relay = halted.suspended[1].request
+    done = await c.resume(halted, [Answer("ok-c1", False), Answer(relay.id, True, {"output": "x"})])
+    assert done.status == "done"
+    assert tool_messages(done) == {"c1": "declined/expired: relay?", "c2": "3", "c3": "x"}

@@ -274,8 +274,10 @@ class Client(ToolCalls):
 
         async def body() -> None:
             await self._resume_turn(run, result.suspended, by_id)
-            if not run.suspended:
-                await self._loop(run)
+            if run.suspended:  # an approved relay call now waits for its host
+                run.status, run.text = "pending", run.suspended[0].request.prompt
+                return
+            await self._loop(run)
 
         return await self._drive(run, cancel, body())
 

@@ -93,12 +93,30 @@ class _Gate:
             await self.done[other].wait()
 
 
+def _relay_source(toolkit: Toolkit | None, name: str) -> bool:
+    """Whether the tool called *name* is a relay tool."""
+    found = toolkit.get(name) if toolkit is not None else None
+    return found is not None and found.source is ToolSource.RELAY
+
+
 def _is_relay(toolkit: Toolkit | None, name: str, request: Request) -> bool:
     """Whether *request* is a relay tool's own suspension (not, say, a guard's approval)."""
-    if request.kind != RELAY_KIND or toolkit is None:
-        return False
-    found = toolkit.get(name)
-    return found is not None and found.source is ToolSource.RELAY
+    return request.kind == RELAY_KIND and _relay_source(toolkit, name)
+
+
+def _raw_arguments(messages: Sequence[Message], index: int, call_id: str) -> str | None:
+    """The model's raw arguments text for *call_id*, from the assistant message before
+    the tool message at *index* (``None`` if it is not there)."""
+    for message in reversed(messages[:index]):
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if call.get("id") == call_id and isinstance(function, dict):
+                raw = function.get("arguments")
+                return raw if isinstance(raw, str) else None
+        return None
+    return None
 
 
 def _gate_for(toolkit: Toolkit | None, names: Sequence[str]) -> _Gate | None:
@@ -262,6 +280,10 @@ class ToolCalls:
                     await run.emit({"type": "pending", "request": request})
                 return _Outcome(result, args)
             result = await self._resolve(run, call, args, request, token, meter)
+            if pending_of(result) is not None:
+                # A guard approved a relay call, which now relays with the turn's others.
+                run.relayed = True
+                return _Outcome(result, args)
         if self._hooks.after_tool is not None:  # no coroutine per call without the hook
             result = await self._after_tool(call, args, result, turn, token)
         return _Outcome(result, args)
@@ -313,16 +335,25 @@ class ToolCalls:
         token: CancelToken,
         meter: _Meter,
     ) -> ToolResult:
-        if _is_relay(run.toolkit, name, request):
+        relay = _relay_source(run.toolkit, name)
+        if relay and request.kind == RELAY_KIND:
             # Nothing to re-run: the host ran the call, its answer holds the result.
             return relay_result(request, answer, call_id)
         if answer is None or not answer.ok:
             return ToolResult.error(f"declined/expired: {request.prompt}")
+        # A relay call a guard suspended (an approval) is run again without that answer:
+        # it then relays, and the host's answer to the relay is its result.
         ctx = ToolContext(
-            cancel=token, call_id=call_id, timeout_ms=self.options.tool_timeout_ms, answer=answer
+            cancel=token,
+            call_id=call_id,
+            timeout_ms=self.options.tool_timeout_ms,
+            answer=None if relay else answer,
         )
         retried = await self._execute(run, name, args, ctx, meter)
-        if pending_of(retried) is not None:
+        again = pending_of(retried)
+        if again is not None:
+            if relay and again.kind == RELAY_KIND:
+                return retried
             return ToolResult.error(f"unresolved: {request.prompt}")
         return retried
 
@@ -354,8 +385,9 @@ class ToolCalls:
         for i in relayed:
             call, outcome = calls[i], outcomes[i]
             assert outcome is not None
-            # The raw text only when a before_tool hook did not replace the arguments.
-            raw = call.arguments_json if outcome.args is call.args else None
+            # The raw text only when a before_tool hook did not replace the arguments
+            # (and there is one: a resumed call may not find its own).
+            raw = call.arguments_json if outcome.args is call.args and call.arguments_json else None
             entries.append(relay_call(call.id, call.name, outcome.args, raw))
         request = relay_request(entries)
         placeholder = pending(request)
@@ -431,6 +463,9 @@ class ToolCalls:
                 result = await self._answered(
                     run, s.id, s.name, s.args, s.request, answer, token, meter
                 )
+                if pending_of(result) is not None:  # an approved relay call relays now
+                    results[i] = result
+                    return
                 call = _Call(s.id, s.name, s.args, "")
                 results[i] = await self._after_tool(call, s.args, result, run.turns - 1, token)
             except* Exception as group:
@@ -444,12 +479,44 @@ class ToolCalls:
                 token.attach(nursery.cancel_scope)
                 for i, s in enumerate(suspended):
                     nursery.start_soon(redo, i, s)
+            relayed = [
+                i for i, r in enumerate(results) if r is not None and pending_of(r) is not None
+            ]
+            if relayed:
+                await self._relay_resumed(run, suspended, results, relayed, token)
         finally:
             for s, result in zip(suspended, results, strict=True):
                 final = result or ToolResult.error("cancelled")
                 record, message = _record_and_message(s.id, s.name, s.args, final)
                 run.records[s.record_index] = record
                 run.messages[s.message_index] = message
+                request = pending_of(final)
+                if request is not None and _is_relay(run.toolkit, s.name, request):
+                    run.suspended.append(
+                        SuspendedCall(s.id, s.name, s.args, request, s.message_index,
+                                      s.record_index)
+                    )  # fmt: skip
+
+    async def _relay_resumed(
+        self,
+        run: _Run,
+        suspended: Sequence[SuspendedCall],
+        results: list[ToolResult | None],
+        relayed: list[int],
+        token: CancelToken,
+    ) -> None:
+        """The relay calls a resume's approvals let through: one request, as in a turn."""
+        calls: list[_Call] = []
+        outcomes: list[_Outcome | None] = []
+        for i in relayed:
+            s = suspended[i]
+            raw = _raw_arguments(run.messages, s.message_index, s.id)
+            calls.append(_Call(s.id, s.name, s.args, raw or ""))
+            outcomes.append(_Outcome(results[i] or ToolResult.error("cancelled"), s.args))
+        await self._relay_turn(run, calls, outcomes, run.turns - 1, token)
+        for i, outcome in zip(relayed, outcomes, strict=True):
+            assert outcome is not None
+            results[i] = outcome.result
 
     # -- metrics ------------------------------------------------------------
 
