@@ -6,8 +6,8 @@ calls with suspensions resolved by ``wait_for``, a declined one, a durable halt 
 of each result, the adapters' declarations, a ``translate``) is recorded as one JSON
 document and compared with ``tests/fixtures/relay/no_relay_golden.json``, which was
 written by this very scenario on the code *before* relay tools existed (commit
-"relay: golden transcript of the no-relay paths"). Regenerate it only on purpose:
-``TOOLNEXUS_WRITE_GOLDEN=1 pytest tests/loop/test_relay_absent.py``.
+da2c8c3, exported with ``git archive`` and put first on ``PYTHONPATH``). Regenerate it
+only that way, never from code that has relay tools.
 """
 
 from __future__ import annotations
@@ -147,6 +147,37 @@ async def _scenario() -> dict[str, Any]:
     out["resumed"] = _plain(resumed)
     out["durable_metric_events"] = sorted(
         durable_metrics, key=lambda e: json.dumps(e, sort_keys=True)
+    )
+
+    # Hooks: before_tool changes arguments, after_tool replaces results (one of them
+    # with a suspension-bearing result, on a resume too).
+    def before_tool(event: dict[str, Any]) -> Any:
+        if event["name"] == "add":
+            return {"args": {"a": 10, "b": 20}}
+        return None
+
+    def after_tool(event: dict[str, Any]) -> Any:
+        if event["name"] in ("boom", "deploy"):
+            late = Request(id=f"late-{event['id']}", kind="approval", prompt="late")
+            return {"result": pending(late)}
+        return None
+
+    hooked_metrics: list[dict[str, Any]] = []
+    hooked = create_in_process_client(
+        InProcessOptions(
+            model="m",
+            generate=_generate,
+            hooks={"before_tool": before_tool, "after_tool": after_tool},
+            on_metric=hooked_metrics.append,
+        )
+    )
+    halted = await hooked.run("go", toolkit)
+    out["hooked_halted"] = _plain(halted)
+    out["hooked_resumed"] = _plain(
+        await hooked.resume(halted, [Answer("req-prod", True), Answer("req-dev", True)])
+    )
+    out["hooked_metric_events"] = sorted(
+        hooked_metrics, key=lambda e: json.dumps(e, sort_keys=True)
     )
 
     # translate: declared, never executed.

@@ -280,7 +280,7 @@ class ToolCalls:
                     await run.emit({"type": "pending", "request": request})
                 return _Outcome(result, args)
             result = await self._resolve(run, call, args, request, token, meter)
-            if pending_of(result) is not None:
+            if self._relays(run, call.name, result):
                 # A guard approved a relay call, which now relays with the turn's others.
                 run.relayed = True
                 return _Outcome(result, args)
@@ -357,6 +357,11 @@ class ToolCalls:
             return ToolResult.error(f"unresolved: {request.prompt}")
         return retried
 
+    @staticmethod
+    def _relays(run: _Run, name: str, result: ToolResult | None) -> bool:
+        request = pending_of(result) if result is not None else None
+        return request is not None and _is_relay(run.toolkit, name, request)
+
     async def _relay_turn(
         self,
         run: _Run,
@@ -381,6 +386,8 @@ class ToolCalls:
             request = pending_of(outcome.result)
             if request is not None and _is_relay(run.toolkit, call.name, request):
                 relayed.append(i)
+        if not relayed:
+            return
         entries = []
         for i in relayed:
             call, outcome = calls[i], outcomes[i]
@@ -463,7 +470,7 @@ class ToolCalls:
                 result = await self._answered(
                     run, s.id, s.name, s.args, s.request, answer, token, meter
                 )
-                if pending_of(result) is not None:  # an approved relay call relays now
+                if self._relays(run, s.name, result):  # an approved relay call relays now
                     results[i] = result
                     return
                 call = _Call(s.id, s.name, s.args, "")
@@ -479,9 +486,7 @@ class ToolCalls:
                 token.attach(nursery.cancel_scope)
                 for i, s in enumerate(suspended):
                     nursery.start_soon(redo, i, s)
-            relayed = [
-                i for i, r in enumerate(results) if r is not None and pending_of(r) is not None
-            ]
+            relayed = [i for i, r in enumerate(results) if self._relays(run, suspended[i].name, r)]
             if relayed:
                 await self._relay_resumed(run, suspended, results, relayed, token)
         finally:
