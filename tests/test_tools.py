@@ -55,7 +55,8 @@ def test_public_names_are_pinned() -> None:
         "create_client", "create_in_process_client", "create_toolkit", "define_tool",
         "empty_schema", "http_tool", "list_skills", "open_toolkit", "pending", "pending_of",
         "tool", "AlreadyAnswered", "PendingExpired", "PendingState", "PendingStore",
-        "SqliteConversationStore", "relay_tool",
+        "SqliteConversationStore",
+        "PostgresConversationStore", "relay_tool",
     }  # fmt: skip
     assert set(tn.__all__) == expected
     assert tn.Tool.__module__ == "toolnexus_trio"
