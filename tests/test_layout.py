@@ -36,6 +36,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "_names",
             "_procs",
             "_reaper",
+            "_relay",
             "_runctx",
             "_schema",
             "_tools",

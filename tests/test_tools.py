@@ -58,6 +58,7 @@ def test_public_names_are_pinned() -> None:
         "SqliteConversationStore",
         "PostgresConversationStore",
         "compactor", "estimate_tokens",
+        "relay_tool",
     }  # fmt: skip
     assert set(tn.__all__) == expected
     assert tn.Tool.__module__ == "toolnexus_trio"
@@ -71,7 +72,7 @@ def test_result_and_context_defaults() -> None:
     assert (ctx.call_id, ctx.timeout_ms, ctx.answer) == (None, 0, None)
     assert ToolContext().cancel is not ctx.cancel
     assert [s.value for s in ToolSource] == [
-        "custom", "native", "builtin", "skill", "mcp", "http", "tesseron",
+        "custom", "native", "builtin", "skill", "mcp", "http", "tesseron", "relay",
     ]  # fmt: skip
     hints = tn.ToolHints()
     assert (hints.read_only, hints.destructive, hints.idempotent, hints.open_world) == (

@@ -9,6 +9,7 @@ turns a host's actions into tools in :mod:`toolnexus_trio.gateway`.
 import attrs as _attrs
 
 from ._cancel import CancelToken as CancelToken
+from ._relay import relay_tool as relay_tool
 from ._schema import SchemaError as SchemaError
 from ._schema import empty_schema as empty_schema
 from ._toolkit import Toolkit as Toolkit
@@ -122,6 +123,7 @@ __all__ = [
     "open_toolkit",
     "pending",
     "pending_of",
+    "relay_tool",
     "tool",
 ]
 

@@ -13,9 +13,9 @@ import attrs
 import trio
 
 from ._groups import collapse_groups
-from ._tools import Tool, ToolContext, ToolResult
+from ._tools import Tool, ToolContext, ToolResult, ToolSource
 from ._wire import Answer, Request
-from .builtins import BuiltinsConfig, builtin_tools
+from .builtins import BUILTIN_ORDER, BuiltinsConfig, builtin_tools
 from .mcp._config import McpConfigInput
 from .mcp._types import MCPServeConfig, McpStatus, OnCall
 from .skills._source import PathArg, SkillCatalog, load_catalog
@@ -26,6 +26,24 @@ if TYPE_CHECKING:
     from .mcp._source import McpSource
 
 logger = logging.getLogger("toolnexus_trio")
+
+_RESERVED_FOR_RELAY = frozenset({*BUILTIN_ORDER, "skill"})
+"""Names a relay tool may not take: every builtin's (and the skill tool's)."""
+
+
+def check_relay_names(tools: Iterable[Tool]) -> None:
+    """Refuse a relay tool named like a builtin (SPEC §10 relay addendum).
+
+    Unconditional, whatever the builtins option says: a proxy runs with builtins off,
+    and a builtin added later must never capture a call the host is meant to run.
+    The ``skill`` tool is refused too, since it would shadow the relay tool the same way.
+    """
+    for t in tools:
+        if t.source is ToolSource.RELAY and t.name in _RESERVED_FOR_RELAY:
+            raise ValueError(
+                f"relay tool {t.name!r} collides with a builtin tool's name: "
+                "rename the relay tool (the guard holds even with builtins off)"
+            )
 
 
 @runtime_checkable
@@ -204,7 +222,11 @@ class Toolkit:
         return catalog.prompt()
 
     def register(self, *tools: Tool) -> None:
-        """Add tools; a name already present keeps its first tool (a warning is logged)."""
+        """Add tools; a name already present keeps its first tool (a warning is logged).
+
+        A relay tool named like a builtin raises :class:`ValueError` (nothing is added).
+        """
+        check_relay_names(tools)
         added = False
         for t in tools:
             if t.name in self._tools:
@@ -448,6 +470,7 @@ async def create_toolkit(
     (the event loop never waits on the disk); cancelling the build abandons the walk.
     """
     options = options or ToolkitOptions()
+    check_relay_names(options.extra_tools)  # before any MCP server starts
     mcp_source: McpSource | None = None
     if options.mcp is not None:
         if nursery is None:

@@ -49,6 +49,7 @@ class ToolSource(enum.Enum):
     MCP = "mcp"
     HTTP = "http"
     TESSERON = "tesseron"
+    RELAY = "relay"
 
 
 @attrs.frozen

@@ -246,7 +246,10 @@ class Client(ToolCalls):
         ``ctx.answer`` (concurrently); ``ok=False`` gives ``"declined/expired: <prompt>"``
         and a call with no answer ``"unresolved: <prompt>"``. Its placeholder tool message
         is replaced, and the loop goes on (no new user message). An answer whose id
-        matches no suspended request raises :class:`ValueError`.
+        matches no suspended request raises :class:`ValueError`. Relay calls (see
+        :func:`~toolnexus_trio.relay_tool`) take their results from their request's
+        answer; a relay call a guard's approval let through relays now, so the result
+        may be pending again.
 
         *result* may come from :meth:`RunResult.from_json` in another process; it then
         has no toolkit, and *toolkit* is required. For answers that must not be
@@ -274,8 +277,10 @@ class Client(ToolCalls):
 
         async def body() -> None:
             await self._resume_turn(run, result.suspended, by_id)
-            if not run.suspended:
-                await self._loop(run)
+            if run.suspended:  # an approved relay call now waits for its host
+                run.status, run.text = "pending", run.suspended[0].request.prompt
+                return
+            await self._loop(run)
 
         return await self._drive(run, cancel, body())
 

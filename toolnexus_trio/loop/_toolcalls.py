@@ -18,8 +18,9 @@ import attrs
 import trio
 
 from .._cancel import CancelToken
+from .._relay import RELAY_KIND, relay_call, relay_request, relay_result
 from .._toolkit import Toolkit
-from .._tools import ToolContext, ToolResult, ToolSource, describe_exception, pending_of
+from .._tools import ToolContext, ToolResult, ToolSource, describe_exception, pending, pending_of
 from .._wire import Answer, Request
 from ._metrics import PrometheusRegistry
 from ._records import RunStatus, SuspendedCall, ToolCallRecord
@@ -57,6 +58,9 @@ class _Run:
     limit: str | None = None
     suspended: list[SuspendedCall] = attrs.field(factory=list)
     emit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+    # Set when a call of the current turn relayed (SPEC §10 relay addendum): only then
+    # does the turn gather its relay calls, so a run without relay tools never looks.
+    relayed: bool = False
 
 
 async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
@@ -87,6 +91,32 @@ class _Gate:
     async def wait_turn(self, index: int) -> None:
         for other in self.waits[index]:
             await self.done[other].wait()
+
+
+def _relay_source(toolkit: Toolkit | None, name: str) -> bool:
+    """Whether the tool called *name* is a relay tool."""
+    found = toolkit.get(name) if toolkit is not None else None
+    return found is not None and found.source is ToolSource.RELAY
+
+
+def _is_relay(toolkit: Toolkit | None, name: str, request: Request) -> bool:
+    """Whether *request* is a relay tool's own suspension (not, say, a guard's approval)."""
+    return request.kind == RELAY_KIND and _relay_source(toolkit, name)
+
+
+def _raw_arguments(messages: Sequence[Message], index: int, call_id: str) -> str | None:
+    """The model's raw arguments text for *call_id*, from the assistant message before
+    the tool message at *index* (``None`` if it is not there)."""
+    for message in reversed(messages[:index]):
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if call.get("id") == call_id and isinstance(function, dict):
+                raw = function.get("arguments")
+                return raw if isinstance(raw, str) else None
+        return None
+    return None
 
 
 def _gate_for(toolkit: Toolkit | None, names: Sequence[str]) -> _Gate | None:
@@ -147,6 +177,9 @@ class ToolCalls:
                 token.attach(nursery.cancel_scope)
                 for i, call in enumerate(calls):
                     nursery.start_soon(self._call_task, run, call, i, turn, token, gate, outcomes)
+            if run.relayed:
+                run.relayed = False
+                await self._relay_turn(run, calls, outcomes, turn, token)
         finally:
             # Runs on every exit, a run cancel or timeout included: each call gets its
             # tool message so the transcript stays balanced.
@@ -238,11 +271,19 @@ class ToolCalls:
         result = short_circuit or await self._execute(run, call.name, args, ctx, meter)
         request = pending_of(result)
         if request is not None:
+            if _is_relay(run.toolkit, call.name, request):
+                # Gathered with the turn's other relay calls once every call is done.
+                run.relayed = True
+                return _Outcome(result, args)
             if self.options.wait_for is None:
                 if run.emit is not None:
                     await run.emit({"type": "pending", "request": request})
                 return _Outcome(result, args)
             result = await self._resolve(run, call, args, request, token, meter)
+            if self._relays(run, call.name, result):
+                # A guard approved a relay call, which now relays with the turn's others.
+                run.relayed = True
+                return _Outcome(result, args)
         if self._hooks.after_tool is not None:  # no coroutine per call without the hook
             result = await self._after_tool(call, args, result, turn, token)
         return _Outcome(result, args)
@@ -294,15 +335,101 @@ class ToolCalls:
         token: CancelToken,
         meter: _Meter,
     ) -> ToolResult:
+        relay = _relay_source(run.toolkit, name)
+        if relay and request.kind == RELAY_KIND:
+            # Nothing to re-run: the host ran the call, its answer holds the result.
+            return relay_result(request, answer, call_id)
         if answer is None or not answer.ok:
             return ToolResult.error(f"declined/expired: {request.prompt}")
+        # A relay call a guard suspended (an approval) is run again without that answer:
+        # it then relays, and the host's answer to the relay is its result.
         ctx = ToolContext(
-            cancel=token, call_id=call_id, timeout_ms=self.options.tool_timeout_ms, answer=answer
+            cancel=token,
+            call_id=call_id,
+            timeout_ms=self.options.tool_timeout_ms,
+            answer=None if relay else answer,
         )
         retried = await self._execute(run, name, args, ctx, meter)
-        if pending_of(retried) is not None:
+        again = pending_of(retried)
+        if again is not None:
+            if relay and again.kind == RELAY_KIND:
+                return retried
             return ToolResult.error(f"unresolved: {request.prompt}")
         return retried
+
+    @staticmethod
+    def _relays(run: _Run, name: str, result: ToolResult | None) -> bool:
+        request = pending_of(result) if result is not None else None
+        return request is not None and _is_relay(run.toolkit, name, request)
+
+    async def _relay_turn(
+        self,
+        run: _Run,
+        calls: list[_Call],
+        outcomes: list[_Outcome | None],
+        turn: int,
+        token: CancelToken,
+    ) -> None:
+        """One request for all the turn's relay calls, in call order (SPEC §10 relay).
+
+        Without ``wait_for`` each relay call's placeholder carries that request, so the
+        run halts on it (or on an earlier suspension: the first-in-order rule holds) and
+        :meth:`resume` answers every relay call with one :class:`Answer`. With
+        ``wait_for``, it is called once and each call gets its result from the answer.
+        It runs after the turn's nursery, so a relay call waits for nobody: a
+        ``concurrency_safe=False`` call between two relay calls cannot deadlock.
+        """
+        relayed: list[int] = []
+        for i, (call, outcome) in enumerate(zip(calls, outcomes, strict=True)):
+            if outcome is None:
+                continue
+            request = pending_of(outcome.result)
+            if request is not None and _is_relay(run.toolkit, call.name, request):
+                relayed.append(i)
+        if not relayed:
+            return
+        entries = []
+        for i in relayed:
+            call, outcome = calls[i], outcomes[i]
+            assert outcome is not None
+            # The raw text only when a before_tool hook did not replace the arguments
+            # (and there is one: a resumed call may not find its own).
+            raw = call.arguments_json if outcome.args is call.args and call.arguments_json else None
+            entries.append(relay_call(call.id, call.name, outcome.args, raw))
+        request = relay_request(entries)
+        placeholder = pending(request)
+        for i in relayed:
+            outcome = outcomes[i]
+            assert outcome is not None
+            outcome.result = placeholder
+        if run.emit is not None:
+            await run.emit({"type": "pending", "request": request})
+        wait_for = self.options.wait_for
+        if wait_for is None:
+            return
+        answer: object = None
+        failed: ToolResult | None = None
+        # The turn's token cancels this wait as it cancels the turn's calls.
+        with trio.CancelScope() as scope, token.bound(scope):
+            try:
+                answer = await wait_for(request)
+            except Exception as exc:
+                failed = ToolResult.error(f"wait_for failed: {exc}")
+        if scope.cancelled_caught:
+            failed = ToolResult.error("cancelled")
+        elif answer is not None and not isinstance(answer, Answer):
+            failed = ToolResult.error(f"wait_for returned {type(answer).__name__}, not an Answer")
+        for i in relayed:
+            call, outcome = calls[i], outcomes[i]
+            assert outcome is not None
+            if failed is not None:
+                outcome.result = failed
+                continue
+            assert answer is None or isinstance(answer, Answer)
+            result = relay_result(request, answer, call.id)
+            if self._hooks.after_tool is not None:
+                result = await self._after_tool(call, outcome.args, result, turn, token)
+            outcome.result = result
 
     async def _after_tool(
         self, call: _Call, args: Any, result: ToolResult, turn: int, token: CancelToken
@@ -343,6 +470,9 @@ class ToolCalls:
                 result = await self._answered(
                     run, s.id, s.name, s.args, s.request, answer, token, meter
                 )
+                if self._relays(run, s.name, result):  # an approved relay call relays now
+                    results[i] = result
+                    return
                 call = _Call(s.id, s.name, s.args, "")
                 results[i] = await self._after_tool(call, s.args, result, run.turns - 1, token)
             except* Exception as group:
@@ -356,12 +486,42 @@ class ToolCalls:
                 token.attach(nursery.cancel_scope)
                 for i, s in enumerate(suspended):
                     nursery.start_soon(redo, i, s)
+            relayed = [i for i, r in enumerate(results) if self._relays(run, suspended[i].name, r)]
+            if relayed:
+                await self._relay_resumed(run, suspended, results, relayed, token)
         finally:
             for s, result in zip(suspended, results, strict=True):
                 final = result or ToolResult.error("cancelled")
                 record, message = _record_and_message(s.id, s.name, s.args, final)
                 run.records[s.record_index] = record
                 run.messages[s.message_index] = message
+                request = pending_of(final)
+                if request is not None and _is_relay(run.toolkit, s.name, request):
+                    run.suspended.append(
+                        SuspendedCall(s.id, s.name, s.args, request, s.message_index,
+                                      s.record_index)
+                    )  # fmt: skip
+
+    async def _relay_resumed(
+        self,
+        run: _Run,
+        suspended: Sequence[SuspendedCall],
+        results: list[ToolResult | None],
+        relayed: list[int],
+        token: CancelToken,
+    ) -> None:
+        """The relay calls a resume's approvals let through: one request, as in a turn."""
+        calls: list[_Call] = []
+        outcomes: list[_Outcome | None] = []
+        for i in relayed:
+            s = suspended[i]
+            raw = _raw_arguments(run.messages, s.message_index, s.id)
+            calls.append(_Call(s.id, s.name, s.args, raw or ""))
+            outcomes.append(_Outcome(results[i] or ToolResult.error("cancelled"), s.args))
+        await self._relay_turn(run, calls, outcomes, run.turns - 1, token)
+        for i, outcome in zip(relayed, outcomes, strict=True):
+            assert outcome is not None
+            results[i] = outcome.result
 
     # -- metrics ------------------------------------------------------------
 

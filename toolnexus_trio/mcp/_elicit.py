@@ -33,6 +33,17 @@ EMPTY_FORM: Final[dict[str, Any]] = {"type": "object", "properties": {}}
 
 _URL_SCHEMES: Final = ("https://", "http://")
 
+RELAY_FORM: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "output": {"type": "string", "title": "Output", "description": "What the call returned"},
+        "isError": {"type": "boolean", "title": "Failed", "description": "True if the call failed"},
+    },
+    "required": ["output"],
+}
+"""The form a served relay tool asks its MCP client to fill: the call's result, in the
+single-call shorthand of SPEC §10 (``Answer.data.output`` / ``isError``)."""
+
 
 def _is_scalar(value: object) -> bool:
     if isinstance(value, float):
@@ -147,7 +158,7 @@ def _form_schema(request: Request) -> dict[str, Any]:
 
 
 def elicitation_from_request(
-    request: Request, *, url_supported: bool, with_id: bool = True
+    request: Request, *, url_supported: bool, with_id: bool = True, relay: bool = False
 ) -> dict[str, Any]:
     """The ``elicitation/create`` params (wire keys) asking a client for *request*.
 
@@ -155,15 +166,33 @@ def elicitation_from_request(
     client supports it (``elicitationId`` is ``request.id``, sent when *with_id*);
     otherwise, and for every other kind, form mode: ``question`` becomes one field per
     question (``answer_1``...), ``input`` its ``data["schema"]`` (or one ``value``
-    string), and ``approval`` (or any other kind) a confirm form with no fields.
+    string), and ``approval`` (or any other kind) a confirm form with no fields. With
+    *relay* (the request of a relay tool, which the client is to run itself): the
+    :data:`RELAY_FORM` (``output``, ``isError``), with a message naming the call and
+    its arguments.
     """
     if request.url is not None and url_supported:
         params: dict[str, Any] = {"mode": "url", "message": request.prompt, "url": request.url}
         if with_id:
             params["elicitationId"] = request.id
         return params
+    if relay:
+        return {"mode": "form", "message": _relay_message(request), "requestedSchema": RELAY_FORM}
     message = request.prompt if request.url is None else f"{request.prompt}\n{request.url}"
     return {"mode": "form", "message": message, "requestedSchema": _form_schema(request)}
+
+
+def _relay_message(request: Request) -> str:
+    # A relay call asks the client to run the call itself: say which, with what.
+    calls = (request.data or {}).get("calls")
+    first = calls[0] if isinstance(calls, list) and calls and isinstance(calls[0], dict) else {}
+    name, arguments = first.get("name"), first.get("arguments")
+    if not isinstance(name, str) or not isinstance(arguments, str):
+        return request.prompt
+    return (
+        f"Run the tool {name} with the arguments {arguments} on your side and give its "
+        "output (and whether it failed)."
+    )
 
 
 def answer_from_elicit_result(request: Request, result: Mapping[str, Any]) -> Answer:

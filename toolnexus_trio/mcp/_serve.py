@@ -14,7 +14,9 @@ transports (streamable HTTP on hypercorn, stdio) live in :mod:`._serving`.
   (form for ``question``/``input``/``approval``, URL for ``authorization``) on a
   handshake-era connection, by ``InputRequiredResult`` on a 2026-07-28 one; it is
   re-run once with ``ctx.answer``. A client with neither gets an error that says
-  what was asked.
+  what was asked. A relay tool (SPEC §10 addendum) is listed like any tool; a call asks
+  the client itself to run it, by the same means, with a form of ``output`` and
+  ``isError`` (the single-call shorthand), and the tool's result is what it sent.
 - A change of ``toolkit.tools()`` (seen through ``Toolkit.wait_changed``, no polling)
   sends ``notifications/tools/list_changed`` to every connection (and to
   ``subscriptions/listen`` streams).
@@ -42,7 +44,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._cancel import CancelToken
 from .._runctx import RunServices, current_run
-from .._tools import Tool, ToolContext, ToolResult, pending_of
+from .._tools import Tool, ToolContext, ToolResult, ToolSource, pending_of
 from .._wire import Answer, Request
 from ._elicit import answer_from_elicit_result, elicitation_from_request
 from ._hints import annotations_from_hints
@@ -165,7 +167,7 @@ class ServedToolkit:
                 if not ctx.session.check_client_capability(_ELICITATION):
                     result = _unanswerable(result, request)
                 elif ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                    return self._input_required(request, tool.name, args)
+                    return self._input_required(request, tool, args)
                 else:
                     result = await self._by_elicitation(ctx, tool, args, request)
         self._report(tool, started, result)
@@ -211,7 +213,8 @@ class ServedToolkit:
     ) -> ToolResult:
         caps = ctx.session.client_capabilities
         url_ok = bool(caps and caps.elicitation and caps.elicitation.url is not None)
-        params = elicitation_from_request(request, url_supported=url_ok)
+        relay = tool.source is ToolSource.RELAY
+        params = elicitation_from_request(request, url_supported=url_ok, relay=relay)
         try:
             if params["mode"] == "url":
                 reply = await ctx.session.elicit_url(
@@ -238,7 +241,7 @@ class ServedToolkit:
         answer: Answer,
     ) -> ToolResult:
         """SPEC §10's rule: re-run once on ``ok``; a refusal or a second suspension is an error."""
-        if not answer.ok:
+        if not answer.ok and tool.source is not ToolSource.RELAY:  # a relay words its own
             return ToolResult.error(f"declined/expired: {request.prompt}")
         result = await self._run(ctx, tool, args, answer)
         if pending_of(result) is not None:
@@ -246,9 +249,10 @@ class ServedToolkit:
         return result
 
     def _input_required(
-        self, request: Request, tool: str, args: dict[str, Any]
+        self, request: Request, tool: Tool, args: dict[str, Any]
     ) -> types.InputRequiredResult:
-        params = elicitation_from_request(request, url_supported=True, with_id=False)
+        relay = tool.source is ToolSource.RELAY
+        params = elicitation_from_request(request, url_supported=True, with_id=False, relay=relay)
         if params["mode"] == "url":
             inner: types.ElicitRequestParams = types.ElicitRequestURLParams(
                 message=params["message"], url=params["url"]
@@ -259,7 +263,7 @@ class ServedToolkit:
             )
         return types.InputRequiredResult(
             input_requests={INPUT_KEY: types.ElicitRequest(params=inner)},
-            request_state=self._seal(request, tool, args),
+            request_state=self._seal(request, tool.name, args),
         )
 
     def _seal(self, request: Request, tool: str, args: dict[str, Any]) -> str:
