@@ -37,6 +37,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "_procs",
             "_reaper",
             "_runctx",
+            "_sampling",
             "_schema",
             "_tools",
             "_version",

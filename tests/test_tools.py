@@ -56,6 +56,8 @@ def test_public_names_are_pinned() -> None:
         "empty_schema", "http_tool", "list_skills", "open_toolkit", "pending", "pending_of",
         "tool", "AlreadyAnswered", "PendingExpired", "PendingState", "PendingStore",
         "SqliteConversationStore",
+        "Sampler", "SamplingLimits", "SamplingMessage", "SamplingRequest", "SamplingResult",
+        "sampler_from_client", "sampler_from_generate",
     }  # fmt: skip
     assert set(tn.__all__) == expected
     assert tn.Tool.__module__ == "toolnexus_trio"

@@ -9,6 +9,11 @@ turns a host's actions into tools in :mod:`toolnexus_trio.gateway`.
 import attrs as _attrs
 
 from ._cancel import CancelToken as CancelToken
+from ._sampling import Sampler as Sampler
+from ._sampling import SamplingLimits as SamplingLimits
+from ._sampling import SamplingMessage as SamplingMessage
+from ._sampling import SamplingRequest as SamplingRequest
+from ._sampling import SamplingResult as SamplingResult
 from ._schema import SchemaError as SchemaError
 from ._schema import empty_schema as empty_schema
 from ._toolkit import Toolkit as Toolkit
@@ -48,6 +53,8 @@ from .loop import ToolCallRecord as ToolCallRecord
 from .loop import TranslatedToolCall as TranslatedToolCall
 from .loop import TranslateResult as TranslateResult
 from .loop import create_in_process_client as create_in_process_client
+from .loop import sampler_from_client as sampler_from_client
+from .loop import sampler_from_generate as sampler_from_generate
 from .models import ClientOptions as ClientOptions
 from .models import ErrorInfo as ErrorInfo
 from .models import create_client as create_client
@@ -88,6 +95,11 @@ __all__ = [
     "RunError",
     "RunResult",
     "RunTimeout",
+    "Sampler",
+    "SamplingLimits",
+    "SamplingMessage",
+    "SamplingRequest",
+    "SamplingResult",
     "SchemaError",
     "SkillDef",
     "SkillInfo",
@@ -116,6 +128,8 @@ __all__ = [
     "open_toolkit",
     "pending",
     "pending_of",
+    "sampler_from_client",
+    "sampler_from_generate",
     "tool",
 ]
 

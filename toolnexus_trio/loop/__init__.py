@@ -32,6 +32,8 @@ from ._results import RunResult as RunResult
 from ._results import RunTimeout as RunTimeout
 from ._results import TranslatedToolCall as TranslatedToolCall
 from ._results import TranslateResult as TranslateResult
+from ._sampler import sampler_from_client as sampler_from_client
+from ._sampler import sampler_from_generate as sampler_from_generate
 
 __all__ = [
     "AlreadyAnswered",
@@ -53,4 +55,6 @@ __all__ = [
     "TranslateResult",
     "TranslatedToolCall",
     "create_in_process_client",
+    "sampler_from_client",
+    "sampler_from_generate",
 ]
