@@ -16,8 +16,9 @@ from typing import Any
 
 import trio
 
+from .. import _sampling
 from .._groups import collapse_groups
-from .._sampling import Sampler, SamplingLimits
+from .._sampling import SamplingLimits
 from .._tools import Tool
 from ._config import McpConfigInput, parse_mcp_config
 from ._conn import ServerConn, WaitFor
@@ -46,7 +47,7 @@ class McpSource:
         config: McpConfigInput,
         *,
         wait_for: WaitFor | None = None,
-        sample: Sampler | None = None,
+        sample: _sampling.Sampler | None = None,
         sampling_limits: SamplingLimits | None = None,
         relay_elicitation: bool = False,
     ) -> None:
@@ -140,7 +141,7 @@ async def open_mcp(
     config: McpConfigInput,
     *,
     wait_for: WaitFor | None = None,
-    sample: Sampler | None = None,
+    sample: _sampling.Sampler | None = None,
     sampling_limits: SamplingLimits | None = None,
     relay_elicitation: bool = False,
 ) -> AsyncIterator[McpSource]:
