@@ -137,7 +137,7 @@ async def scenarios(command: list[str]) -> None:
             return types.ElicitResult(action=action)  # type: ignore[arg-type]
         return types.ElicitResult(action="accept", content=_fill(params.requested_schema))
 
-    options = ToolkitOptions(mcp=mcp, sample=sampler, relay_elicitation=True, builtins=False)
+    options = ToolkitOptions(mcp=mcp, sample=sampler, relay_to_client=True, builtins=False)
     async with (
         open_toolkit(options) as toolkit,
         toolkit.serve() as served,

@@ -139,9 +139,10 @@ class ToolkitOptions:
     without it the sampling capability is not advertised."""
     sampling_limits: SamplingLimits = attrs.field(factory=SamplingLimits)
     """Caps on those requests: tokens, nesting depth, requests a minute per server."""
-    relay_elicitation: bool = False
-    """Advertise elicitation to the MCP servers even without ``wait_for``, for ``serve``
-    to relay it to its client (answered ``cancel`` when no client can take it)."""
+    relay_to_client: bool = False
+    """Advertise elicitation and sampling to the MCP servers even without ``wait_for`` /
+    ``sample``, for ``serve`` to relay them to its client (what no client can take is
+    answered ``cancel`` / refused)."""
 
 
 def _skills_configured(options: ToolkitOptions) -> bool:
@@ -474,7 +475,7 @@ async def create_toolkit(
             wait_for=options.wait_for,
             sample=options.sample,
             sampling_limits=options.sampling_limits,
-            relay_elicitation=options.relay_elicitation,
+            relay_to_client=options.relay_to_client,
         )
         try:
             await mcp_source.start(nursery)

@@ -79,7 +79,7 @@ async def main() -> None:
         mcp={"inner": inner},
         sample=sampler_from_generate(tiny_model, model="tiny"),
         sampling_limits=SamplingLimits(max_tokens=256),  # the server asked for 2000
-        relay_elicitation=True,  # advertise elicitation, for serve to relay it
+        relay_to_client=True,  # advertise elicitation too, for serve to relay it
         builtins=False,
     )
     async with open_toolkit(options) as toolkit:

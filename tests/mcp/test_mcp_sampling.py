@@ -5,6 +5,8 @@ another toolkit's source)."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ pytest.importorskip("mcp")
 
 import mcp_types as types
 import trio
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp_helpers import build_everything, collecting_run, http_app, stdio
 
 from toolnexus_trio import (
@@ -44,6 +46,9 @@ class Sampled:
         await trio.lowlevel.checkpoint()
         text = " ".join(m.text for m in request.messages).upper()
         return SamplingResult(text, model="fake-small", tokens=len(text))
+
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _result(text: str) -> Any:
@@ -268,12 +273,13 @@ async def test_serve_falls_back_to_its_sampler_then_refuses() -> None:
     assert result.content[0].text == "MINE [fake-small]"  # type: ignore[union-attr]
 
     async with (
-        open_toolkit(_ev(relay_elicitation=True)) as toolkit,
+        open_toolkit(_ev(relay_to_client=True)) as toolkit,
         toolkit.serve() as served,
         Client(served.url, mode="legacy") as client,
     ):
         result = await client.call_tool("ev_summarize", {"text": "nobody"})
-    assert result.content[0].text.startswith("refused:")  # type: ignore[union-attr]
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text == "refused: sampling refused: neither the calling client nor the toolkit samples"
 
 
 async def test_two_toolkits_sample_across_serve_with_the_depth() -> None:
@@ -360,7 +366,7 @@ async def test_serve_relays_url_mode_with_the_inner_id() -> None:
         return types.ElicitResult(action="accept")
 
     async with (
-        open_toolkit(_ev(relay_elicitation=True)) as toolkit,
+        open_toolkit(_ev(relay_to_client=True)) as toolkit,
         toolkit.serve() as served,
         Client(served.url, mode="legacy", elicitation_callback=elicit) as client,
     ):
@@ -386,3 +392,33 @@ async def test_without_the_capability_the_toolkit_wait_for_answers() -> None:
     ):
         result = await client.call_tool("ev_ask", {"question": "Your name?"})
     assert _result(result.content[0].text) == "accept:local"  # type: ignore[union-attr]
+
+
+async def test_cli_serve_relays_sampling_and_elicitation(tmp_path: Path) -> None:
+    # `serve --stdio`: the toolkit exists to be served, so the inner server's sampling
+    # and elicitation go to the client (the command has no model of its own).
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"ev": stdio()}, "builtins": False}))
+
+    async def sample(ctx: Any, params: types.CreateMessageRequestParams) -> Any:
+        await trio.lowlevel.checkpoint()
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="cli"), model="c"
+        )
+
+    async def elicit(ctx: Any, params: Any) -> Any:
+        await trio.lowlevel.checkpoint()
+        return types.ElicitResult(action="accept", content={"name": "Cli"})
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "toolnexus_trio", "serve", "--stdio", "--mcp-config", str(config)],
+        env={"PYTHONPATH": str(ROOT)},
+    )
+    async with Client(
+        params, mode="legacy", sampling_callback=sample, elicitation_callback=elicit
+    ) as client:
+        summary = await client.call_tool("ev_summarize", {"text": "x"})
+        asked = await client.call_tool("ev_ask", {"question": "Name?"})
+    assert summary.content[0].text == "cli [c]"  # type: ignore[union-attr]
+    assert _result(asked.content[0].text) == "accept:Cli"  # type: ignore[union-attr]

@@ -97,7 +97,7 @@ class ServerConn:
         *,
         sampler: Sampler | None = None,
         limits: SamplingLimits | None = None,
-        relay_elicitation: bool = False,
+        relay_to_client: bool = False,
     ) -> None:
         self.config = config
         self.status = (
@@ -120,10 +120,10 @@ class ServerConn:
         self._stdio: StdioTransport | None = None
         self._sampling = (
             Sampling(config.name, sampler, limits or SamplingLimits())
-            if sampler is not None
+            if sampler is not None or relay_to_client
             else None
         )
-        self._elicits = wait_for is not None or relay_elicitation
+        self._elicits = wait_for is not None or relay_to_client
         self._desk = Desk()
 
     # ------------------------------------------------------------------ lifecycle

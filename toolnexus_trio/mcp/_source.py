@@ -38,8 +38,8 @@ class McpSource:
     during a call (``sampling/createMessage``), within *sampling_limits*; without one
     the sampling capability is not advertised. When a call runs for an MCP client
     (``serve``), that client's elicitation and sampling come first (see "Sampling" and
-    "Relayed elicitation" in the MCP docs); *relay_elicitation* advertises
-    elicitation for that even without a ``wait_for``.
+    "Relayed elicitation" in the MCP docs); *relay_to_client* advertises
+    both for that even without a ``wait_for`` or a sampler.
     """
 
     def __init__(
@@ -49,7 +49,7 @@ class McpSource:
         wait_for: WaitFor | None = None,
         sample: _sampling.Sampler | None = None,
         sampling_limits: SamplingLimits | None = None,
-        relay_elicitation: bool = False,
+        relay_to_client: bool = False,
     ) -> None:
         parsed = parse_mcp_config(config)
         self._conns = [
@@ -59,7 +59,7 @@ class McpSource:
                 self._bump,
                 sampler=sample,
                 limits=sampling_limits,
-                relay_elicitation=relay_elicitation,
+                relay_to_client=relay_to_client,
             )
             for s in parsed.servers
         ]
@@ -143,7 +143,7 @@ async def open_mcp(
     wait_for: WaitFor | None = None,
     sample: _sampling.Sampler | None = None,
     sampling_limits: SamplingLimits | None = None,
-    relay_elicitation: bool = False,
+    relay_to_client: bool = False,
 ) -> AsyncIterator[McpSource]:
     """Load an MCP config's servers (concurrently) for the ``async with`` block (the
     keywords are :class:`McpSource`'s)."""
@@ -152,7 +152,7 @@ async def open_mcp(
         wait_for=wait_for,
         sample=sample,
         sampling_limits=sampling_limits,
-        relay_elicitation=relay_elicitation,
+        relay_to_client=relay_to_client,
     )
     async with trio.open_nursery() as nursery:
         try:
