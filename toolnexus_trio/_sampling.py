@@ -23,6 +23,12 @@ sampling_depth: ContextVar[int] = ContextVar("toolnexus_trio_sampling_depth", de
 """How many sampling requests the current task is nested in (0 outside any)."""
 
 
+def depth_from_meta(meta: Mapping[str, Any] | None) -> int:
+    """The sampling depth an MCP request's ``_meta`` carries (0 when absent or bad)."""
+    raw = meta.get(DEPTH_META) if isinstance(meta, Mapping) else None
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw < 1000 else 0
+
+
 def _positive(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"SamplingLimits.{attribute.name} must be a positive int, not {value!r}")

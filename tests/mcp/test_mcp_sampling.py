@@ -15,6 +15,7 @@ pytest.importorskip("mcp")
 
 import mcp_types as types
 import trio
+from helpers import TaskCensus
 from mcp import Client, StdioServerParameters
 from mcp_helpers import build_everything, collecting_run, http_app, stdio
 
@@ -172,16 +173,18 @@ async def test_cancelling_the_call_cancels_the_model_request() -> None:
         return "never"
 
     async with open_toolkit(_ev(sample=hanging)) as toolkit:
-        async with trio.open_nursery() as nursery:
-            scope = trio.CancelScope()
+        with TaskCensus() as census:
+            async with trio.open_nursery() as nursery:
+                scope = trio.CancelScope()
 
-            async def call() -> None:
-                with scope:
-                    await toolkit.execute("ev_summarize_slow", {"tag": "t1"})
+                async def call() -> None:
+                    with scope:
+                        await toolkit.execute("ev_summarize_slow", {"tag": "t1"})
 
-            nursery.start_soon(call)
-            await started.wait()
-            scope.cancel()
+                nursery.start_soon(call)
+                await started.wait()
+                scope.cancel()
+            census.assert_no_new_tasks()  # the call's request runner went with it
         assert cancelled == ["t1"]
         # The server's handler was cancelled too (notifications/cancelled).
         seen = await toolkit.execute("ev_seen_cancels", {})

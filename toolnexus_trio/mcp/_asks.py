@@ -37,6 +37,7 @@ from .._sampling import (
     SamplingMessage,
     SamplingRequest,
     SamplingResult,
+    depth_from_meta,
     sampling_depth,
 )
 
@@ -85,7 +86,6 @@ class ActiveCall:
         self._send, self._recv = trio.open_memory_channel[_Job](0)
         self.services = current_run.get()
         self.depth = sampling_depth.get()
-        self.closed = False
 
     async def runner(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         # Closing the receiving end when the call ends refuses later requests at once.
@@ -130,7 +130,6 @@ class Desk:
                 yield call
             finally:
                 self.calls.remove(call)
-                call.closed = True
                 nursery.cancel_scope.cancel()
 
     def pick(self) -> ActiveCall | object | None:
@@ -166,15 +165,6 @@ class RateLimit:
 # ---------------------------------------------------------------------------
 # Sampling
 # ---------------------------------------------------------------------------
-
-
-def _meta_depth(params: types.CreateMessageRequestParams) -> int:
-    meta = params.meta
-    raw = meta.get(DEPTH_META) if isinstance(meta, dict) else getattr(meta, DEPTH_META, None)
-    if raw is None and meta is not None:
-        extra = getattr(meta, "model_extra", None) or {}
-        raw = extra.get(DEPTH_META)
-    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else 0
 
 
 def sampling_request(
@@ -250,12 +240,12 @@ class Sampling:
                     f"from {self.server!r}",
                 )
             if isinstance(call, ActiveCall):
-                depth = max(call.depth + 1, _meta_depth(params))
+                depth = max(call.depth + 1, depth_from_meta(params.meta))
                 request = self._request(params, depth)
                 result = await call.run(lambda: self._sample(request))
             else:
                 # Several calls for different clients: answered here, never relayed.
-                request = self._request(params, max(1, _meta_depth(params)))
+                request = self._request(params, max(1, depth_from_meta(params.meta)))
                 result = await self._sample(request, relay=False)
         except Refused as exc:
             logger.info("MCP server %r: %s", self.server, exc)

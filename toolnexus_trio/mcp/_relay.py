@@ -13,7 +13,6 @@ otherwise the toolkit's own ``wait_for`` / sampler answer, as without ``serve``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
@@ -36,12 +35,6 @@ logger = logging.getLogger("toolnexus_trio.mcp.serve")
 
 _ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 _SAMPLING = types.ClientCapabilities(sampling=types.SamplingCapability())
-
-
-def depth_of(meta: Mapping[str, Any] | None) -> int:
-    """The sampling depth a request's ``_meta`` carries (0 when absent or bad)."""
-    raw = meta.get(DEPTH_META) if isinstance(meta, Mapping) else None
-    return raw if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw < 1000 else 0
 
 
 class Relay:

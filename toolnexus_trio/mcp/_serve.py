@@ -42,12 +42,12 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._cancel import CancelToken
 from .._runctx import RunServices, current_run
-from .._sampling import sampling_depth
+from .._sampling import depth_from_meta, sampling_depth
 from .._tools import Tool, ToolContext, ToolResult, pending_of
 from .._wire import Answer, Request
 from ._elicit import answer_from_elicit_result, elicitation_from_request
 from ._hints import annotations_from_hints
-from ._relay import Relay, depth_of
+from ._relay import Relay
 from ._types import CallInfo, MCPServeConfig, OnCall
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ class ServedToolkit:
         args = dict(params.arguments or {})
         started = trio.current_time()
         # A call made from inside a sampling request says how deep (see _sampling).
-        depth = sampling_depth.set(depth_of(params.meta))
+        depth = sampling_depth.set(depth_from_meta(params.meta))
         try:
             return await self._call(ctx, tool, params, args, started)
         finally:
