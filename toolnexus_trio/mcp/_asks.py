@@ -29,6 +29,7 @@ from typing import Any, Final, TypeVar
 import mcp_types as types
 import trio
 
+from .._groups import collapse_groups
 from .._runctx import RunServices, current_run
 from .._sampling import (
     DEPTH_META,
@@ -123,14 +124,16 @@ class Desk:
     async def open_call(self) -> AsyncIterator[ActiveCall]:
         """Register a call for the block; requests routed to it run in its nursery."""
         call = ActiveCall()
-        async with trio.open_nursery() as nursery:
-            await nursery.start(call.runner)
-            self.calls.append(call)
-            try:
-                yield call
-            finally:
-                self.calls.remove(call)
-                nursery.cancel_scope.cancel()
+        # The nursery is hidden: the call's own error (an MCPError) must reach it bare.
+        with collapse_groups():
+            async with trio.open_nursery() as nursery:
+                await nursery.start(call.runner)
+                self.calls.append(call)
+                try:
+                    yield call
+                finally:
+                    self.calls.remove(call)
+                    nursery.cancel_scope.cancel()
 
     def pick(self) -> ActiveCall | object | None:
         """The call a request belongs to; ``None`` with none in flight, else
