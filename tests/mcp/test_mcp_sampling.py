@@ -17,7 +17,8 @@ import mcp_types as types
 import trio
 from helpers import TaskCensus
 from mcp import Client, StdioServerParameters
-from mcp_helpers import build_everything, collecting_run, http_app, stdio
+from mcp_helpers import SERVERS, collecting_run, http_app
+from sampling_server import build as build_sampling
 
 from toolnexus_trio import (
     Answer,
@@ -57,8 +58,12 @@ def _result(text: str) -> Any:
     return json.loads(text)["result"]
 
 
+SAMPLING_SERVER = {"command": [sys.executable, str(SERVERS / "sampling_server.py")]}
+"""The everything server's tools plus tools that sample, over stdio."""
+
+
 def _ev(**extra: Any) -> ToolkitOptions:
-    return ToolkitOptions(mcp={"ev": stdio()}, builtins=False, **extra)
+    return ToolkitOptions(mcp={"ev": SAMPLING_SERVER}, builtins=False, **extra)
 
 
 # ---------------------------------------------------------------------- one hop
@@ -146,7 +151,7 @@ async def test_a_request_after_its_call_ended_is_refused() -> None:
     # Two connections to one server: `arm` remembers connection a; `fire`, a call on b,
     # makes a's server sample when no call of a is in flight.
     sampler = Sampled()
-    server = build_everything("late")
+    server = build_sampling("late")
     async with http_app(server.streamable_http_app()) as base:
         url = f"{base}/mcp"
         options = ToolkitOptions(
@@ -187,8 +192,8 @@ async def test_cancelling_the_call_cancels_the_model_request() -> None:
             census.assert_no_new_tasks()  # the call's request runner went with it
         assert cancelled == ["t1"]
         # The server's handler was cancelled too (notifications/cancelled).
-        seen = await toolkit.execute("ev_seen_cancels", {})
-    assert _result(seen.output) == "t1"
+        seen = await toolkit.execute("ev_sample_cancels", {})
+    assert seen.output == "t1"
 
 
 async def test_sampler_from_client_is_one_model_call_counted_in_metrics() -> None:
@@ -320,8 +325,8 @@ async def test_cancel_mid_sampling_through_serve() -> None:
             nursery.start_soon(call)
             await started.wait()
             scope.cancel()
-        seen = await client.call_tool("ev_seen_cancels", {})
-    assert _result(seen.content[0].text) == "far"  # type: ignore[union-attr]
+        seen = await client.call_tool("ev_sample_cancels", {})
+    assert seen.content[0].text == "far"  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------------- relayed elicitation
@@ -401,7 +406,7 @@ async def test_cli_serve_relays_sampling_and_elicitation(tmp_path: Path) -> None
     # `serve --stdio`: the toolkit exists to be served, so the inner server's sampling
     # and elicitation go to the client (the command has no model of its own).
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"ev": stdio()}, "builtins": False}))
+    config.write_text(json.dumps({"mcpServers": {"ev": SAMPLING_SERVER}, "builtins": False}))
 
     async def sample(ctx: Any, params: types.CreateMessageRequestParams) -> Any:
         await trio.lowlevel.checkpoint()
