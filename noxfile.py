@@ -85,9 +85,12 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def interop(session: nox.Session) -> None:
-    """Our gateway against the PyPI tesseron 0.2.0 host (asyncio).
+    """Our gateway against the PyPI tesseron 0.2.0 host (asyncio); our MCP source and
+    ``serve`` against the npm MCP reference server (skipped without node/npm).
 
-    Claim, invoke, cancel, sample, confirm, elicit; see interop/run_interop.py.
+    Claim, invoke, cancel, sample, confirm, elicit; see interop/run_interop.py. Sampling
+    and relayed elicitation; see interop/run_mcp_everything.py.
     """
-    session.install("-e", ".", "tesseron==0.2.0")
+    session.install("-e", ".[mcp]", "tesseron==0.2.0")
     session.run("python", "interop/run_interop.py")
+    session.run("python", "interop/run_mcp_everything.py")

@@ -38,6 +38,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "_reaper",
             "_relay",
             "_runctx",
+            "_sampling",
             "_schema",
             "_tools",
             "_version",

@@ -59,6 +59,8 @@ def test_public_names_are_pinned() -> None:
         "PostgresConversationStore",
         "compactor", "estimate_tokens",
         "relay_tool",
+        "Sampler", "SamplingLimits", "SamplingMessage", "SamplingRequest", "SamplingResult",
+        "sampler_from_client", "sampler_from_generate",
     }  # fmt: skip
     assert set(tn.__all__) == expected
     assert tn.Tool.__module__ == "toolnexus_trio"

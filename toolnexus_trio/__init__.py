@@ -10,6 +10,11 @@ import attrs as _attrs
 
 from ._cancel import CancelToken as CancelToken
 from ._relay import relay_tool as relay_tool
+from ._sampling import Sampler as Sampler
+from ._sampling import SamplingLimits as SamplingLimits
+from ._sampling import SamplingMessage as SamplingMessage
+from ._sampling import SamplingRequest as SamplingRequest
+from ._sampling import SamplingResult as SamplingResult
 from ._schema import SchemaError as SchemaError
 from ._schema import empty_schema as empty_schema
 from ._toolkit import Toolkit as Toolkit
@@ -51,6 +56,8 @@ from .loop import TranslateResult as TranslateResult
 from .loop import compactor as compactor
 from .loop import create_in_process_client as create_in_process_client
 from .loop import estimate_tokens as estimate_tokens
+from .loop import sampler_from_client as sampler_from_client
+from .loop import sampler_from_generate as sampler_from_generate
 from .models import ClientOptions as ClientOptions
 from .models import ErrorInfo as ErrorInfo
 from .models import create_client as create_client
@@ -93,6 +100,11 @@ __all__ = [
     "RunError",
     "RunResult",
     "RunTimeout",
+    "Sampler",
+    "SamplingLimits",
+    "SamplingMessage",
+    "SamplingRequest",
+    "SamplingResult",
     "SchemaError",
     "SkillDef",
     "SkillInfo",
@@ -124,6 +136,8 @@ __all__ = [
     "pending",
     "pending_of",
     "relay_tool",
+    "sampler_from_client",
+    "sampler_from_generate",
     "tool",
 ]
 

@@ -14,6 +14,9 @@ from typing import Any
 
 import attrs
 
+from ._sampling import SamplingRequest, SamplingResult
+from ._wire import Answer, Request
+
 
 @attrs.frozen
 class RunServices:
@@ -25,6 +28,14 @@ class RunServices:
     """Report one ``on_metric`` event."""
     sample: Callable[[str, int | None], Awaitable[str]] | None
     """Ask the loop's model: one user message, an optional token cap; returns the text."""
+    elicit: Callable[[Request], Awaitable[Answer]] | None = None
+    """Ask the user of the client that made the call (``serve`` sets it for an MCP client
+    that supports elicitation): an inner server's elicitation is relayed there."""
+    relay_sample: Callable[[SamplingRequest], Awaitable[SamplingResult]] | None = None
+    """Have the client that made the call sample (``serve`` sets it for an MCP client
+    that supports sampling): an inner server's sampling request is relayed there."""
+    observe: Callable[[dict[str, Any]], None] | None = None
+    """Count one event in the run's ``metrics()`` (set by the loop, ``on_metric`` or not)."""
 
 
 current_run: ContextVar[RunServices | None] = ContextVar("toolnexus_trio_run", default=None)

@@ -13,6 +13,7 @@ import attrs
 import trio
 
 from ._groups import collapse_groups
+from ._sampling import Sampler, SamplingLimits
 from ._tools import Tool, ToolContext, ToolResult, ToolSource
 from ._wire import Answer, Request
 from .builtins import BUILTIN_ORDER, BuiltinsConfig, builtin_tools
@@ -151,6 +152,15 @@ class ToolkitOptions:
     skill_sample_limit: int = attrs.field(default=0, validator=_check_sample_limit)
     mcp: McpConfigInput | None = None
     wait_for: Callable[[Request], Awaitable[Answer]] | None = None
+    sample: Sampler | None = None
+    """Answers the MCP servers' sampling requests (see :func:`~toolnexus_trio.sampler_from_client`);
+    without it the sampling capability is not advertised."""
+    sampling_limits: SamplingLimits = attrs.field(factory=SamplingLimits)
+    """Caps on those requests: tokens, nesting depth, requests a minute per server."""
+    relay_to_client: bool = False
+    """Advertise elicitation and sampling to the MCP servers even without ``wait_for`` /
+    ``sample``, for ``serve`` to relay them to its client (what no client can take is
+    answered ``cancel`` / refused)."""
 
 
 def _skills_configured(options: ToolkitOptions) -> bool:
@@ -483,7 +493,13 @@ async def create_toolkit(
         require_sdk("ToolkitOptions.mcp")
         from .mcp._source import McpSource
 
-        mcp_source = McpSource(options.mcp, wait_for=options.wait_for)
+        mcp_source = McpSource(
+            options.mcp,
+            wait_for=options.wait_for,
+            sample=options.sample,
+            sampling_limits=options.sampling_limits,
+            relay_to_client=options.relay_to_client,
+        )
         try:
             await mcp_source.start(nursery)
         except BaseException:

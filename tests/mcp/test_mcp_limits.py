@@ -197,7 +197,10 @@ async def test_http_json_answer_over_the_message_cap_fails_with_the_limit_named(
         assert server.sent < 48 * MIB, (make, server.sent)
 
 
-async def test_http_call_answer_over_the_cap_fails_that_call_only() -> None:
+@pytest.mark.parametrize("relay", [False, True], ids=["plain", "with-requests-desk"])
+async def test_http_call_answer_over_the_cap_fails_that_call_only(relay: bool) -> None:
+    # With relay_to_client the call runs with its requests desk (a nursery of its own):
+    # the error must come out the same.
     def small(request_id: Any) -> tuple[dict[str, str], AsyncIterator[bytes]]:
         prefix, suffix, total = listing(request_id, 5)
         headers = {"content-type": "application/json", "content-length": str(total)}
@@ -210,7 +213,10 @@ async def test_http_call_answer_over_the_cap_fails_that_call_only() -> None:
         headers = {"content-type": "application/json"}  # no length: counted as it comes
         return headers, body(prefix, size, suffix)
 
-    async with raw_mcp(small, huge) as server, open_mcp({"raw": {"url": server.url}}) as source:
+    async with (
+        raw_mcp(small, huge) as server,
+        open_mcp({"raw": {"url": server.url}}, relay_to_client=relay) as source,
+    ):
         [tool] = source.tools()
         result = await tool.call({}, ToolContext())
         assert (result.output, result.is_error) == (

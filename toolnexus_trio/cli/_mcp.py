@@ -136,7 +136,8 @@ def run_serve(args: argparse.Namespace) -> int:
     from ..mcp._stdin import LineTooLong
     from ._commands import run_command, stopped_by_sigterm
 
-    options = ToolkitOptions(mcp=servers, builtins=builtins)
+    # The toolkit exists to be served: the servers' sampling and elicitation go to the client.
+    options = ToolkitOptions(mcp=servers, builtins=builtins, relay_to_client=True)
 
     async def serve(toolkit: Toolkit) -> None:
         if args.stdio:

@@ -71,7 +71,11 @@ class Frames:
                 error = ActionError(
                     TesseronErrorCode.SAMPLING_NOT_AVAILABLE, "Sampling is not available"
                 )
-            elif method == "elicitation/request" and self.options.wait_for is None:
+            elif (
+                method == "elicitation/request"
+                and self.options.wait_for is None
+                and (inv is None or inv.services is None or inv.services.elicit is None)
+            ):
                 error = ActionError(
                     TesseronErrorCode.ELICITATION_NOT_AVAILABLE, "Elicitation is not available"
                 )

@@ -20,13 +20,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
 from .._groups import collapse_groups
 from .._runctx import current_run
+from .._sampling import sampling_depth
 from .._tools import Tool, ToolContext, ToolHints, ToolResult, ToolSource, output_text
 from .._wire import Request as WaitRequest
 from ..tesseron._errors import ActionError, TesseronErrorCode, transport_closed
@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger("toolnexus_trio.tesseron.gateway")
 
-sampling_depth: ContextVar[int] = ContextVar("toolnexus_trio_tesseron_sampling_depth", default=0)
-"""How many host sampling requests the current task is nested in (0 outside any)."""
+# sampling_depth (imported above) is shared with the MCP source's sampling, so nesting
+# across the gateway and MCP hops adds up.
+__all__ = ["invoke", "make_tool", "new_invocation_id", "sampling_depth"]
 
 OBJECT_SCHEMA: Final[dict[str, Any]] = {"type": "object"}
 
@@ -191,7 +192,7 @@ async def _serve_request(conn: _Conn, inv: _Inv, options: GatewayOptions, req: R
             if req.method == "sampling/request":
                 result = await _sample(inv, options, req.params)
             else:
-                result = await _elicit(options, req.params)
+                result = await _elicit(inv, options, req.params)
             frame = result_frame(req.id, result)
         except ActionError as exc:
             frame = error_frame(req.id, exc)
@@ -238,8 +239,12 @@ async def _sample(inv: _Inv, options: GatewayOptions, params: Any) -> dict[str, 
     return {"content": text}
 
 
-async def _elicit(options: GatewayOptions, params: Any) -> dict[str, Any]:
-    wait_for = options.wait_for
+async def _elicit(inv: _Inv, options: GatewayOptions, params: Any) -> dict[str, Any]:
+    # The MCP client of a served toolkit that made the call asks its user first
+    # (relayed elicitation); else the gateway's wait_for.
+    services = inv.services
+    relay = services.elicit if services is not None else None
+    wait_for = relay or options.wait_for
     assert wait_for is not None  # the reader refuses requests it cannot serve
     if not isinstance(params, dict) or not isinstance(params.get("question"), str):
         raise ActionError(TesseronErrorCode.INVALID_PARAMS, "elicitation/request needs a question")

@@ -34,6 +34,8 @@ from ._results import RunResult as RunResult
 from ._results import RunTimeout as RunTimeout
 from ._results import TranslatedToolCall as TranslatedToolCall
 from ._results import TranslateResult as TranslateResult
+from ._sampler import sampler_from_client as sampler_from_client
+from ._sampler import sampler_from_generate as sampler_from_generate
 
 __all__ = [
     "AlreadyAnswered",
@@ -57,4 +59,6 @@ __all__ = [
     "compactor",
     "create_in_process_client",
     "estimate_tokens",
+    "sampler_from_client",
+    "sampler_from_generate",
 ]

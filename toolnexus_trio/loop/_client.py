@@ -480,6 +480,7 @@ class Client(ToolCalls):
             emit=run.emit,
             metric=self._metric if self.options.on_metric is not None else None,
             sample=sample,
+            observe=self._metric,  # an MCP server's sample event reaches metrics()
         )
 
     def _result(self, run: _Run) -> RunResult:

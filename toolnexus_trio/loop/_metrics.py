@@ -69,7 +69,10 @@ class PrometheusRegistry:
     :meth:`render`. Metrics, in this order: ``toolnexus_llm_requests_total{model,status}``,
     ``toolnexus_llm_tokens_total{type}``, ``toolnexus_llm_request_duration_seconds{model}``,
     ``toolnexus_tool_calls_total{tool,source,is_error,pending}``,
-    ``toolnexus_tool_duration_seconds{tool}`` and ``toolnexus_run_errors_total{model}``.
+    ``toolnexus_tool_duration_seconds{tool}`` and ``toolnexus_run_errors_total{model}``;
+    then, once an MCP server has asked for sampling (``sample`` events),
+    ``toolnexus_mcp_sampling_requests_total{server,status}`` and
+    ``toolnexus_mcp_sampling_tokens_total{server}``.
 
     Each metric keeps at most *max_series* label sets (tool names are chosen by the
     model, so a hostile one could otherwise grow memory without bound); observations
@@ -94,7 +97,10 @@ class PrometheusRegistry:
             "llm": self._observe_llm,
             "tool": self._observe_tool,
             "run": self._observe_run,
+            "sample": self._observe_sample,
         }
+        self._samples: dict[tuple[Any, Any], int] = {}
+        self._sample_tokens: dict[Any, float] = {}
 
     def observe(self, event: Mapping[str, Any]) -> None:
         """Record one ``on_metric`` event; other kinds (``progress``, ``log``) are ignored.
@@ -174,6 +180,37 @@ class PrometheusRegistry:
         elif self._room(errors, "toolnexus_run_errors_total"):
             errors[model] = 1
 
+    def _observe_sample(self, event: Mapping[str, Any]) -> None:
+        server = event.get("server")
+        key = (server, event.get("status"))
+        samples = self._samples
+        if key in samples:
+            samples[key] += 1
+        elif self._room(samples, "toolnexus_mcp_sampling_requests_total"):
+            samples[key] = 1
+        tokens = event.get("tokens")
+        if isinstance(tokens, int | float) and not isinstance(tokens, bool):
+            spent = self._sample_tokens
+            if server in spent:
+                spent[server] += tokens
+            elif self._room(spent, "toolnexus_mcp_sampling_tokens_total"):
+                spent[server] = tokens
+
+    def _render_samples(self, out: list[str]) -> None:
+        name = "toolnexus_mcp_sampling_requests_total"
+        _header(out, name, "MCP servers' sampling requests, by server and status.", "counter")
+        _counter(
+            out,
+            name,
+            [
+                (f'server="{_escape(s)}",status="{_escape(st)}"', n)
+                for (s, st), n in self._samples.items()
+            ],
+        )
+        name = "toolnexus_mcp_sampling_tokens_total"
+        _header(out, name, "Tokens answered to MCP servers' sampling requests.", "counter")
+        _counter(out, name, [(f'server="{_escape(s)}"', n) for s, n in self._sample_tokens.items()])
+
     def _room(self, series: Mapping[Any, Any], metric: str) -> bool:
         """Whether *series* may take one more label set (the slow path of a new one)."""
         if len(series) < self.max_series:
@@ -245,6 +282,8 @@ class PrometheusRegistry:
             "toolnexus_run_errors_total",
             [(f'model="{_escape(m)}"', n) for m, n in self._run_errors.items()],
         )
+        if self._samples:  # only once an MCP server has sampled: the pinned text is unchanged
+            self._render_samples(out)
         out.append("")
         return "\n".join(out)
 

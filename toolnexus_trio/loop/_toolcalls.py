@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("toolnexus_trio")
 
-_REGISTRY_EVENTS = frozenset({"llm", "tool", "run"})
+_REGISTRY_EVENTS = frozenset({"llm", "tool", "run", "sample"})
 
 
 @attrs.define

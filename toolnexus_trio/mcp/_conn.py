@@ -23,7 +23,7 @@ import logging
 import math
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import httpx2
 import mcp_types as types
@@ -35,9 +35,11 @@ from mcp.shared.exceptions import MCPError
 
 from .._groups import collapse_groups
 from .._runctx import current_run
+from .._sampling import DEPTH_META, Sampler, SamplingLimits, sampling_depth
 from .._tools import Tool, ToolContext, ToolHints, ToolResult, ToolSource
 from .._version import __version__
 from .._wire import Answer, Request
+from ._asks import ActiveCall, Desk, Refused, Sampling
 from ._config import McpServerConfig, filter_tools, mcp_tool_name
 from ._elicit import elicit_result_from_answer, request_from_elicitation
 from ._hints import hints_from_annotations
@@ -88,7 +90,14 @@ class ServerConn:
     """One configured server: its status, live session and current tools."""
 
     def __init__(
-        self, config: McpServerConfig, wait_for: WaitFor | None, on_change: Callable[[], None]
+        self,
+        config: McpServerConfig,
+        wait_for: WaitFor | None,
+        on_change: Callable[[], None],
+        *,
+        sampler: Sampler | None = None,
+        limits: SamplingLimits | None = None,
+        relay_to_client: bool = False,
     ) -> None:
         self.config = config
         self.status = (
@@ -109,6 +118,13 @@ class ServerConn:
         self._progress: dict[str, CallProgress] = {}
         self._tokens = itertools.count(1)
         self._stdio: StdioTransport | None = None
+        self._sampling = (
+            Sampling(config.name, sampler, limits or SamplingLimits())
+            if sampler is not None or relay_to_client
+            else None
+        )
+        self._elicits = wait_for is not None or relay_to_client
+        self._desk = Desk()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -121,7 +137,8 @@ class ServerConn:
         return ClientSession(
             ReadTap(read, self._progress),
             write,
-            elicitation_callback=self._elicit if self._wait_for is not None else None,
+            elicitation_callback=self._elicit if self._elicits else None,
+            sampling_callback=self._sample if self._sampling is not None else None,
             message_handler=self._on_message,
             client_info=CLIENT_INFO,
         )
@@ -405,26 +422,12 @@ class ServerConn:
         meta = {"server": self.config.name}
         if session is None:
             return ToolResult.error(f"MCP server {self.config.name!r} is not connected", meta)
-        services = current_run.get()
+        depth = sampling_depth.get()
+        # Inside a sampling request: the server we call learns how deep it is.
+        call_meta: dict[str, Any] = {DEPTH_META: depth} if depth else {}
         try:
-            if services is None or (services.emit is None and services.metric is None):
-                result = await session.call_tool(tool, args)
-            else:
-                # Our own progress token, routed by the read tap (see ReadTap).
-                token = f"tnx-{next(self._tokens)}"
-                progress = CallProgress(services, public_name, ctx.call_id, self.config.name)
-                self._progress[token] = progress
-                try:
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(progress.forward)
-                        try:
-                            result = await session.call_tool(
-                                tool, args, meta={"progress_token": token}
-                            )
-                        finally:
-                            progress.finish()
-                finally:
-                    del self._progress[token]
+            async with self._call_desk():
+                result = await self._call_tool(session, tool, public_name, args, ctx, call_meta)
         except MCPError as exc:
             reason = self._explain(exc)
             if reason is not None:
@@ -432,6 +435,44 @@ class ServerConn:
             return ToolResult.error(exc.error.message or str(exc), meta)
         output, is_error = result_text(result)
         return ToolResult(output, is_error, meta)
+
+    def _call_desk(self) -> contextlib.AbstractAsyncContextManager[ActiveCall | None]:
+        """The call's place on the desk, when this server may ask us things."""
+        if self._sampling is None and not self._elicits:
+            return contextlib.nullcontext()
+        return self._desk.open_call()
+
+    async def _call_tool(
+        self,
+        session: ClientSession,
+        tool: str,
+        public_name: str,
+        args: dict[str, Any],
+        ctx: ToolContext,
+        call_meta: dict[str, Any],
+    ) -> types.CallToolResult:
+        services = current_run.get()
+        if services is None or (services.emit is None and services.metric is None):
+            return await session.call_tool(
+                tool, args, meta=cast(types.RequestParamsMeta, call_meta) if call_meta else None
+            )
+        # Our own progress token, routed by the read tap (see ReadTap).
+        token = f"tnx-{next(self._tokens)}"
+        progress = CallProgress(services, public_name, ctx.call_id, self.config.name)
+        self._progress[token] = progress
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(progress.forward)
+                try:
+                    return await session.call_tool(
+                        tool,
+                        args,
+                        meta=cast(types.RequestParamsMeta, {"progress_token": token, **call_meta}),
+                    )
+                finally:
+                    progress.finish()
+        finally:
+            del self._progress[token]
 
     # ------------------------------------------------------------------ server -> client
 
@@ -442,11 +483,15 @@ class ServerConn:
             logger.debug("MCP server %r sent a bad message: %s", self.config.name, message)
         await trio.lowlevel.checkpoint()
 
+    async def _sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        assert self._sampling is not None  # the capability is advertised only with one
+        return await self._sampling.answer(self._desk, params)
+
     async def _elicit(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
-        wait_for = self._wait_for
-        assert wait_for is not None  # the capability is advertised only with one
         raw = params.model_dump(by_alias=True, mode="json", exclude_none=True)
         try:
             request = request_from_elicitation(raw)
@@ -459,10 +504,16 @@ class ServerConn:
             )
         self._elicitations += 1
         try:
-            answer: object = await wait_for(request)
+            call = self._desk.pick()
+            if isinstance(call, ActiveCall):
+                answer: object = await call.run(lambda: self._ask(request, relay=True))
+            else:
+                answer = await self._ask(request, relay=False)  # none or several calls: ours
+        except Refused as exc:
+            return types.ErrorData(code=exc.code, message=str(exc))
         except Exception:
             logger.exception(
-                "wait_for failed for an elicitation of %r; answering cancel", self.config.name
+                "answering an elicitation of %r failed; answering cancel", self.config.name
             )
             return types.ElicitResult(action="cancel")
         finally:
@@ -477,3 +528,18 @@ class ServerConn:
         except ValueError as exc:
             return types.ErrorData(code=types.INVALID_PARAMS, message=str(exc))
         return types.ElicitResult.model_validate(out)
+
+    async def _ask(self, request: Request, *, relay: bool) -> object:
+        """Relay to the calling client when it elicits (``serve`` says so in the run's
+        services), else the toolkit's ``wait_for``; with neither, cancel."""
+        services = current_run.get() if relay else None
+        if services is not None and services.elicit is not None:
+            return await services.elicit(request)
+        if self._wait_for is not None:
+            return await self._wait_for(request)
+        logger.info(
+            "MCP server %r elicited with no client to relay to and no wait_for: cancel",
+            self.config.name,
+        )
+        await trio.lowlevel.checkpoint()
+        return Answer(request.id, False, reason="cancelled")

@@ -44,10 +44,12 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._cancel import CancelToken
 from .._runctx import RunServices, current_run
+from .._sampling import depth_from_meta, sampling_depth
 from .._tools import Tool, ToolContext, ToolResult, ToolSource, pending_of
 from .._wire import Answer, Request
 from ._elicit import answer_from_elicit_result, elicitation_from_request
 from ._hints import annotations_from_hints
+from ._relay import Relay
 from ._types import CallInfo, MCPServeConfig, OnCall
 
 if TYPE_CHECKING:
@@ -156,6 +158,21 @@ class ServedToolkit:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         args = dict(params.arguments or {})
         started = trio.current_time()
+        # A call made from inside a sampling request says how deep (see _sampling).
+        depth = sampling_depth.set(depth_from_meta(params.meta))
+        try:
+            return await self._call(ctx, tool, params, args, started)
+        finally:
+            sampling_depth.reset(depth)
+
+    async def _call(
+        self,
+        ctx: ServerRequestContext[Any],
+        tool: Tool,
+        params: types.CallToolRequestParams,
+        args: dict[str, Any],
+        started: float,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if params.request_state is not None:
             asked = self._unseal(params.request_state, tool.name, args)
             answer = self._answer_from_inputs(asked, params.input_responses)
@@ -185,7 +202,16 @@ class ServedToolkit:
         token = CancelToken()
         tool_ctx = ToolContext(cancel=token, call_id=str(ctx.request_id), answer=answer)
         forward = _Forward(ctx)
-        reset = current_run.set(RunServices(emit=forward.emit, metric=None, sample=None))
+        relay = Relay(ctx)
+        reset = current_run.set(
+            RunServices(
+                emit=forward.emit,
+                metric=None,
+                sample=relay.sample_text if relay.samples else None,
+                elicit=relay.elicit if relay.elicits else None,
+                relay_sample=relay.sample if relay.samples else None,
+            )
+        )
         try:
             return await tool.call(args, tool_ctx)
         except trio.Cancelled:

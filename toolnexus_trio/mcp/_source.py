@@ -16,7 +16,9 @@ from typing import Any
 
 import trio
 
+from .. import _sampling
 from .._groups import collapse_groups
+from .._sampling import SamplingLimits
 from .._tools import Tool
 from ._config import McpConfigInput, parse_mcp_config
 from ._conn import ServerConn, WaitFor
@@ -31,11 +33,36 @@ class McpSource:
     :func:`~toolnexus_trio.open_toolkit`). With a ``wait_for``, servers may elicit
     input during a call (SPEC §2 elicitation bridge); without one, the elicitation
     capability is not advertised.
+
+    With a *sample* (a :data:`~toolnexus_trio.Sampler`), servers may ask our model
+    during a call (``sampling/createMessage``), within *sampling_limits*; without one
+    the sampling capability is not advertised. When a call runs for an MCP client
+    (``serve``), that client's elicitation and sampling come first (see "Sampling" and
+    "Relayed elicitation" in the MCP docs); *relay_to_client* advertises
+    both for that even without a ``wait_for`` or a sampler.
     """
 
-    def __init__(self, config: McpConfigInput, *, wait_for: WaitFor | None = None) -> None:
+    def __init__(
+        self,
+        config: McpConfigInput,
+        *,
+        wait_for: WaitFor | None = None,
+        sample: _sampling.Sampler | None = None,
+        sampling_limits: SamplingLimits | None = None,
+        relay_to_client: bool = False,
+    ) -> None:
         parsed = parse_mcp_config(config)
-        self._conns = [ServerConn(s, wait_for, self._bump) for s in parsed.servers]
+        self._conns = [
+            ServerConn(
+                s,
+                wait_for,
+                self._bump,
+                sampler=sample,
+                limits=sampling_limits,
+                relay_to_client=relay_to_client,
+            )
+            for s in parsed.servers
+        ]
         self._version = 0
         self._lot = trio.lowlevel.ParkingLot()  # wait_changed's waiters, woken by _bump
         self._tools: list[Tool] | None = None
@@ -111,10 +138,22 @@ class McpSource:
 
 @contextlib.asynccontextmanager
 async def open_mcp(
-    config: McpConfigInput, *, wait_for: WaitFor | None = None
+    config: McpConfigInput,
+    *,
+    wait_for: WaitFor | None = None,
+    sample: _sampling.Sampler | None = None,
+    sampling_limits: SamplingLimits | None = None,
+    relay_to_client: bool = False,
 ) -> AsyncIterator[McpSource]:
-    """Load an MCP config's servers (concurrently) for the ``async with`` block."""
-    source = McpSource(config, wait_for=wait_for)
+    """Load an MCP config's servers (concurrently) for the ``async with`` block (the
+    keywords are :class:`McpSource`'s)."""
+    source = McpSource(
+        config,
+        wait_for=wait_for,
+        sample=sample,
+        sampling_limits=sampling_limits,
+        relay_to_client=relay_to_client,
+    )
     async with trio.open_nursery() as nursery:
         try:
             await source.start(nursery)
