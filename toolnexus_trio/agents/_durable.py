@@ -1,0 +1,216 @@
+"""Durable agent trees: the handle table and the tree's pending approvals in the store.
+
+A runtime opened on a :class:`~toolnexus_trio.stores.PendingStore` (SQLite, PostgreSQL,
+the in-memory one) keeps, next to the transcripts the runtime saves under each handle
+id, two kinds of record, through the store's existing methods only:
+
+``"root#table"`` (:data:`TABLE_ID`)
+    The handle table: a transcript of one ``system`` message whose content is the
+    versioned JSON of :class:`TableDoc` (the runtime's snapshot, plus which root-level
+    approvals are outstanding). Rewritten with a plain ``save`` after every change.
+
+``"root#pending/<request id>"`` (:func:`pending_id`)
+    One per approval the tree returned to the host (a root child that came back
+    ``pending``): an empty transcript with a :class:`~toolnexus_trio.stores.PendingState`
+    whose ``result`` is :class:`PendingDoc`. It is the take-once mark: ``resume(answer)``
+    takes it with ``take_pending`` (one conditional write) *before* any tool runs, so of
+    two answers, in one process or two, exactly one wins and the other raises
+    :class:`~toolnexus_trio.AlreadyAnswered`; a finished resume marks it ``"answered"``,
+    an interrupt of the suspended handle ``"superseded"`` (a plain ``save``).
+
+``#`` never appears in a handle id (def names are identifiers), so no record can clash
+with a transcript. A store is outside input: every record is read strictly (size and
+depth bounded before parsing, unknown keys refused, a newer version refused with a
+message that says so) and anything else is a :class:`DurableFormatError`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, Literal
+
+import attrs
+from cattrs.preconf.json import make_converter
+
+from .._converter import make_strict, structure_strictly
+from .._schema import MAX_JSON_DEPTH, nested_too_deeply
+from .._wire import Request
+from ..stores._base import PendingState, PendingStore
+
+FORMAT_VERSION: Final = 1
+"""The version of the records this module writes, and the newest it reads."""
+
+TABLE_ID: Final = "root#table"
+"""The conversation id the handle table is saved under."""
+
+TABLE_FORMAT: Final = "toolnexus-trio/agent-table"
+PENDING_FORMAT: Final = "toolnexus-trio/agent-pending"
+
+MAX_RECORD_CHARS: Final = 16 * 1024 * 1024
+"""The longest table record read back (a table holds no transcripts: far below this)."""
+
+# A snapshot holds transcripts' tool arguments a few levels down.
+_DEPTH: Final = MAX_JSON_DEPTH + 16
+
+
+class DurableFormatError(ValueError):
+    """A durable record in the store could not be read: damaged, foreign or too new."""
+
+
+def pending_id(request_id: str) -> str:
+    """The conversation id of the take-once record of the root-level request *request_id*."""
+    return f"root#pending/{request_id}"
+
+
+@attrs.frozen
+class PendingEntry:
+    """One approval the tree returned to the host: its request id, the root child that
+    carries it, and the key of its take-once record."""
+
+    request_id: str
+    handle: str
+    key: str
+
+
+@attrs.frozen
+class TableDoc:
+    """The table record: the runtime's snapshot and the outstanding root-level approvals."""
+
+    format: Literal["toolnexus-trio/agent-table"]
+    version: int
+    snapshot: dict[str, Any]
+    pending: list[PendingEntry]
+
+
+@attrs.frozen
+class PendingDoc:
+    """The ``result`` of a take-once record: which handle and which request (wire form)."""
+
+    format: Literal["toolnexus-trio/agent-pending"]
+    version: int
+    handle: str
+    request: dict[str, Any]
+
+
+# Attribute names as keys, unknown keys refused, value kinds strict.
+_docs = make_strict(make_converter(forbid_extra_keys=True))
+
+
+def _check_version(data: Any, what: str) -> None:
+    if not isinstance(data, dict):
+        raise DurableFormatError(f"the {what} record is not a JSON object")
+    version = data.get("version")
+    if type(version) is not int:
+        raise DurableFormatError(f"the {what} record has no integer version")
+    if version > FORMAT_VERSION:
+        raise DurableFormatError(
+            f"the {what} record was written by a newer toolnexus_trio (version {version}, "
+            f"this one reads up to {FORMAT_VERSION})"
+        )
+    if version < 1:
+        raise DurableFormatError(f"the {what} record has an invalid version {version}")
+
+
+def _strict(data: Any, cls: type[Any], what: str) -> Any:
+    _check_version(data, what)
+    try:
+        return structure_strictly(_docs, data, cls)
+    except ValueError as exc:
+        raise DurableFormatError(f"the {what} record is damaged: {exc}") from None
+
+
+# -- the table record --------------------------------------------------------------
+
+
+def table_message(snapshot: Mapping[str, Any], pending: Iterable[PendingEntry]) -> dict[str, Any]:
+    """The one message the table record's transcript holds."""
+    doc = {
+        "format": TABLE_FORMAT,
+        "version": FORMAT_VERSION,
+        "snapshot": dict(snapshot),
+        "pending": [attrs.asdict(p) for p in pending],
+    }
+    try:
+        text = json.dumps(doc, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the runtime's snapshot is not JSON: {exc}") from None
+    return {"role": "system", "name": "toolnexus-trio-agents", "content": text}
+
+
+def read_table(messages: Sequence[Any] | None) -> TableDoc | None:
+    """Parse the table record's transcript strictly; ``None`` if there is none."""
+    if messages is None:
+        return None
+    if not isinstance(messages, list | tuple) or len(messages) != 1:
+        raise DurableFormatError(f"the table record {TABLE_ID!r} is not one message")
+    (message,) = messages
+    if (
+        not isinstance(message, dict)
+        or set(message) != {"role", "name", "content"}
+        or message["role"] != "system"
+        or message["name"] != "toolnexus-trio-agents"
+        or not isinstance(message["content"], str)
+    ):
+        raise DurableFormatError(f"the table record {TABLE_ID!r} is not a table message")
+    text: str = message["content"]
+    if len(text) > MAX_RECORD_CHARS:
+        raise DurableFormatError(
+            f"the table record is {len(text)} characters (at most {MAX_RECORD_CHARS})"
+        )
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise DurableFormatError(f"the table record is not JSON: {exc}") from None
+    if nested_too_deeply(data, _DEPTH, text):
+        raise DurableFormatError(f"the table record nests more than {_DEPTH} levels")
+    doc: TableDoc = _strict(data, TableDoc, "table")
+    ids = [p.request_id for p in doc.pending]
+    if len(set(ids)) != len(ids):
+        raise DurableFormatError("the table record lists one pending request twice")
+    return doc
+
+
+# -- the take-once records ------------------------------------------------------------
+
+
+def pending_state(handle: str, request: Request) -> PendingState:
+    """A fresh ``"pending"`` take-once state (new key) for *request* carried by *handle*."""
+    doc = {
+        "format": PENDING_FORMAT,
+        "version": FORMAT_VERSION,
+        "handle": handle,
+        "request": request.to_json(),
+    }
+    return PendingState(uuid.uuid4().hex, "pending", doc)
+
+
+def read_pending(state: PendingState) -> tuple[str, Request]:
+    """The handle and request of a ``"pending"`` take-once state, read strictly."""
+    if state.result is None:
+        raise DurableFormatError("the pending record has no result: the store is damaged")
+    if nested_too_deeply(state.result, _DEPTH):
+        raise DurableFormatError(f"the pending record nests more than {_DEPTH} levels")
+    doc: PendingDoc = _strict(state.result, PendingDoc, "pending")
+    try:
+        request = Request.from_json(doc.request)
+    except ValueError as exc:
+        raise DurableFormatError(f"the pending record's request is damaged: {exc}") from None
+    return doc.handle, request
+
+
+__all__ = [
+    "FORMAT_VERSION",
+    "TABLE_ID",
+    "DurableFormatError",
+    "PendingDoc",
+    "PendingEntry",
+    "PendingStore",
+    "TableDoc",
+    "pending_id",
+    "pending_state",
+    "read_pending",
+    "read_table",
+    "table_message",
+]
