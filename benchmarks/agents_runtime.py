@@ -1,0 +1,254 @@
+"""Scenario 14: the sub-agent runtime (SPEC §7D), ours (Trio) and toolnexus 0.21.0's (asyncio).
+
+One process measures one side of one case and prints one JSON object on stdout::
+
+    python -m benchmarks.agents_runtime fanout ours --runs 20 --warmup 3
+    python -m benchmarks.agents_runtime interrupt peer --runs 5
+    python -m benchmarks.agents_runtime budget ours
+
+- ``fanout``: the host spawns 100 sub-agents under the root, wakes them all and waits
+  for every result; each child is one model turn (a scripted in-process model that
+  answers at once). Figure: milliseconds per child.
+- ``interrupt``: a coordinator delegates with two parallel ``task`` calls to two workers,
+  each running a 5 s tool; once both tools run, the host interrupts the coordinator and
+  polls until every handle is idle and no tool is left running. Figure: milliseconds
+  from the interrupt to that point (capped at 8 s: a tool that is never stopped shows
+  as the cap, with ``stuck`` set).
+- ``budget``: ``max_tokens=30`` on an agent whose every model call costs 20 tokens and
+  asks for one more tool call (tokens spent past the limit, model calls started after it
+  was reached); ``max_wall_ms=300`` on an agent whose tool sleeps 5 s (wall time past
+  the limit). Both sides on real clocks.
+
+The peer is used as a black box through its public API only (``AgentRuntime``,
+``AgentDef``, ``Budget``, ``define_tool``), in its own idiom: its in-process model is
+synchronous because the peer runs it on a worker thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from typing import Any
+
+FANOUT_CHILDREN = 100
+TOOL_SLEEP_S = 5.0
+INTERRUPT_CAP_S = 8.0
+TOKENS_LIMIT = 30
+TOKENS_PER_CALL = 20
+WALL_LIMIT_MS = 300
+MAX_CALLS = 10  # the scripted model stops asking for tools after this many calls
+
+
+def _has_tool_message(messages: Any) -> bool:
+    return any(m.get("role") == "tool" for m in messages)
+
+
+def _stats(out: dict[str, Any]) -> None:
+    print(json.dumps(out), flush=True)
+
+
+# -- the peer: toolnexus 0.21.0 on asyncio -------------------------------------------------
+
+
+def peer(case: str, runs: int, warmup: int) -> dict[str, Any]:
+    import asyncio
+
+    from toolnexus import define_tool
+    from toolnexus.agents import AgentDef, AgentRuntime, Budget
+
+    state = {"alive": 0, "calls": 0, "calls_after_limit": 0, "spent": 0}
+
+    async def sleep_tool() -> str:
+        state["alive"] += 1
+        try:
+            await asyncio.sleep(TOOL_SLEEP_S)
+        finally:
+            state["alive"] -= 1
+        return "slept"
+
+    async def noop_tool() -> str:
+        return "ok"
+
+    sleep = define_tool(
+        sleep_tool,
+        name="sleep",
+        description="Sleeps 5 s",
+        input_schema={"type": "object", "properties": {}},
+    )
+    noop = define_tool(
+        noop_tool,
+        name="noop",
+        description="Does nothing",
+        input_schema={"type": "object", "properties": {}},
+    )
+
+    def generate(request: dict[str, Any]) -> dict[str, Any]:
+        model = request.get("model")
+        messages = request["messages"]
+        if model == "m-child":
+            return {"content": "done", "usage": {"prompt_tokens": 5, "completion_tokens": 5}}
+        if model == "m-coord":
+            if _has_tool_message(messages):
+                return {"content": "coordinated"}
+            calls = [
+                {
+                    "id": f"t{i}",
+                    "name": "task",
+                    "arguments": {"agent": "worker", "prompt": f"job {i}"},
+                }
+                for i in range(2)
+            ]
+            return {"tool_calls": calls}
+        if model == "m-worker":
+            if _has_tool_message(messages):
+                return {"content": "worked"}
+            return {"tool_calls": [{"id": "s", "name": "sleep", "arguments": {}}]}
+        if model == "m-tokens":
+            if state["spent"] >= TOKENS_LIMIT:
+                state["calls_after_limit"] += 1
+            state["calls"] += 1
+            state["spent"] += TOKENS_PER_CALL
+            usage = {
+                "prompt_tokens": TOKENS_PER_CALL // 2,
+                "completion_tokens": TOKENS_PER_CALL // 2,
+            }
+            if state["calls"] >= MAX_CALLS:
+                return {"content": "gave up", "usage": usage}
+            return {
+                "tool_calls": [{"id": f"n{state['calls']}", "name": "noop", "arguments": {}}],
+                "usage": usage,
+            }
+        if model == "m-wall":
+            if _has_tool_message(messages):
+                return {"content": "slept well"}
+            return {"tool_calls": [{"id": "s", "name": "sleep", "arguments": {}}]}
+        raise AssertionError(model)
+
+    def registry() -> dict[str, AgentDef]:
+        return {
+            "child": AgentDef(
+                name="child", description="answers", system_prompt="", model="m-child"
+            ),
+            "coord": AgentDef(
+                name="coord",
+                description="delegates",
+                system_prompt="",
+                model="m-coord",
+                task_targets=["worker"],
+            ),
+            "worker": AgentDef(
+                name="worker",
+                description="works",
+                system_prompt="",
+                model="m-worker",
+                tools=[sleep],
+            ),
+            "tokens": AgentDef(
+                name="tokens",
+                description="spends",
+                system_prompt="",
+                model="m-tokens",
+                tools=[noop],
+                budget=Budget(max_tokens=TOKENS_LIMIT),
+            ),
+            "wall": AgentDef(
+                name="wall",
+                description="sleeps",
+                system_prompt="",
+                model="m-wall",
+                tools=[sleep],
+                budget=Budget(max_wall_ms=WALL_LIMIT_MS),
+            ),
+        }
+
+    async def fanout_once() -> float:
+        rt = AgentRuntime(registry=registry(), in_process=generate)
+        t0 = time.perf_counter()
+        handles = [rt.spawn(rt.root, "child") for _ in range(FANOUT_CHILDREN)]
+        for h in handles:
+            assert rt.wake(h, "go").ok
+        results = [await rt.wait(h) for h in handles]
+        elapsed = (time.perf_counter() - t0) * 1e3
+        assert all(r.status == "done" for r in results), results[0]
+        return elapsed / FANOUT_CHILDREN
+
+    async def interrupt_once() -> dict[str, Any]:
+        rt = AgentRuntime(registry=registry(), in_process=generate)
+        coord = rt.spawn(rt.root, "coord")
+        rt.wake(coord, "go")
+        while state["alive"] < 2:
+            await asyncio.sleep(0.001)
+        t0 = time.perf_counter()
+        rt.interrupt(coord)
+        at_return = state["alive"]
+        stuck = False
+        while state["alive"] or any(v.state == "running" for v in rt.list()):
+            if time.perf_counter() - t0 > INTERRUPT_CAP_S:
+                stuck = True
+                break
+            await asyncio.sleep(0.001)
+        elapsed = (time.perf_counter() - t0) * 1e3
+        states = sorted({v.state for v in rt.list()})
+        await rt.close(rt.root, force=True)
+        return {"ms": elapsed, "alive_at_return": at_return, "stuck": stuck, "states": states}
+
+    async def budget_once() -> dict[str, Any]:
+        rt = AgentRuntime(registry=registry(), in_process=generate)
+        h = rt.spawn(rt.root, "tokens")
+        rt.wake(h, "go")
+        r = await rt.wait(h)
+        tokens = {
+            "status": r.status,
+            "limit": r.limit,
+            "spent": state["spent"],
+            "over": state["spent"] - TOKENS_LIMIT,
+            "calls_after_limit": state["calls_after_limit"],
+        }
+        w = rt.spawn(rt.root, "wall")
+        t0 = time.perf_counter()
+        rt.wake(w, "go")
+        r = await rt.wait(w)
+        elapsed = (time.perf_counter() - t0) * 1e3
+        wall = {
+            "status": r.status,
+            "limit": r.limit,
+            "ms": elapsed,
+            "over_ms": elapsed - WALL_LIMIT_MS,
+        }
+        await rt.close(rt.root, force=True)
+        return {"tokens": tokens, "wall": wall}
+
+    async def main() -> dict[str, Any]:
+        if case == "fanout":
+            for _ in range(warmup):
+                await fanout_once()
+            gc.collect()
+            return {"samples": [await fanout_once() for _ in range(runs)]}
+        if case == "interrupt":
+            return {"samples": [await interrupt_once() for _ in range(runs)]}
+        return await budget_once()
+
+    return asyncio.run(main())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.agents_runtime")
+    parser.add_argument("case", choices=["fanout", "interrupt", "budget"])
+    parser.add_argument("side", choices=["ours", "peer"])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1)
+    args = parser.parse_args(argv)
+    run = ours if args.side == "ours" else peer
+    _stats(run(args.case, args.runs, args.warmup))
+    return 0
+
+
+def ours(case: str, runs: int, warmup: int) -> dict[str, Any]:
+    raise NotImplementedError
+
+
+if __name__ == "__main__":
+    sys.exit(main())
