@@ -60,9 +60,12 @@ def peer(case: str, runs: int, warmup: int) -> dict[str, Any]:
     from toolnexus.agents import AgentDef, AgentRuntime, Budget
 
     state = {"alive": 0, "calls": 0, "calls_after_limit": 0, "spent": 0}
+    both_running: list[asyncio.Event] = []  # the current interrupt run's event
 
     async def sleep_tool() -> str:
         state["alive"] += 1
+        if state["alive"] == 2 and both_running:
+            both_running[-1].set()
         try:
             await asyncio.sleep(TOOL_SLEEP_S)
         finally:
@@ -179,8 +182,8 @@ def peer(case: str, runs: int, warmup: int) -> dict[str, Any]:
         rt = AgentRuntime(registry=registry(), in_process=generate)
         coord = rt.spawn(rt.root, "coord")
         rt.wake(coord, "go")
-        while state["alive"] < 2:
-            await asyncio.sleep(0.001)
+        both_running.append(asyncio.Event())
+        await both_running[-1].wait()
         t0 = time.perf_counter()
         rt.interrupt(coord)
         at_return = state["alive"]
