@@ -10,12 +10,19 @@ from typing import Any
 
 import pytest
 
-from toolnexus_trio import Answer, InMemoryConversationStore, Request, SqliteConversationStore
+from toolnexus_trio import (
+    AlreadyAnswered,
+    Answer,
+    InMemoryConversationStore,
+    Request,
+    SqliteConversationStore,
+)
 from toolnexus_trio.agents._durable import (
     FORMAT_VERSION,
     MAX_RECORD_CHARS,
     TABLE_ID,
     DurableFormatError,
+    DurableTree,
     PendingEntry,
     pending_id,
     pending_state,
@@ -133,3 +140,48 @@ async def test_the_records_live_in_every_store_through_its_protocol_only(tmp_pat
         Answer(request.id, True)  # the answer a resume carries echoes the request id
         if isinstance(store, SqliteConversationStore):
             await store.aclose()
+
+
+async def test_a_durable_tree_records_takes_once_and_settles_its_approvals(tmp_path: Path) -> None:
+    """DurableTree on both stores: a new root-level approval gets a take-once record and
+    is listed in the table; a second tree on the same store (another process) loads it;
+    one take wins, the next is AlreadyAnswered; the finished resume marks it answered;
+    an approval dropped without a take (an interrupt) is superseded."""
+    for store in await _stores(tmp_path):
+        first = Request(id="pnd-a", kind="approval", prompt="a?")
+        second = Request(id="pnd-b", kind="approval", prompt="b?")
+        tree = DurableTree(store)
+        assert await tree.load() is None
+        await tree.persist(SNAPSHOT, [("root/a.1", first), ("root/b.1", second)])
+        other = DurableTree(store)  # a fresh runtime on the same store
+        assert await other.load() == SNAPSHOT
+        assert await other.take("pnd-a") == ("root/a.1", first)
+        with pytest.raises(AlreadyAnswered) as replay:
+            await tree.take("pnd-a")
+        assert replay.value.status == "taken"
+        with pytest.raises(LookupError):
+            await other.take("pnd-unknown")
+        # The resume settled pnd-a; nobody answers pnd-b, an interrupt cancels it.
+        await other.persist({"after": True}, [("root/b.1", second)])
+        await other.persist({"after": 2}, [])
+        a, b = (
+            await store.get_pending(pending_id("pnd-a")),
+            await store.get_pending(pending_id("pnd-b")),
+        )
+        assert a is not None and a.status == "answered"
+        assert b is not None and b.status == "superseded"
+        with pytest.raises(AlreadyAnswered) as late:
+            await DurableTree(store).take("pnd-b")
+        assert late.value.status == "superseded"
+        doc = read_table(await store.get(TABLE_ID))
+        assert doc is not None and doc.snapshot == {"after": 2} and doc.pending == []
+        if isinstance(store, SqliteConversationStore):
+            await store.aclose()
+
+
+async def test_a_snapshot_that_is_not_json_writes_nothing() -> None:
+    store = InMemoryConversationStore()
+    request = Request(id="pnd-a", kind="approval", prompt="a?")
+    with pytest.raises(ValueError, match="not JSON"):
+        await DurableTree(store).persist({"x": {1, 2}}, [("root/a.1", request)])
+    assert len(store) == 0

@@ -32,11 +32,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import attrs
+import trio
 from cattrs.preconf.json import make_converter
 
 from .._converter import make_strict, structure_strictly
 from .._schema import MAX_JSON_DEPTH, nested_too_deeply
 from .._wire import Request
+from ..loop._durable import AlreadyAnswered
 from ..stores._base import PendingState, PendingStore
 
 FORMAT_VERSION: Final = 1
@@ -200,10 +202,96 @@ def read_pending(state: PendingState) -> tuple[str, Request]:
     return doc.handle, request
 
 
+# -- keeping one runtime's tree --------------------------------------------------------
+
+_SAVE_GRACE_S: Final = 30.0
+"""How long a durable write may take once its caller is cancelled (it then still ends)."""
+
+
+class DurableTree:
+    """Keeps one runtime's tree in a :class:`~toolnexus_trio.stores.PendingStore`.
+
+    :meth:`load` reads the table back (for :meth:`AgentRuntime.restore`); :meth:`persist`
+    writes it after each change of the tree, with a take-once record for every new
+    root-level approval; :meth:`take` is the take-once step of a resume. Writes are
+    serialised (one table write at a time, in the order of the changes) and shielded
+    for a bounded time, so a cancelled caller never leaves half of a change written.
+    """
+
+    def __init__(self, store: PendingStore) -> None:
+        self.store = store
+        self._outstanding: dict[str, PendingEntry] = {}  # request id -> its record
+        self._taken: dict[str, PendingEntry] = {}  # taken here; the resume is running
+        self._lock = trio.Lock()
+
+    async def load(self) -> dict[str, Any] | None:
+        """The snapshot saved in the store, or ``None`` if it holds no tree."""
+        doc = read_table(await self.store.get(TABLE_ID))
+        if doc is None:
+            return None
+        self._outstanding = {p.request_id: p for p in doc.pending}
+        return doc.snapshot
+
+    async def persist(
+        self, snapshot: Mapping[str, Any], root_pending: Iterable[tuple[str, Request]]
+    ) -> None:
+        """Save *snapshot* and the take-once records of *root_pending* (the approvals the
+        tree is waiting for, as ``(root child id, request)``).
+
+        A new approval gets its record before the table names it; one no longer waited
+        for is marked ``"answered"`` if this process took it, else ``"superseded"`` (an
+        interrupt cancelled it).
+        """
+        now = {request.id: (handle, request) for handle, request in root_pending}
+        message = table_message(snapshot, [])  # fails before anything is written
+        with trio.move_on_after(_SAVE_GRACE_S, shield=True):
+            async with self._lock:
+                for rid, (handle, request) in now.items():
+                    if rid not in self._outstanding and rid not in self._taken:
+                        state = pending_state(handle, request)
+                        await self.store.save_pending(pending_id(rid), [], state)
+                        self._outstanding[rid] = PendingEntry(rid, handle, state.key)
+                for rid in [r for r in self._outstanding if r not in now]:
+                    del self._outstanding[rid]
+                    await self.store.save(pending_id(rid), [])  # pending -> superseded
+                for rid in [r for r in self._taken if r not in now]:
+                    entry = self._taken.pop(rid)
+                    answered = PendingState(entry.key, "answered")
+                    await self.store.save_pending(pending_id(rid), [], answered)
+                if self._outstanding:
+                    message = table_message(snapshot, self._outstanding.values())
+                await self.store.save(TABLE_ID, [message])
+
+    async def take(self, request_id: str) -> tuple[str, Request]:
+        """Take the approval *request_id* once, before anything of the resume runs.
+
+        Returns the root child and the request it was recorded with. Raises
+        :class:`~toolnexus_trio.AlreadyAnswered` if it was answered, is being answered
+        (here or in another process) or was cancelled, and :class:`LookupError` if the
+        store never had it.
+        """
+        record = pending_id(request_id)
+        async with self._lock:
+            state = await self.store.get_pending(record)
+            if state is None:
+                raise LookupError(f"no pending approval {request_id!r} is stored")
+            if state.status != "pending":
+                raise AlreadyAnswered(record, state.status)
+            handle, request = read_pending(state)
+            if request.id != request_id:
+                raise DurableFormatError(f"the record {record!r} holds request {request.id!r}")
+            if not await self.store.take_pending(record, state.key, []):
+                raise AlreadyAnswered(record, "taken")
+            self._outstanding.pop(request_id, None)
+            self._taken[request_id] = PendingEntry(request_id, handle, state.key)
+        return handle, request
+
+
 __all__ = [
     "FORMAT_VERSION",
     "TABLE_ID",
     "DurableFormatError",
+    "DurableTree",
     "PendingDoc",
     "PendingEntry",
     "PendingStore",
