@@ -538,6 +538,10 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.mcp_gateway import gateway_mcp_rows  # scenario 13 (gateway --mcp)
 
     rows.extend(gateway_mcp_rows(raw))
+    if any(key.startswith("agents_") for key in raw):  # scenario 14 (sub-agent runtime)
+        from benchmarks import agents_runtime
+
+        rows.extend(agents_runtime.rows(raw))
     return rows
 
 
