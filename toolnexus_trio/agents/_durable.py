@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Literal
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 import trio
@@ -37,9 +38,14 @@ from cattrs.preconf.json import make_converter
 
 from .._converter import make_strict, structure_strictly
 from .._schema import MAX_JSON_DEPTH, nested_too_deeply
-from .._wire import Request
+from .._wire import Answer, Request
 from ..loop._durable import AlreadyAnswered
-from ..stores._base import PendingState, PendingStore
+from ..stores._base import ConversationStore, PendingState, PendingStore
+from ._snapshot import DurableFormatError, restore, snapshot
+
+if TYPE_CHECKING:
+    from ._runtime import AgentRuntime
+    from ._types import Handle
 
 FORMAT_VERSION: Final = 1
 """The version of the records this module writes, and the newest it reads."""
@@ -55,10 +61,6 @@ MAX_RECORD_CHARS: Final = 16 * 1024 * 1024
 
 # A snapshot holds transcripts' tool arguments a few levels down.
 _DEPTH: Final = MAX_JSON_DEPTH + 16
-
-
-class DurableFormatError(ValueError):
-    """A durable record in the store could not be read: damaged, foreign or too new."""
 
 
 def pending_id(request_id: str) -> str:
@@ -262,6 +264,12 @@ class DurableTree:
                     message = table_message(snapshot, self._outstanding.values())
                 await self.store.save(TABLE_ID, [message])
 
+    async def take_stored(self, request_id: str) -> None:
+        """:meth:`take` *request_id* if the store has a record of it (a request the tree
+        never returned to its host has none: the runtime then says it does not know it)."""
+        if await self.store.get_pending(pending_id(request_id)) is not None:
+            await self.take(request_id)
+
     async def take(self, request_id: str) -> tuple[str, Request]:
         """Take the approval *request_id* once, before anything of the resume runs.
 
@@ -287,18 +295,48 @@ class DurableTree:
         return handle, request
 
 
-__all__ = [
-    "FORMAT_VERSION",
-    "TABLE_ID",
-    "DurableFormatError",
-    "DurableTree",
-    "PendingDoc",
-    "PendingEntry",
-    "PendingStore",
-    "TableDoc",
-    "pending_id",
-    "pending_state",
-    "read_pending",
-    "read_table",
-    "table_message",
-]
+# -- the runtime's side -------------------------------------------------------------------
+
+
+def _root_pending(rt: AgentRuntime) -> list[tuple[str, Request]]:
+    """The approvals the tree returned to its host: its suspended root children's."""
+    return [
+        (c.id, c.pending)
+        for c in rt.root.children
+        if c.state == "suspended" and c.pending is not None
+    ]
+
+
+@asynccontextmanager
+async def keep_durable(rt: AgentRuntime, store: ConversationStore | None) -> AsyncIterator[None]:
+    """Keep *rt*'s tree in *store* for the block, if *store* is a :class:`PendingStore`.
+
+    On entry the tree saved in the store (if any) is restored into *rt*; in the block,
+    every settle, suspension and close is saved, and a resume first takes its approval
+    once. On exit nothing more is saved, so the runtime's own shutdown (which closes
+    the tree in memory) leaves the stored tree as it was: another process resumes it.
+    """
+    if not isinstance(store, PendingStore):
+        yield
+        return
+    tree = DurableTree(store)
+    saved = await tree.load()
+    if saved is not None:
+        restore(rt, saved)
+
+    async def on_change(runtime: AgentRuntime, event: str, h: Handle) -> None:
+        if event != "resumed":  # a resume's own changes are saved as its levels settle
+            await tree.persist(snapshot(runtime), _root_pending(runtime))
+
+    async def before_resume(answer: Answer) -> None:
+        # Before the runtime looks for the suspended handle: a replay is refused with
+        # AlreadyAnswered even once the tree has moved on, and nothing runs for it.
+        await tree.take_stored(answer.id)
+
+    rt.on_change = on_change
+    rt.before_resume = before_resume
+    try:
+        yield
+    finally:
+        rt.on_change = None
+        rt.before_resume = None

@@ -31,6 +31,7 @@ from ..loop._results import Generate, Hooks, OnMetric
 from ..stores._base import ConversationStore
 from ..stores._memory import InMemoryConversationStore
 from . import _budget
+from ._durable import keep_durable
 from ._inbox import turn_input
 from ._turn import Turns
 from ._types import (
@@ -110,6 +111,9 @@ class AgentRuntime:
         self._handles: dict[str, Handle] = {"root": self.root}
         self.trace: list[str] = []
         self.on_change: OnChange | None = None
+        # The take-once seam of a durable runtime (_durable.keep_durable): awaited first
+        # in resume, before anything runs; raising (AlreadyAnswered) aborts the resume.
+        self.before_resume: Callable[[Answer], Awaitable[None]] | None = None
         self._sources: dict[str, Any] = {}  # shared HTTP turn sources, one per model
         self._turns = Turns(self)
 
@@ -425,6 +429,8 @@ class AgentRuntime:
         ``idle→running`` (the replay); re-invoked ``task`` calls reattach to their child
         by task key. :class:`LookupError` when no handle is suspended on ``answer.id``.
         """
+        if self.before_resume is not None:
+            await self.before_resume(answer)
         top = next(
             (
                 c
@@ -537,7 +543,11 @@ async def open_agent_runtime(
         async with trio.open_nursery() as nursery:
             runtime.root.nursery = nursery
             try:
-                yield runtime
+                # With a PendingStore the tree is kept in it (restored on entry); the
+                # keeping ends before the shutdown below, so closing the tree in memory
+                # leaves the stored one resumable from another process.
+                async with keep_durable(runtime, store):
+                    yield runtime
                 # A clean exit: close the tree leaf-first, bounded (each level's
                 # shutdown_ms, then interrupt), under a shield so it really runs.
                 with trio.move_on_after(max(1.0, shutdown_ms / 1000 * 4), shield=True):
