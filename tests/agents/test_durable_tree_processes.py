@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import trio
+from agent_rig import load
 
 from toolnexus_trio import SqliteConversationStore
 from toolnexus_trio.agents._durable import TABLE_ID, pending_id, read_table
@@ -165,3 +166,44 @@ async def trio_first_line(b: Child, c: Child) -> Child:
         nursery.start_soon(watch, b)
         nursery.start_soon(watch, c)
     return winner[0]
+
+
+# The subagent-durable-resume fixture, its two phases in two processes ----------------
+
+FIXTURE_CHILD = Path(__file__).resolve().parent / "durable_fixture_child.py"
+
+
+async def fixture_phase(tmp_path: Path, *args: str) -> dict[str, Any]:
+    done = await trio.run_process(
+        [sys.executable, str(FIXTURE_CHILD), str(tmp_path / "fixture.db"), *args],
+        stdin=subprocess.DEVNULL,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    summary: dict[str, Any] = json.loads(done.stdout.decode().splitlines()[-1])
+    return summary
+
+
+async def test_the_durable_resume_fixture_across_a_process_change(tmp_path: Path) -> None:
+    fixture = load("subagent-durable-resume")
+    first, second = fixture["phase1_expect"], fixture["phase2_expect"]
+    with trio.fail_after(LIMIT_S):
+        one = await fixture_phase(tmp_path, "phase1")
+        assert one["status"] == first["status"]
+        assert one["request"]["kind"] == first["pendingKind"]
+        path = "/".join(one["request"]["data"]["path"])
+        assert path.endswith(first["pendingDataPathEndsWithin"])
+        assert {h["state"] for h in one["handles"].values()} == {first["allHandles"]}
+        two = await fixture_phase(tmp_path, "phase2", one["request"]["id"])
+    parent, leaf = sorted(second["transitions"])
+    assert two["handles"][parent]["state"] == second["finalParentState"]
+    for handle, expected in second["transitions"].items():
+        assert two["handles"][handle]["transitions"] == expected, handle
+    assert sorted(two["handles"]) == sorted(one["handles"])  # no duplicate child
+    assert any(want in line for want in second["traceContains"] for line in two["trace"])
+    # The leaf resumed at its checkpoint: its usage grew, and its tool ran once per phase.
+    assert two["handles"][leaf]["tokens"] > one["handles"][leaf]["tokens"]
+    assert one["runs"] == {"check_secret": 1}
+    assert two["runs"] == {"check_secret": 1}
