@@ -12,6 +12,7 @@ budgets are enforced live inside a run (SPEC §7D "live-enforced"; issue 19):
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import attrs
@@ -20,7 +21,7 @@ import trio
 import trio.testing
 from agent_rig import ScriptedModel, Tools, auto_approve, budget_of, load, registry_of
 
-from toolnexus_trio import Answer
+from toolnexus_trio import Answer, InMemoryConversationStore
 from toolnexus_trio.agents import (
     LIMIT_MAX_CHILDREN,
     LIMIT_MAX_TOKENS,
@@ -373,3 +374,28 @@ async def test_durable_resume_in_process(autojump_clock: trio.testing.MockClock)
         # An answer is taken once.
         with pytest.raises(LookupError):
             await rt.resume(answer)
+
+
+async def test_durable_resume_in_a_fresh_runtime(autojump_clock: trio.testing.MockClock) -> None:
+    """The snapshot seam: a second runtime on the same store, rebuilt from the first's
+    snapshot (as JSON text), resumes the pending tree; the leaf tool runs once more."""
+    fx = load("subagent-durable-resume")
+    tools = Tools()
+    store = InMemoryConversationStore()
+    registry = registry_of(fx, tools)
+    async with open_agent_runtime(
+        registry, generate=ScriptedModel(fx["mockLLM"]), store=store
+    ) as first_rt:
+        first = await first_rt.run(fx["run"]["entry"], fx["run"]["prompt"])
+        saved = json.dumps(first_rt.snapshot())
+    assert first.pending is not None
+    async with open_agent_runtime(
+        registry, generate=ScriptedModel(fx["mockLLM"]), store=store
+    ) as rt:
+        rt.restore(json.loads(saved))
+        final = await rt.resume(Answer(first.pending.id, True))
+        assert final.status == "done" and "asker-done: secret-token" in final.text
+        for hid, trace in fx["phase2_expect"]["transitions"].items():
+            assert same_transitions(rt.handle(hid).transitions, trace), hid
+        assert any("task replay → REATTACH" in line for line in rt.trace)
+    assert tools.runs["check_secret"] == 2

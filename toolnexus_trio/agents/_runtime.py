@@ -30,7 +30,7 @@ from .._wire import Answer, Request
 from ..loop._results import Generate, Hooks, OnMetric
 from ..stores._base import ConversationStore
 from ..stores._memory import InMemoryConversationStore
-from . import _budget
+from . import _budget, _snapshot
 from ._inbox import turn_input
 from ._turn import Turns
 from ._types import (
@@ -110,6 +110,9 @@ class AgentRuntime:
         self._handles: dict[str, Handle] = {"root": self.root}
         self.trace: list[str] = []
         self.on_change: OnChange | None = None
+        # True while leaving the runtime block: the leaf-first close then is the end
+        # of this process's view, not of a durable tree (persistence should skip it).
+        self.shutting_down = False
         self._sources: dict[str, Any] = {}  # shared HTTP turn sources, one per model
         self._turns = Turns(self)
 
@@ -489,9 +492,23 @@ class AgentRuntime:
         data["path"] = h.id.split("/")
         return attrs.evolve(request, data=data)
 
+    # -- persistence seam -------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The handle table as JSON-safe data (see :mod:`._snapshot`): ids, states,
+        budgets, ledgers, inboxes, traces, task keys, last results and, per suspended
+        handle, its request and halted run. Transcripts live in the store."""
+        return _snapshot.snapshot(self)
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """Rebuild a :meth:`snapshot` in this fresh runtime (nothing spawned yet); a
+        pending tree can then be answered with :meth:`resume`."""
+        _snapshot.restore(self, data)
+
     # -- shutdown ---------------------------------------------------------------------------
 
     async def _shutdown(self) -> None:
+        self.shutting_down = True
         await self.close(self.root)
 
     async def _aclose_sources(self) -> None:
