@@ -375,6 +375,14 @@ class AgentRuntime:
                 node.stop_reason, node.stop_limit = reason, limit
                 token.cancel(reason if limit is None else f"{reason}: {limit}")
 
+    async def _quiesce(self, h: Handle) -> None:
+        """Return once no descendant of *h* is running (their turns were cancelled)."""
+        while True:
+            busy = next((d for d in self._subtree(h) if d is not h and d.state == "running"), None)
+            if busy is None:
+                return
+            await busy.settled.wait()
+
     # -- close ------------------------------------------------------------------------
 
     async def close(self, h: Handle, *, force: bool = False, reason: str | None = None) -> None:
@@ -382,6 +390,11 @@ class AgentRuntime:
         finish within ``shutdown_ms`` (at once with *force*) then interrupt it, call
         ``on_close(h, reason)``, and keep the final state (``closed``) queryable."""
         if h.state == "closed":
+            return
+        if h.closing:
+            # Another close of this handle is under way (the host's and a parent's
+            # `task`, say): one close, one on_close; this one waits for it.
+            await h.finished.wait()
             return
         h.closing = True
         for child in list(h.children):

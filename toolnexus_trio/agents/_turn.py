@@ -249,6 +249,10 @@ class Turns:
                     nursery.cancel_scope.cancel()
         except Exception as exc:
             error = exc
+        if h.stop_reason is not None:
+            # The stop cancelled the descendants' turns too: the waiters hear of it only
+            # once every one of them has unwound (their tools' processes reaped).
+            await self.rt._quiesce(h)
         result, restore, save = self._outcome(h, run, error)
         if save is not None:
             with trio.move_on_after(5, shield=True):
