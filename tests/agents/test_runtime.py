@@ -280,3 +280,14 @@ async def test_level_one_agent_run_and_as_tool(autojump_clock: trio.testing.Mock
     assert out.output == "ok" and out.metadata is not None
     assert out.metadata["agent"] == "helper" and out.metadata["totalTokens"] == 80
     assert len(runs) == 2
+
+
+async def test_wait_idle_returns_when_a_turn_ends(autojump_clock: trio.testing.MockClock) -> None:
+    tool, _ = _work(3)
+    async with open_agent_runtime({"a": _def(tools=[tool])}, generate=Model(rounds=1)) as rt:
+        h = rt.spawn(rt.root, "a")
+        assert await rt.wait_idle(h) == "idle"
+        rt.wake(h, "go")
+        start = trio.current_time()
+        assert await rt.wait_idle(h) == "idle"
+        assert trio.current_time() - start >= 3

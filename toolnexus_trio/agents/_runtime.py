@@ -324,6 +324,14 @@ class AgentRuntime:
             own_tokens=h.own_tokens,
         )
 
+    async def wait_idle(self, h: Handle) -> HandleState:
+        """Return once *h* is neither running nor queued (its state then: ``idle``,
+        ``suspended`` or ``closed``). A heartbeat uses it to wake only at idle."""
+        while h.state == "running" or h.queued:
+            await h.settled.wait()
+        await trio.lowlevel.checkpoint()
+        return h.state
+
     def interrupt(self, h: Handle) -> None:
         """Abort *h*'s run, and its descendants', through their cancel scopes.
 
