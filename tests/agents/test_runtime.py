@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from toolnexus_trio import Answer, Request, ToolContext, define_tool
+from toolnexus_trio import Answer, ClientOptions, Request, ToolContext, define_tool
 from toolnexus_trio.agents import (
     LIMIT_MAX_DEPTH,
     LIMIT_MAX_TOKENS,
@@ -23,6 +23,7 @@ from toolnexus_trio.agents import (
     open_agent_runtime,
 )
 from toolnexus_trio.loop import GenerateRequest, InProcessResponse, InProcessToolCall
+from toolnexus_trio.testing import open_fake_provider
 
 USAGE = {"prompt_tokens": 30, "completion_tokens": 10, "total_tokens": 40}
 
@@ -291,3 +292,32 @@ async def test_wait_idle_returns_when_a_turn_ends(autojump_clock: trio.testing.M
         start = trio.current_time()
         assert await rt.wait_idle(h) == "idle"
         assert trio.current_time() - start >= 3
+
+
+async def test_an_llm_runtime_talks_to_a_real_http_model(
+    socket_autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``llm=ClientOptions``: each agent's client on the real wire (FakeProvider); a def's
+    model overrides the options' model, ``"inherit"`` keeps it; a stall is interrupted
+    mid-request."""
+    script = [
+        {"tool_calls": [{"name": "task", "arguments": {"agent": "helper", "prompt": "x"}}]},
+        {"text": "helped"},
+        {"text": "lead: done"},
+        {"stall": True},
+    ]
+    helper = agent("helper", does="helps")
+    lead = agent("lead", does="leads", model="m-lead", team=[helper])
+    async with open_fake_provider(script) as provider:
+        options = ClientOptions(
+            base_url=provider.base_url, style="openai", model="m-base", api_key="k"
+        )
+        async with open_agent_runtime(lead.registry(), llm=options) as rt:
+            result = await rt.run("lead", "go")
+            assert (result.status, result.text) == ("done", "lead: done")
+            assert [r.json["model"] for r in provider.requests] == ["m-lead", "m-base", "m-lead"]
+            stalled = rt.spawn(rt.root, "helper")
+            rt.wake(stalled, "stall")
+            await trio.sleep(1)
+            rt.interrupt(stalled)
+            assert (await rt.wait(stalled)).status == "interrupted"
