@@ -321,3 +321,91 @@ async def test_an_llm_runtime_talks_to_a_real_http_model(
             await trio.sleep(1)
             rt.interrupt(stalled)
             assert (await rt.wait(stalled)).status == "interrupted"
+
+
+class ThreeLevels:
+    """lead → mid → leaf: each level delegates once with ``task``; the leaf's tool asks."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+
+    async def __call__(self, request: GenerateRequest) -> InProcessResponse:
+        self.calls[request.model] = self.calls.get(request.model, 0) + 1
+        tools = [str(m["content"]) for m in request.messages if m.get("role") == "tool"]
+        if tools:
+            return InProcessResponse(content=f"{request.model}<{tools[-1]}>")
+        if request.model == "m-leaf":
+            return InProcessResponse(tool_calls=(InProcessToolCall("s", "secret", {}),))
+        target = {"m-lead": "mid", "m-mid": "leaf"}[request.model]
+        call = InProcessToolCall("t", "task", {"agent": target, "prompt": "do it"})
+        return InProcessResponse(tool_calls=(call,))
+
+
+def _three(wait_for: Any = None) -> tuple[Any, list[int]]:
+    runs: list[int] = []
+
+    async def secret(args: dict[str, Any], ctx: ToolContext) -> Any:
+        from toolnexus_trio import pending
+
+        runs.append(1)
+        if ctx.answer is None:
+            return pending(Request(kind="approval", prompt="open the vault?"))
+        return "token"
+
+    leaf = agent(
+        "leaf", does="asks", model="m-leaf", uses=[define_tool("secret", "s", None, secret)]
+    )
+    mid = agent("mid", does="relays", model="m-mid", team=[leaf])
+    lead = agent("lead", does="leads", model="m-lead", team=[mid], wait_for=wait_for)
+    return lead, runs
+
+
+async def test_escalation_is_strictly_one_hop_per_level(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    asked: list[Request] = []
+
+    async def approve(request: Request) -> Answer:
+        asked.append(request)
+        return Answer(request.id, True)
+
+    lead, runs = _three(approve)
+    model = ThreeLevels()
+    async with open_agent_runtime(lead.registry(), generate=model) as rt:
+        result = await rt.run("lead", "go")
+        mid = rt.handle("root/lead.1/mid.1")
+        leaf = rt.handle("root/lead.1/mid.1/leaf.1")
+        # The relaying level (mid) stamped its own path; the interpreter is lead's.
+        assert [r.data["path"] for r in asked if r.data] == [["root", "lead.1", "mid.1"]]
+        assert mid.transitions[:4] == [
+            "idle→running", "running→suspended", "suspended→running", "running→idle",
+        ]  # fmt: skip
+        assert leaf.transitions[:4] == mid.transitions[:4]
+        assert rt.handle("root/lead.1").transitions == ["idle→running", "running→idle"]
+    assert result.text == "m-lead<m-mid<m-leaf<token>>>"
+    assert len(runs) == 2
+    assert model.calls == {"m-lead": 2, "m-mid": 2, "m-leaf": 2}  # parked levels: 0 calls
+
+
+async def test_a_three_level_pending_tree_resumes_from_the_root(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    lead, runs = _three()
+    model = ThreeLevels()
+    async with open_agent_runtime(lead.registry(), generate=model) as rt:
+        first = await rt.run("lead", "go")
+        assert first.status == "pending" and first.pending is not None
+        assert first.pending.data == {"path": ["root", "lead.1"]}
+        assert {v.state for v in rt.list() if v.id != "root"} == {"suspended"}
+        final = await rt.resume(Answer(first.pending.id, True))
+        assert final.text == "m-lead<m-mid<m-leaf<token>>>"
+        for hid in ("root/lead.1", "root/lead.1/mid.1", "root/lead.1/mid.1/leaf.1"):
+            assert rt.handle(hid).transitions[:5] == [
+                "idle→running", "running→suspended", "suspended→idle", "idle→running",
+                "running→idle",
+            ], hid  # fmt: skip
+        assert [line.split(": ")[1] for line in rt.trace] == [
+            "task replay → REATTACH root/lead.1/mid.1/leaf.1",
+            "task replay → REATTACH root/lead.1/mid.1",
+        ]
+    assert len(runs) == 2
