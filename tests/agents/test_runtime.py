@@ -409,3 +409,43 @@ async def test_a_three_level_pending_tree_resumes_from_the_root(
             "task replay → REATTACH root/lead.1/mid.1",
         ]
     assert len(runs) == 2
+
+
+@pytest.mark.parametrize("ok", [True, False])
+async def test_on_budget_suspend_without_an_interpreter_is_pending_at_the_root(
+    autojump_clock: trio.testing.MockClock, ok: bool
+) -> None:
+    tool, runs = _work()
+    worker = agent(
+        "worker",
+        does="works",
+        uses=[tool],
+        budget=Budget(max_tokens=30),
+        on_budget=lambda info: "suspend",
+    )
+    lead = agent("lead", does="leads", model="m-lead", team=[worker])
+
+    async def model(request: GenerateRequest) -> InProcessResponse:
+        tools = [m for m in request.messages if m.get("role") == "tool"]
+        if request.model == "m-lead":
+            if tools:
+                return InProcessResponse(content=f"lead<{tools[-1]['content']}>")
+            call = InProcessToolCall("t", "task", {"agent": "worker", "prompt": "go"})
+            return InProcessResponse(tool_calls=(call,))
+        return await Model(rounds=1)(request)
+
+    async with open_agent_runtime(lead.registry(), generate=model) as rt:
+        first = await rt.run("lead", "go")
+        assert first.status == "pending" and first.pending is not None
+        assert first.pending.kind == "approval"
+        assert first.pending.data == {"limit": LIMIT_MAX_TOKENS, "path": ["root", "lead.1"]}
+        assert runs == []  # stopped before its tool
+        final = await rt.resume(Answer(first.pending.id, ok))
+    if ok:
+        assert (final.status, final.text) == ("done", "lead<ok>")
+        assert len(runs) == 1
+    else:
+        # §10: a declined answer reaches the parent's task call as "declined/expired".
+        assert final.status == "done"
+        assert final.text.startswith("lead<declined/expired: root/lead.1/worker.1 reached")
+        assert runs == []

@@ -291,7 +291,7 @@ class AgentRuntime:
             # A settled run's task keys end with it (reattachment is for the replay of
             # a suspended run), and so does the pending state.
             h.task_children.clear()
-            h.pending = h.pending_run = None
+            h.pending = h.pending_run = h.budget_ask = None
         self._release_slot(h)
         settled, h.settled = h.settled, trio.Event()
         settled.set()
@@ -349,7 +349,7 @@ class AgentRuntime:
                 self._finish_now(node, self._result(node, "interrupted", "interrupted"))
 
     def _drop_pending(self, h: Handle, status: str) -> None:
-        h.pending = h.pending_run = None
+        h.pending = h.pending_run = h.budget_ask = None
         h.task_children.clear()
         self._move(h, "idle")
         self._finish_now(h, self._result(h, f"{status}: pending request cancelled", status))

@@ -70,6 +70,7 @@ def snapshot(rt: AgentRuntime) -> dict[str, Any]:
                 "task_children": [[a, p, c.id] for (a, p), c in h.task_children.items()],
                 "pending": h.pending.to_json() if h.pending is not None else None,
                 "pending_run": h.pending_run.to_json() if h.pending_run is not None else None,
+                "budget_ask": h.budget_ask.to_json() if h.budget_ask is not None else None,
                 "last_result": _result_json(h.last_result),
                 "spawn_hook_done": h.spawn_hook_done,
             }
@@ -118,6 +119,8 @@ def restore(rt: AgentRuntime, data: dict[str, Any]) -> None:
         h.pending = Request.from_json(item["pending"]) if item["pending"] else None
         h.pending_run = RunResult.from_json(item["pending_run"]) if item["pending_run"] else None
         h.last_result = _result_from(item["last_result"])
+        ask = item.get("budget_ask")
+        h.budget_ask = Request.from_json(ask) if ask else None
         h.spawn_hook_done = item["spawn_hook_done"]
         parent.children.append(h)
         rt._handles[h.id] = h
