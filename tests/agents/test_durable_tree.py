@@ -23,7 +23,7 @@ from toolnexus_trio import (
 )
 from toolnexus_trio.agents import open_agent_runtime
 from toolnexus_trio.agents._durable import TABLE_ID, pending_id, read_table, table_message
-from toolnexus_trio.agents._snapshot import DurableFormatError
+from toolnexus_trio.agents._snapshot_check import DurableFormatError
 from toolnexus_trio.stores import PendingStore
 
 LEAD, DEPUTY = "root/lead.1", "root/lead.1/deputy.1"
@@ -141,7 +141,7 @@ def _damage(table: dict[str, Any], change: str) -> dict[str, Any]:
     handles = table["handles"]
     leaf = next(h for h in handles if h["id"] == LEAF)
     if change == "unknown agent":
-        leaf["agent"] = "intruder"
+        leaf["def"] = "intruder"
         leaf["id"] = f"{DEPUTY}/intruder.1"
     elif change == "orphan":
         handles.remove(next(h for h in handles if h["id"] == DEPUTY))
@@ -157,7 +157,7 @@ def _damage(table: dict[str, Any], change: str) -> dict[str, Any]:
         table["version"] = 99
     elif change == "task child elsewhere":
         deputy = next(h for h in handles if h["id"] == DEPUTY)
-        deputy["task_children"][0]["child"] = LEAD
+        deputy["task_children"][0][2] = f"{LEAD}/deployer.1"
     elif change == "negative age":
         leaf["age_ms"] = -5.0
     return table
@@ -174,7 +174,7 @@ def _damage(table: dict[str, Any], change: str) -> dict[str, Any]:
         ("string for int", "damaged"),
         ("newer", "newer toolnexus_trio"),
         ("task child elsewhere", "task child elsewhere"),
-        ("negative age", "not a time"),
+        ("negative age", "negative or infinite"),
     ],
 )
 async def test_a_damaged_stored_table_is_refused_when_the_runtime_opens(

@@ -41,7 +41,7 @@ from .._schema import MAX_JSON_DEPTH, nested_too_deeply
 from .._wire import Answer, Request
 from ..loop._durable import AlreadyAnswered
 from ..stores._base import ConversationStore, PendingState, PendingStore
-from ._snapshot import DurableFormatError, restore, snapshot
+from ._snapshot_check import DurableFormatError, check_snapshot
 
 if TYPE_CHECKING:
     from ._runtime import AgentRuntime
@@ -322,11 +322,14 @@ async def keep_durable(rt: AgentRuntime, store: ConversationStore | None) -> Asy
     tree = DurableTree(store)
     saved = await tree.load()
     if saved is not None:
-        restore(rt, saved)
+        check_snapshot(saved, rt.registry)  # outside input: nothing is built unless it is sound
+        rt.restore(saved)
 
     async def on_change(runtime: AgentRuntime, event: str, h: Handle) -> None:
-        if event != "resumed":  # a resume's own changes are saved as its levels settle
-            await tree.persist(snapshot(runtime), _root_pending(runtime))
+        # A resume's own changes are saved as its levels settle; the shutdown's closes are
+        # this process letting go of the tree, not the tree's end.
+        if event != "resumed" and not runtime.shutting_down:
+            await tree.persist(runtime.snapshot(), _root_pending(runtime))
 
     async def before_resume(answer: Answer) -> None:
         # Before the runtime looks for the suspended handle: a replay is refused with

@@ -22,6 +22,7 @@ import attrs
 import trio
 
 from .._cancel import CancelToken
+from .._groups import collapse_groups
 from .._toolkit import Toolkit
 from .._tools import Tool, ToolContext, ToolResult
 from .._wire import Answer, Request
@@ -109,6 +110,14 @@ class Turns:
                 verdict = await verdict
         if verdict == "suspend":
             verdict = await self._ask_to_extend(h, limit, used, cap)
+            if verdict == "suspend":
+                # No interpreter on the chain: the handle suspends on the approval and
+                # the request travels up like a tool's (the root returns pending).
+                h.budget_ask = Request(
+                    kind="approval",
+                    prompt=f"{h.id} reached {limit} ({used:g} of {cap:g}): continue?",
+                    data={"limit": limit},
+                )
         if verdict == "extend":
             h.extended.add(limit)
             return
@@ -127,7 +136,7 @@ class Turns:
                 )
                 answer = await node.defn.wait_for(request)
                 return "extend" if answer is not None and answer.ok else "stop"
-        return "stop"
+        return "suspend"
 
     # -- the client and the toolkit of a handle -------------------------------------------
 
@@ -217,14 +226,37 @@ class Turns:
 
     async def resumed(self, h: Handle, answer: Answer) -> None:
         """The halted run of suspended *h* goes on with *answer* (SPEC §10 resume)."""
-        halted: RunResult = h.pending_run
+        halted: RunResult | None = h.pending_run
         h.pending = h.pending_run = None
+        asked, h.budget_ask = h.budget_ask, None
+        if asked is not None:
+            await self._after_budget_answer(h, asked, halted, answer)
+            return
+        assert halted is not None
 
         async def body(token: CancelToken) -> RunResult | None:
             client = self.client(h, self._max_turns(h, halted.turns))
             return await client.resume(
                 halted, {answer.id: answer}, toolkit=self.toolkit(h), cancel=token
             )
+
+        await self._drive(h, body)
+
+    async def _after_budget_answer(
+        self, h: Handle, asked: Request, halted: RunResult | None, answer: Answer
+    ) -> None:
+        """The answer to an on_budget "suspend": go on past the limit, or stop there."""
+        limit = str((asked.data or {}).get("limit", ""))
+
+        async def body(token: CancelToken) -> RunResult | None:
+            if not answer.ok:
+                h.stop_reason, h.stop_limit = "limit", limit
+                return None
+            h.extended.add(limit)
+            history = halted.messages if halted is not None else await self.rt._store.get(h.id)
+            client = self.client(h, self._max_turns(h))
+            note = f"The budget limit {limit} was extended; continue the task."
+            return await client.run(note, self.toolkit(h), history=history, cancel=token)
 
         await self._drive(h, body)
 
@@ -237,18 +269,24 @@ class Turns:
         error: Exception | None = None
         deadline = _budget.wall_deadline(h)
         try:
-            async with trio.open_nursery() as nursery:
-                if deadline < math.inf:
-                    nursery.start_soon(self._watchdog, h, deadline)
-                try:
-                    with token.bound(trio.CancelScope()) as scope:
-                        run = await body(token)
-                    if scope.cancelled_caught and run is None and h.stop_limit is None:
-                        h.stop_reason = h.stop_reason or "interrupt"
-                finally:
-                    nursery.cancel_scope.cancel()
+            # The nursery only hosts the watchdog: its caller expects the run's own error.
+            with collapse_groups():
+                async with trio.open_nursery() as nursery:
+                    if deadline < math.inf:
+                        nursery.start_soon(self._watchdog, h, deadline)
+                    try:
+                        with token.bound(trio.CancelScope()) as scope:
+                            run = await body(token)
+                        if scope.cancelled_caught and run is None and h.stop_limit is None:
+                            h.stop_reason = h.stop_reason or "interrupt"
+                    finally:
+                        nursery.cancel_scope.cancel()
         except Exception as exc:
             error = exc
+        if h.stop_reason is not None:
+            # The stop cancelled the descendants' turns too: the waiters hear of it only
+            # once every one of them has unwound (their tools' processes reaped).
+            await self.rt._quiesce(h)
         result, restore, save = self._outcome(h, run, error)
         if save is not None:
             with trio.move_on_after(5, shield=True):
@@ -270,6 +308,19 @@ class Turns:
             text = f"error: {error}"
             return rt._result(h, text, "error"), False, partial.messages if partial else None
         h.error = None
+        if (run is None or run.status == "cancelled") and h.budget_ask is not None:
+            h.pending = rt.stamp(h.budget_ask, h)
+            h.pending_run = run
+            result = TaskResult(
+                h.pending.prompt,
+                True,
+                "pending",
+                pending=h.pending,
+                turns=h.turns,
+                total_tokens=h.tokens,
+                own_tokens=h.own_tokens,
+            )
+            return result, False, None
         if run is None or run.status == "cancelled":
             if h.stop_limit is not None:
                 limit = h.stop_limit
