@@ -207,3 +207,19 @@ async def test_the_durable_resume_fixture_across_a_process_change(tmp_path: Path
     assert two["handles"][leaf]["tokens"] > one["handles"][leaf]["tokens"]
     assert one["runs"] == {"check_secret": 1}
     assert two["runs"] == {"check_secret": 1}
+
+
+async def test_a_process_killed_after_taking_the_answer_never_runs_the_leaf_twice(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL right after the take: the approval stays taken (a new answer is refused)
+    and the approved action has not run; it never runs twice, here it never runs."""
+    with trio.fail_after(LIMIT_S):
+        db, book, request = await suspend(tmp_path)
+        async with spawn(tmp_path, db, book, "answer", request, "--pause", "taken") as b:
+            assert await b.line() == "paused taken"
+            b.signal(signal.SIGKILL)
+            await b.process.wait()
+        async with spawn(tmp_path, db, book, "answer", request) as c:
+            assert await c.summary() == (3, {"error": "AlreadyAnswered", "status": "taken"})
+    assert ledger(Path(book)) == ["asked"]
