@@ -18,7 +18,10 @@ from durable_tree_child import generate, registry
 from toolnexus_trio import (
     AlreadyAnswered,
     Answer,
+    GenerateRequest,
     InMemoryConversationStore,
+    InProcessResponse,
+    InProcessToolCall,
     SqliteConversationStore,
 )
 from toolnexus_trio.agents import open_agent_runtime
@@ -190,3 +193,42 @@ async def test_a_damaged_stored_table_is_refused_when_the_runtime_opens(
     with pytest.raises(DurableFormatError, match=why):
         async with open_agent_runtime(registry(book), generate=generate, store=store):
             pass
+
+
+@pytest.mark.xfail(
+    reason="the resume cascade turns a leaf's second request into 'unresolved' at its "
+    "parent (in one process too, no store involved): reported to agents-core",
+    strict=False,
+)
+async def test_a_tree_that_asks_again_after_the_answer_gets_a_new_record(tmp_path: Path) -> None:
+    """The leaf deploys twice, each deploy approved on its own: the first answer's record
+    ends answered, the second request gets its own record, answered by a third runtime."""
+    book = tmp_path / "ledger"
+    base = registry(book)
+
+    async def twice(req: GenerateRequest) -> InProcessResponse:
+        if req.model != "m-deployer":
+            return await generate(req)
+        done = [m for m in req.messages if m["role"] == "tool"]
+        if len(done) < 2:
+            call = InProcessToolCall(id=f"t-deploy-{len(done)}", name="deploy", arguments={})
+            return InProcessResponse(tool_calls=[call])
+        return InProcessResponse(content=f"m-deployer: {done[-1]['content']}")
+
+    store = InMemoryConversationStore()
+    async with open_agent_runtime(base, generate=twice, store=store) as rt:
+        first = await rt.run("lead", "ship it")
+    assert first.pending is not None
+    async with open_agent_runtime(base, generate=twice, store=store) as rt:
+        second = await rt.resume(Answer(first.pending.id, True))
+    assert second.status == "pending", (second, ledger(book))
+    assert second.pending is not None
+    assert second.pending.id != first.pending.id
+    async with open_agent_runtime(base, generate=twice, store=store) as rt:
+        done = await rt.resume(Answer(second.pending.id, True))
+    assert done.status == "done"
+    assert ledger(book) == ["asked", "deployed", "asked", "deployed"]
+    for request, status in ((first.pending.id, "answered"), (second.pending.id, "answered")):
+        state = await store.get_pending(pending_id(request))
+        assert state is not None
+        assert state.status == status
