@@ -16,6 +16,7 @@ the ``task`` tool in :mod:`._task`.
 
 from __future__ import annotations
 
+import collections
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
@@ -50,6 +51,9 @@ from ._types import (
 if TYPE_CHECKING:
     from ..models import ClientOptions
 
+TRACE_LIMIT = 10_000
+"""The most runtime events (``trace``) and per-handle transitions kept."""
+
 OnChange = Callable[["AgentRuntime", str, Handle], Awaitable[None]]
 """The persistence seam: awaited after a handle settles, suspends, resumes or closes."""
 
@@ -69,7 +73,7 @@ class AgentRuntime:
     """The §7D runtime. Made by :func:`open_agent_runtime`; use its verbs inside the block.
 
     ``root`` is the host's handle (id ``"root"``); spawn the first agents under it.
-    ``trace`` lists runtime events (``"wake QUEUED"``, ``"DEQUEUED wake"``, ``"task
+    ``trace`` lists the latest runtime events (``"wake QUEUED"``, ``"DEQUEUED wake"``, ``"task
     replay → REATTACH"``...), each prefixed with the handle id.
     """
 
@@ -108,7 +112,8 @@ class AgentRuntime:
         self.turn_gate = trio.CapacityLimiter(max_concurrent_turns)
         self.root = Handle("root", None, None, Budget())
         self._handles: dict[str, Handle] = {"root": self.root}
-        self.trace: list[str] = []
+        # Bounded: a long-lived runtime (a persona's heartbeats) keeps the latest events.
+        self.trace: collections.deque[str] = collections.deque(maxlen=TRACE_LIMIT)
         self.on_change: OnChange | None = None
         # True while leaving the runtime block: the leaf-first close then is the end
         # of this process's view, not of a durable tree (persistence should skip it).
@@ -145,6 +150,9 @@ class AgentRuntime:
 
     def _move(self, h: Handle, state: HandleState) -> None:
         h.transitions.append(f"{h.state}→{state}")
+        if len(h.transitions) > TRACE_LIMIT:
+            # Memory stays bounded for a handle woken forever; the oldest half goes.
+            del h.transitions[: TRACE_LIMIT // 2]
         h.state = state
 
     # -- spawn -------------------------------------------------------------------
