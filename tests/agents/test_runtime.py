@@ -449,3 +449,28 @@ async def test_on_budget_suspend_without_an_interpreter_is_pending_at_the_root(
         assert final.status == "done"
         assert final.text.startswith("lead<declined/expired: root/lead.1/worker.1 reached")
         assert runs == []
+
+
+async def test_the_same_task_twice_in_one_turn_reattaches_instead_of_spawning_twice(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    tool, runs = _work(1)
+    helper = agent("helper", does="helps", uses=[tool])
+    lead = agent("lead", does="leads", model="m-lead", team=[helper])
+
+    async def model(request: GenerateRequest) -> InProcessResponse:
+        tools = [str(m["content"]) for m in request.messages if m.get("role") == "tool"]
+        if request.model == "m-lead":
+            if tools:
+                return InProcessResponse(content=" | ".join(tools))
+            same = {"agent": "helper", "prompt": "same"}
+            calls = (InProcessToolCall("a", "task", same), InProcessToolCall("b", "task", same))
+            return InProcessResponse(tool_calls=calls)
+        return await Model(rounds=1)(request)
+
+    async with open_agent_runtime(lead.registry(), generate=model) as rt:
+        result = await rt.run("lead", "go")
+        assert [c.id for c in rt.handle("root/lead.1").children] == ["root/lead.1/helper.1"]
+        assert any("REATTACH root/lead.1/helper.1" in line for line in rt.trace)
+    assert result.text == "ok | ok"
+    assert len(runs) == 1
