@@ -22,16 +22,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from .._cancel import CancelToken
 from .._groups import collapse_groups
-from .._wire import Answer, Request
+from .._wire import Answer
+from ..loop._durable import AlreadyAnswered
 from ..loop._results import Generate, Hooks, OnMetric
 from ..stores._base import ConversationStore
 from ..stores._memory import InMemoryConversationStore
 from . import _budget, _snapshot
+from ._escalation import suspended_path
 from ._inbox import turn_input
 from ._turn import Turns
 from ._types import (
@@ -115,6 +116,8 @@ class AgentRuntime:
         # Bounded: a long-lived runtime (a persona's heartbeats) keeps the latest events.
         self.trace: collections.deque[str] = collections.deque(maxlen=TRACE_LIMIT)
         self.on_change: OnChange | None = None
+        # Request ids resume() has taken: a replayed answer is refused (AlreadyAnswered).
+        self.answered: dict[str, str] = {}
         # True while leaving the runtime block: the leaf-first close then is the end
         # of this process's view, not of a durable tree (persistence should skip it).
         self.shutting_down = False
@@ -455,33 +458,19 @@ class AgentRuntime:
 
         Each level traces ``suspended→idle`` (answer accepted, checkpoint restored) then
         ``idle→running`` (the replay); re-invoked ``task`` calls reattach to their child
-        by task key. :class:`LookupError` when no handle is suspended on ``answer.id``.
+        by task key. An answer is taken once: a replay raises :class:`AlreadyAnswered`;
+        :class:`LookupError` when no handle is suspended on ``answer.id``.
         """
-        top = next(
-            (
-                c
-                for c in self.root.children
-                if c.state == "suspended" and c.pending is not None and c.pending.id == answer.id
-            ),
-            None,
-        )
-        if top is None:
+        seen = self.answered.get(answer.id)
+        if seen is not None:
+            raise AlreadyAnswered(answer.id, seen)
+        path = suspended_path(self.root, answer.id)
+        if not path:
             raise LookupError(f"no suspended handle for answer {answer.id!r}")
-        path = [top]
-        while True:
-            below = next(
-                (
-                    c
-                    for c in path[-1].children
-                    if c.state == "suspended"
-                    and c.pending is not None
-                    and c.pending.id == answer.id
-                ),
-                None,
-            )
-            if below is None:
-                break
-            path.append(below)
+        top = path[0]
+        self.answered[answer.id] = "taken"
+        if len(self.answered) > TRACE_LIMIT:
+            del self.answered[next(iter(self.answered))]
         result: TaskResult | None = None
         for h in reversed(path):
             if h.state != "suspended":
@@ -490,11 +479,11 @@ class AgentRuntime:
                 await self.on_change(self, "resumed", h)
             self._move(h, "idle")
             self._replay(h, answer)
+            # A level that asks again (a new request) is relayed by its parent's
+            # replayed task call, so the cascade goes on and the top is pending again.
             result = await self.wait(h)
-            if result.status == "pending" and h is not top:
-                # The leaf asked again: the parents stay parked on the new request.
-                pass
         assert result is not None
+        self.answered[answer.id] = "answered"
         return top.last_result or result
 
     def _replay(self, h: Handle, answer: Answer) -> None:
@@ -513,13 +502,6 @@ class AgentRuntime:
         self._move(h, "running")
         self._start_in(h, lambda: self._turns.resumed(h, answer))
         return await self.wait(h)
-
-    @staticmethod
-    def stamp(request: Request, h: Handle) -> Request:
-        """*request* relayed by *h*: ``data.path`` is *h*'s id segments (SPEC §10 addendum)."""
-        data = dict(request.data or {})
-        data["path"] = h.id.split("/")
-        return attrs.evolve(request, data=data)
 
     # -- persistence seam -------------------------------------------------------------------
 

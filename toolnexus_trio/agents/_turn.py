@@ -31,6 +31,7 @@ from ..loop._results import GenerateRequest, InProcessOptions, RunError, RunResu
 from ..loop._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
 from ..models._source import HttpTurns
 from . import _budget
+from ._escalation import stamp
 from ._task import task_tool
 from ._types import (
     LIMIT_MAX_TURNS,
@@ -309,7 +310,7 @@ class Turns:
             return rt._result(h, text, "error"), False, partial.messages if partial else None
         h.error = None
         if (run is None or run.status == "cancelled") and h.budget_ask is not None:
-            h.pending = rt.stamp(h.budget_ask, h)
+            h.pending = stamp(h.budget_ask, h)
             h.pending_run = run
             result = TaskResult(
                 h.pending.prompt,
@@ -334,7 +335,7 @@ class Turns:
             return rt._result(h, "interrupted", "interrupted"), True, None
         if run.status == "pending":
             assert run.pending is not None
-            h.pending = rt.stamp(run.pending, h)
+            h.pending = stamp(run.pending, h)
             h.pending_run = run
             # Rewind: the stored transcript stays the pre-turn checkpoint.
             result = TaskResult(
