@@ -231,6 +231,9 @@ class Handle:
         self.finished = trio.Event()  # set when the handle is closed: its service ends
         self.token: CancelToken | None = None
         self.spawn_hook_done = False
+        # The runtime's per-handle caches (its toolkit and its loop client).
+        self.toolkit: Any = None
+        self.client: Any = None
 
     def __repr__(self) -> str:
         return f"Handle({self.id!r}, state={self.state!r})"
