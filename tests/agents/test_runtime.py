@@ -18,6 +18,7 @@ from toolnexus_trio.agents import (
     AgentDef,
     Budget,
     BudgetInfo,
+    InboxItem,
     SpawnError,
     agent,
     open_agent_runtime,
@@ -474,3 +475,20 @@ async def test_the_same_task_twice_in_one_turn_reattaches_instead_of_spawning_tw
         assert any("REATTACH root/lead.1/helper.1" in line for line in rt.trace)
     assert result.text == "ok | ok"
     assert len(runs) == 1
+
+
+async def test_a_close_cancelled_half_way_can_be_done_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    tool, _ = _work(60)
+    closed: list[str] = []
+    registry = {"a": _def(tools=[tool], on_close=lambda h, r: closed.append(r))}
+    async with open_agent_runtime(registry, generate=Model(), shutdown_ms=1000) as rt:
+        h = rt.spawn(rt.root, "a")
+        rt.wake(h, "go")
+        with trio.move_on_after(0.5):
+            await rt.close(h)  # gives up inside shutdown_ms
+        assert h.state == "running" and not h.closing
+        assert rt.post(h, InboxItem("external", "x", "still open")).ok
+        await rt.close(h, force=True)
+        assert h.state == "closed" and closed == ["closed"]

@@ -408,14 +408,23 @@ class AgentRuntime:
         """Close *h*: stop accepting, close its children leaf-first, let a running turn
         finish within ``shutdown_ms`` (at once with *force*) then interrupt it, call
         ``on_close(h, reason)``, and keep the final state (``closed``) queryable."""
+        while h.closing and h.state != "closed":
+            # Another close of this handle is under way (the host's and a parent's
+            # `task`, say): one close, one on_close. Wait for it; if it was cancelled
+            # half-way, carry on here.
+            await h.close_attempt.wait()
         if h.state == "closed":
             return
-        if h.closing:
-            # Another close of this handle is under way (the host's and a parent's
-            # `task`, say): one close, one on_close; this one waits for it.
-            await h.finished.wait()
-            return
         h.closing = True
+        h.close_attempt = attempt = trio.Event()
+        try:
+            await self._close(h, force=force, reason=reason)
+        finally:
+            # Cancelled half-way, the handle stays usable (mypy narrows state too far).
+            h.closing = h.state == "closed"  # type: ignore[comparison-overlap]
+            attempt.set()
+
+    async def _close(self, h: Handle, *, force: bool, reason: str | None) -> None:
         for child in list(h.children):
             await self.close(child, force=force, reason=reason)
         if h.queued:
