@@ -45,7 +45,7 @@ async def main(db: str, phase: str, *rest: str) -> dict[str, Any]:
             "status": result.status,
             "request": None if result.pending is None else result.pending.to_json(),
             "handles": handles,
-            "trace": rt.trace,
+            "trace": list(rt.trace),
             "runs": tools.runs,
         }
 

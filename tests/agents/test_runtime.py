@@ -18,6 +18,7 @@ from toolnexus_trio.agents import (
     AgentDef,
     Budget,
     BudgetInfo,
+    InboxItem,
     SpawnError,
     agent,
     open_agent_runtime,
@@ -449,3 +450,45 @@ async def test_on_budget_suspend_without_an_interpreter_is_pending_at_the_root(
         assert final.status == "done"
         assert final.text.startswith("lead<declined/expired: root/lead.1/worker.1 reached")
         assert runs == []
+
+
+async def test_the_same_task_twice_in_one_turn_reattaches_instead_of_spawning_twice(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    tool, runs = _work(1)
+    helper = agent("helper", does="helps", uses=[tool])
+    lead = agent("lead", does="leads", model="m-lead", team=[helper])
+
+    async def model(request: GenerateRequest) -> InProcessResponse:
+        tools = [str(m["content"]) for m in request.messages if m.get("role") == "tool"]
+        if request.model == "m-lead":
+            if tools:
+                return InProcessResponse(content=" | ".join(tools))
+            same = {"agent": "helper", "prompt": "same"}
+            calls = (InProcessToolCall("a", "task", same), InProcessToolCall("b", "task", same))
+            return InProcessResponse(tool_calls=calls)
+        return await Model(rounds=1)(request)
+
+    async with open_agent_runtime(lead.registry(), generate=model) as rt:
+        result = await rt.run("lead", "go")
+        assert [c.id for c in rt.handle("root/lead.1").children] == ["root/lead.1/helper.1"]
+        assert any("REATTACH root/lead.1/helper.1" in line for line in rt.trace)
+    assert result.text == "ok | ok"
+    assert len(runs) == 1
+
+
+async def test_a_close_cancelled_half_way_can_be_done_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    tool, _ = _work(60)
+    closed: list[str] = []
+    registry = {"a": _def(tools=[tool], on_close=lambda h, r: closed.append(r))}
+    async with open_agent_runtime(registry, generate=Model(), shutdown_ms=1000) as rt:
+        h = rt.spawn(rt.root, "a")
+        rt.wake(h, "go")
+        with trio.move_on_after(0.5):
+            await rt.close(h)  # gives up inside shutdown_ms
+        assert h.state == "running" and not h.closing
+        assert rt.post(h, InboxItem("external", "x", "still open")).ok
+        await rt.close(h, force=True)
+        assert h.state == "closed" and closed == ["closed"]

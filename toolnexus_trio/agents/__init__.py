@@ -6,9 +6,10 @@ agent handles whose turns run in one Trio task tree: ``spawn``, ``post``, ``wake
 and a child's §10 suspension escalates to the nearest ``wait_for`` or up to the host
 (``resume(answer)``). The Level-1 surface is :func:`agent` (``run``, ``as_tool``).
 
-Modules: ``_types`` (the data), ``_inbox`` (the unsolicited rail's block), ``_budget``
-(carve and live checks), ``_task`` (the ``task`` tool), ``_turn`` (one turn on the
-shared loop), ``_runtime`` (the verbs) and ``_level1`` (``agent``).
+Modules: ``_types`` (the data), ``_inbox`` (the unsolicited rail's block),
+``_budget`` (carve and live checks), ``_escalation`` (``data.path`` and answer
+routing), ``_task`` (the ``task`` tool), ``_turn`` (one turn on the shared loop),
+``_runtime`` (the verbs), ``_snapshot`` (the table as JSON) and ``_level1`` (``agent``).
 """
 
 from ._level1 import Agent as Agent

@@ -78,6 +78,7 @@ def snapshot(rt: AgentRuntime) -> dict[str, Any]:
     return {
         "version": SNAPSHOT_VERSION,
         "root": {"seq": dict(rt.root.seq), "tokens": rt.root.tokens},
+        "answered": dict(rt.answered),
         "handles": handles,
     }
 
@@ -96,6 +97,7 @@ def restore(rt: AgentRuntime, data: dict[str, Any]) -> None:
     now = trio.current_time()
     rt.root.seq = dict(data["root"]["seq"])
     rt.root.tokens = data["root"]["tokens"]
+    rt.answered.update(data.get("answered", {}))
     for item in data["handles"]:
         defn = rt.registry.get(item["def"])
         if defn is None:

@@ -91,6 +91,7 @@ class _SnapshotDoc:
     version: int
     root: _RootDoc
     handles: list[_HandleDoc]
+    answered: dict[str, Literal["taken", "answered"]] = attrs.field(factory=dict)
 
 
 # Attribute names as keys (but "def"), unknown keys refused, value kinds strict.

@@ -31,6 +31,7 @@ from ..loop._results import GenerateRequest, InProcessOptions, RunError, RunResu
 from ..loop._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
 from ..models._source import HttpTurns
 from . import _budget
+from ._escalation import stamp
 from ._task import task_tool
 from ._types import (
     LIMIT_MAX_TURNS,
@@ -147,6 +148,16 @@ class Turns:
         return already + max(0, cap - h.turns)
 
     def client(self, h: Handle, max_turns: int) -> Client:
+        # Reused while the turn allowance is the same (the common case: no max_turns).
+        cached = h.client
+        if cached is not None and cached[0] == max_turns:
+            client: Client = cached[1]
+            return client
+        made = self._new_client(h, max_turns)
+        h.client = (max_turns, made)
+        return made
+
+    def _new_client(self, h: Handle, max_turns: int) -> Client:
         rt = self.rt
         defn = h.defn
         assert defn is not None
@@ -185,11 +196,15 @@ class Turns:
         return Client(options, _GatedTurns(source, self, h))
 
     def toolkit(self, h: Handle) -> Toolkit:
-        assert h.defn is not None
-        tools = [self._metered(h, t) for t in h.defn.tools or ()]
-        if h.defn.task_targets:
-            tools.append(self._metered(h, task_tool(self.rt, h)))
-        return Toolkit(tools)
+        # Built once per handle: its def (tools, team) never changes.
+        if h.toolkit is None:
+            assert h.defn is not None
+            tools = [self._metered(h, t) for t in h.defn.tools or ()]
+            if h.defn.task_targets:
+                tools.append(self._metered(h, task_tool(self.rt, h)))
+            h.toolkit = Toolkit(tools)
+        toolkit: Toolkit = h.toolkit
+        return toolkit
 
     def _metered(self, h: Handle, tool: Tool) -> Tool:
         inner = tool.execute
@@ -269,18 +284,17 @@ class Turns:
         error: Exception | None = None
         deadline = _budget.wall_deadline(h)
         try:
-            # The nursery only hosts the watchdog: its caller expects the run's own error.
-            with collapse_groups():
-                async with trio.open_nursery() as nursery:
-                    if deadline < math.inf:
+            if deadline < math.inf:
+                # The nursery only hosts the watchdog: its caller expects the run's error.
+                with collapse_groups():
+                    async with trio.open_nursery() as nursery:
                         nursery.start_soon(self._watchdog, h, deadline)
-                    try:
-                        with token.bound(trio.CancelScope()) as scope:
-                            run = await body(token)
-                        if scope.cancelled_caught and run is None and h.stop_limit is None:
-                            h.stop_reason = h.stop_reason or "interrupt"
-                    finally:
-                        nursery.cancel_scope.cancel()
+                        try:
+                            run = await self._guarded(h, token, body)
+                        finally:
+                            nursery.cancel_scope.cancel()
+            else:
+                run = await self._guarded(h, token, body)
         except Exception as exc:
             error = exc
         if h.stop_reason is not None:
@@ -292,6 +306,20 @@ class Turns:
             with trio.move_on_after(5, shield=True):
                 await self.rt._store.save(h.id, save)
         await self.rt._settle(h, result, restore_drain=restore)
+
+    async def _guarded(
+        self,
+        h: Handle,
+        token: CancelToken,
+        body: Callable[[CancelToken], Awaitable[RunResult | None]],
+    ) -> RunResult | None:
+        # The token also covers what runs before the loop binds it (the store read).
+        run: RunResult | None = None
+        with token.bound(trio.CancelScope()) as scope:
+            run = await body(token)
+        if scope.cancelled_caught and h.stop_limit is None:
+            h.stop_reason = h.stop_reason or "interrupt"
+        return run
 
     async def _watchdog(self, h: Handle, deadline: float) -> None:
         await trio.sleep_until(deadline)
@@ -309,7 +337,7 @@ class Turns:
             return rt._result(h, text, "error"), False, partial.messages if partial else None
         h.error = None
         if (run is None or run.status == "cancelled") and h.budget_ask is not None:
-            h.pending = rt.stamp(h.budget_ask, h)
+            h.pending = stamp(h.budget_ask, h)
             h.pending_run = run
             result = TaskResult(
                 h.pending.prompt,
@@ -334,7 +362,7 @@ class Turns:
             return rt._result(h, "interrupted", "interrupted"), True, None
         if run.status == "pending":
             assert run.pending is not None
-            h.pending = rt.stamp(run.pending, h)
+            h.pending = stamp(run.pending, h)
             h.pending_run = run
             # Rewind: the stored transcript stays the pre-turn checkpoint.
             result = TaskResult(

@@ -229,8 +229,12 @@ class Handle:
         self.starts: list[Callable[[], Awaitable[None]]] = []
         self.settled = trio.Event()
         self.finished = trio.Event()  # set when the handle is closed: its service ends
+        self.close_attempt = trio.Event()  # set when the close under way ends (or fails)
         self.token: CancelToken | None = None
         self.spawn_hook_done = False
+        # The runtime's per-handle caches (its toolkit and its loop client).
+        self.toolkit: Any = None
+        self.client: Any = None
 
     def __repr__(self) -> str:
         return f"Handle({self.id!r}, state={self.state!r})"
