@@ -18,8 +18,8 @@ id, two kinds of record, through the store's existing methods only:
     :class:`~toolnexus_trio.AlreadyAnswered`; a finished resume marks it ``"answered"``,
     an interrupt of the suspended handle ``"superseded"`` (a plain ``save``).
 
-``#`` never appears in a handle id (def names are identifiers), so no record can clash
-with a transcript. A store is outside input: every record is read strictly (size and
+Handle ids all start with ``root/`` and these records with ``root#``, so no record can
+clash with a transcript. A store is outside input: every record is read strictly (size and
 depth bounded before parsing, unknown keys refused, a newer version refused with a
 message that says so) and anything else is a :class:`DurableFormatError`.
 """
