@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import trio
 from durable_tree_child import generate, registry
+from helpers import TaskCensus
 
 from toolnexus_trio import (
     AlreadyAnswered,
@@ -50,7 +51,9 @@ async def suspend(store: PendingStore, book: Path) -> str:
 async def test_a_runtime_opened_later_on_the_store_resumes_the_tree(tmp_path: Path) -> None:
     book = tmp_path / "ledger"
     store = InMemoryConversationStore()
-    request = await suspend(store, book)
+    with TaskCensus() as census:
+        request = await suspend(store, book)
+    census.assert_no_new_tasks()  # the first runtime left nothing behind, though pending
     # The first runtime is gone (its block closed the tree in memory, not in the store).
     async with open_agent_runtime(registry(book), generate=generate, store=store) as rt:
         assert {v.id: v.state for v in rt.list()} == {
