@@ -17,6 +17,7 @@ the ``task`` tool in :mod:`._task`.
 from __future__ import annotations
 
 import collections
+import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
@@ -201,7 +202,7 @@ class AgentRuntime:
         child = Handle(f"{parent.id}/{def_name}.{number}", defn, parent, carved, spawned_at=now)
         parent.children.append(child)
         self._handles[child.id] = child
-        self._start_in(parent, lambda: self._serve(child))
+        self._start_in(parent, functools.partial(self._serve, child))
         return child
 
     def _start_in(self, h: Handle, fn: Callable[[], Awaitable[None]]) -> None:
@@ -212,13 +213,26 @@ class AgentRuntime:
         else:
             h.starts.append(fn)
 
+    def _run_turn(self, h: Handle, turn: Callable[[], Awaitable[None]]) -> None:
+        # A handle runs one turn at a time, in its own service task (no task per turn).
+        h.turn_job = turn
+        h.kick.set()
+
     async def _serve(self, h: Handle) -> None:
+        """The handle's service task: its subtree nursery (its children's service tasks
+        run there) and, in its own body, the handle's turns one after the other."""
         async with trio.open_nursery() as nursery:
             h.nursery = nursery
             for fn in h.starts:
                 nursery.start_soon(fn)
             h.starts.clear()
-            await h.finished.wait()
+            while not h.finished.is_set():
+                job, h.turn_job = h.turn_job, None
+                if job is not None:
+                    await job()
+                    continue
+                await h.kick.wait()
+                h.kick = trio.Event()
             # close() ended the children and the turn first; nothing real is left.
             nursery.cancel_scope.cancel()
 
@@ -268,7 +282,7 @@ class AgentRuntime:
         text = turn_input(prompt, h.drained, h.id)
         self._begin(h)
         self._move(h, "running")
-        self._start_in(h, lambda: self._turns.fresh(h, text))
+        self._run_turn(h, lambda: self._turns.fresh(h, text))
 
     def _begin(self, h: Handle) -> None:
         h.token = CancelToken()
@@ -449,6 +463,7 @@ class AgentRuntime:
         if h.last_result is None:
             h.last_result = _closed_result(h)
         h.finished.set()
+        h.kick.set()
         settled, h.settled = h.settled, trio.Event()
         settled.set()
         if self.on_change is not None:
@@ -506,7 +521,7 @@ class AgentRuntime:
         h.parent.running_children += 1
         self._begin(h)
         self._move(h, "running")
-        self._start_in(h, lambda: self._turns.resumed(h, answer))
+        self._run_turn(h, lambda: self._turns.resumed(h, answer))
 
     async def resume_inline(self, h: Handle, answer: Answer) -> TaskResult:
         """The inline resume of a suspended child by its parent's ``task`` (the parent's
@@ -515,7 +530,7 @@ class AgentRuntime:
         h.parent.running_children += 1
         self._begin(h)
         self._move(h, "running")
-        self._start_in(h, lambda: self._turns.resumed(h, answer))
+        self._run_turn(h, lambda: self._turns.resumed(h, answer))
         return await self.wait(h)
 
     # -- persistence seam -------------------------------------------------------------------

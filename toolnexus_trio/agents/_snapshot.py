@@ -128,6 +128,7 @@ def restore(rt: AgentRuntime, data: dict[str, Any]) -> None:
         rt._handles[h.id] = h
         if h.state == "closed":
             h.finished.set()
+            h.kick.set()
         else:
             rt._start_in(parent, functools.partial(rt._serve, h))
     for item in data["handles"]:

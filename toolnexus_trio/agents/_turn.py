@@ -313,12 +313,11 @@ class Turns:
         token: CancelToken,
         body: Callable[[CancelToken], Awaitable[RunResult | None]],
     ) -> RunResult | None:
-        # The token also covers what runs before the loop binds it (the store read).
-        run: RunResult | None = None
-        with token.bound(trio.CancelScope()) as scope:
-            run = await body(token)
-        if scope.cancelled_caught and h.stop_limit is None:
-            h.stop_reason = h.stop_reason or "interrupt"
+        # No scope of our own: the loop binds the token to its run's scope, and a token
+        # cancelled before that (during the store read) ends the run before any call.
+        run = await body(token)
+        if token.is_cancelled and h.stop_reason is None:
+            h.stop_reason = "interrupt"
         return run
 
     async def _watchdog(self, h: Handle, deadline: float) -> None:

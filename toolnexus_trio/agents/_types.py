@@ -230,6 +230,8 @@ class Handle:
         self.settled = trio.Event()
         self.finished = trio.Event()  # set when the handle is closed: its service ends
         self.close_attempt = trio.Event()  # set when the close under way ends (or fails)
+        self.turn_job: Callable[[], Awaitable[None]] | None = None  # the next turn to run
+        self.kick = trio.Event()  # wakes the service task: a turn to run, or closed
         self.token: CancelToken | None = None
         self.spawn_hook_done = False
         # The runtime's per-handle caches (its toolkit and its loop client).
