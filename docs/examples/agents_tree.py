@@ -121,7 +121,8 @@ async def first_process(db: Path) -> str:
         result = await runtime.run("coordinator", "ship v2 after a look at the code")
         assert result.pending is not None, result
         print(f"coordinator: {result.status}, asks {result.pending.prompt!r}")
-        print(f"  from {'/'.join(result.pending.data['path'])}")  # type: ignore[index]
+        path = (result.pending.data or {}).get("path", [])  # stamped by each relaying level
+        print(f"  relayed by {'/'.join(path)}")
         return result.pending.id
 
 
