@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import trio
+from durable_app import open_store
 from durable_tree_child import generate, registry
 from helpers import TaskCensus
 
@@ -235,3 +236,18 @@ async def test_a_tree_that_asks_again_after_the_answer_gets_a_new_record(tmp_pat
         state = await store.get_pending(pending_id(request))
         assert state is not None
         assert state.status == status
+
+
+async def test_every_store_we_ship_keeps_the_tree(tmp_path: Path, store_place: str) -> None:
+    """The same story on the in-memory, SQLite and PostgreSQL stores, through the store
+    protocols only: suspend, a fresh runtime resumes once, a replay is refused."""
+    book = tmp_path / "ledger"
+    async with open_store(store_place) as store:
+        request = await suspend(store, book)
+        async with open_agent_runtime(registry(book), generate=generate, store=store) as rt:
+            assert (await rt.resume(Answer(request, True))).status == "done"
+        async with open_agent_runtime(registry(book), generate=generate, store=store) as rt:
+            with pytest.raises(AlreadyAnswered) as replay:
+                await rt.resume(Answer(request, True))
+            assert replay.value.status == "answered"
+    assert ledger(book) == ["asked", "deployed"]
