@@ -18,6 +18,7 @@ from toolnexus_trio.agents import (
     AgentDef,
     Budget,
     BudgetInfo,
+    HandleView,
     InboxItem,
     SpawnError,
     agent,
@@ -492,3 +493,14 @@ async def test_a_close_cancelled_half_way_can_be_done_again(
         assert rt.post(h, InboxItem("external", "x", "still open")).ok
         await rt.close(h, force=True)
         assert h.state == "closed" and closed == ["closed"]
+
+
+async def test_a_view_compares_as_the_four_spec_fields(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_agent_runtime({"a": _def()}, generate=Model(rounds=0)) as rt:
+        h = rt.spawn(rt.root, "a")
+        rt.wake(h, "go")
+        await rt.wait(h)
+        assert rt.inspect(h) == HandleView("root/a.1", "idle", 40, 0)
+        assert rt.inspect(h).transitions == ("idle→running", "running→idle")
