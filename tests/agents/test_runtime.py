@@ -504,3 +504,19 @@ async def test_a_view_compares_as_the_four_spec_fields(
         await rt.wait(h)
         assert rt.inspect(h) == HandleView("root/a.1", "idle", 40, 0)
         assert rt.inspect(h).transitions == ("idle→running", "running→idle")
+
+
+async def test_a_plain_wait_for_may_answer_with_a_dict(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    asked: list[Request] = []
+
+    def approve(request: Request) -> dict[str, Any]:
+        asked.append(request)
+        return {"ok": True}
+
+    lead, runs = _three(approve)
+    async with open_agent_runtime(lead.registry(), generate=ThreeLevels()) as rt:
+        result = await rt.run("lead", "go")
+    assert result.text == "m-lead<m-mid<m-leaf<token>>>"
+    assert len(asked) == 1 and len(runs) == 2
