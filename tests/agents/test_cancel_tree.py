@@ -86,6 +86,14 @@ async def _pid(path: Path) -> int:
         await trio.sleep(0.005)
 
 
+async def _members(pgid: int, count: int) -> None:
+    # A process group has no event either: poll until the shell has forked.
+    while True:
+        if len(live_group_members(pgid)) >= count:
+            return
+        await trio.sleep(0.005)
+
+
 def _turn_tasks() -> list[str]:
     # Turns run in their handle's service task; any other runtime task would be a leak.
     names = [t.name for t in live_tasks() if "toolnexus_trio.agents" in t.name]
@@ -107,7 +115,7 @@ async def test_interrupt_ends_every_descendant_model_call_and_tool(tmp_path: Pat
                 nursery.start_soon(waiter)
                 pgid = await _pid(tmp_path / "pid")
                 await model.thinking.wait()
-                assert len(live_group_members(pgid)) == 2  # the shell and its sleep
+                await _members(pgid, 2)  # the shell and the sleep it forks
                 assert model.in_flight == 1
                 rt.interrupt(coordinator)
             # The waiter has its answer: by then every descendant is idle, its model
@@ -116,11 +124,14 @@ async def test_interrupt_ends_every_descendant_model_call_and_tool(tmp_path: Pat
             assert live_group_members(pgid) == []
             assert model.in_flight == 0 and model.cancelled == 1
             assert _turn_tasks() == []
-            states = {v.id: v.state for v in rt.list(coordinator)}
-            assert set(states.values()) == {"idle"}, states
+            # The coordinator is idle again; the children of its aborted task calls
+            # were interrupted and then closed with those calls.
+            assert coordinator.state == "idle"
             for child in coordinator.children:
+                assert child.state == "closed"
                 assert child.last_result is not None
                 assert child.last_result.status == "interrupted"
+                assert child.transitions == ["idle→running", "running→idle", "idle→closed"]
         census.assert_no_new_tasks()
 
 

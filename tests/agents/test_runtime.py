@@ -18,6 +18,7 @@ from toolnexus_trio.agents import (
     AgentDef,
     Budget,
     BudgetInfo,
+    HandleView,
     InboxItem,
     SpawnError,
     agent,
@@ -492,3 +493,30 @@ async def test_a_close_cancelled_half_way_can_be_done_again(
         assert rt.post(h, InboxItem("external", "x", "still open")).ok
         await rt.close(h, force=True)
         assert h.state == "closed" and closed == ["closed"]
+
+
+async def test_a_view_compares_as_the_four_spec_fields(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_agent_runtime({"a": _def()}, generate=Model(rounds=0)) as rt:
+        h = rt.spawn(rt.root, "a")
+        rt.wake(h, "go")
+        await rt.wait(h)
+        assert rt.inspect(h) == HandleView("root/a.1", "idle", 40, 0)
+        assert rt.inspect(h).transitions == ("idle→running", "running→idle")
+
+
+async def test_a_plain_wait_for_may_answer_with_a_dict(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    asked: list[Request] = []
+
+    def approve(request: Request) -> dict[str, Any]:
+        asked.append(request)
+        return {"ok": True}
+
+    lead, runs = _three(approve)
+    async with open_agent_runtime(lead.registry(), generate=ThreeLevels()) as rt:
+        result = await rt.run("lead", "go")
+    assert result.text == "m-lead<m-mid<m-leaf<token>>>"
+    assert len(asked) == 1 and len(runs) == 2

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from .._cancel import CancelToken
@@ -99,10 +100,11 @@ class AgentRuntime:
             raise ValueError("inbox_cap must be at least 1")
         if max_concurrent_turns < 1:
             raise ValueError("max_concurrent_turns must be at least 1")
-        for key, defn in registry.items():
-            if key != defn.name:
-                raise ValueError(f"registry key {key!r} names an AgentDef called {defn.name!r}")
-        self.registry: dict[str, AgentDef] = dict(sorted(registry.items()))
+        # The key names the agent (spawn, task, ids); a def called otherwise takes it.
+        self.registry: dict[str, AgentDef] = {
+            key: defn if defn.name == key else attrs.evolve(defn, name=key)
+            for key, defn in sorted(registry.items())
+        }
         self._generate = generate
         self._llm = llm
         self._inbox_cap = inbox_cap

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from .._tools import Tool, ToolContext, ToolResult, ToolSource
 from ._types import Handle, SpawnError, TaskResult
 
@@ -76,37 +78,17 @@ def task_tool(rt: AgentRuntime, h: Handle) -> Tool:
                 f"unknown agent {agent!r}: your team is {', '.join(team) or '(empty)'}"
             )
         key = (agent, prompt)
-        child = h.task_children.get(key)
-        if child is not None:
-            rt._note(h, f"task replay → REATTACH {child.id}")
-            if child.state == "suspended":
-                answer = ctx.answer
-                if (
-                    answer is not None
-                    and child.pending is not None
-                    and answer.id == child.pending.id
-                ):
-                    result = await rt.resume_inline(child, answer)
-                else:
-                    assert child.last_result is not None
-                    result = child.last_result
-            else:
-                result = await rt.wait(child)
-        else:
-            try:
-                child = rt.spawn(h, agent)
-            except SpawnError as exc:
-                return ToolResult.error(str(exc), {"agent": agent, "limit": exc.limit})
-            child.task_key = key
-            h.task_children[key] = child
-            woke = rt.wake(child, prompt)
-            if not woke.ok:
-                await rt.close(child, force=True, reason="error")
-                return ToolResult.error(woke.error or "wake refused", {"agent": agent})
-            result = await rt.wait(child)
-        if result.status != "pending" and child.state != "closed":
-            await rt.close(child, reason=_close_reason(result))
-        return _to_tool_result(agent, child, result)
+        made: list[Handle] = []
+        try:
+            return await _delegate(rt, h, agent, prompt, key, ctx, made)
+        except BaseException:
+            # The call was cancelled (its caller interrupted, stopped or torn down):
+            # the child it made or reattached goes with it, leaf-first, bounded.
+            for child in made:
+                if child.state not in ("closed", "suspended"):
+                    with trio.move_on_after(rt._shutdown_ms / 1000 + 1, shield=True):
+                        await rt.close(child, force=True, reason="interrupted")
+            raise
 
     return Tool(
         name="task",
@@ -115,6 +97,48 @@ def task_tool(rt: AgentRuntime, h: Handle) -> Tool:
         source=ToolSource.NATIVE,
         execute=execute,
     )
+
+
+async def _delegate(
+    rt: AgentRuntime,
+    h: Handle,
+    agent: str,
+    prompt: str,
+    key: tuple[str, str],
+    ctx: ToolContext,
+    made: list[Handle],
+) -> ToolResult:
+    """One ``task`` call: reattach by key or spawn, wake, wait, close; *made* gets the
+    child as soon as there is one (for the caller's cleanup)."""
+    child = h.task_children.get(key)
+    if child is not None:
+        rt._note(h, f"task replay → REATTACH {child.id}")
+        made.append(child)
+        if child.state == "suspended":
+            answer = ctx.answer
+            if answer is not None and child.pending is not None and answer.id == child.pending.id:
+                result = await rt.resume_inline(child, answer)
+            else:
+                assert child.last_result is not None
+                result = child.last_result
+        else:
+            result = await rt.wait(child)
+    else:
+        try:
+            child = rt.spawn(h, agent)
+        except SpawnError as exc:
+            return ToolResult.error(str(exc), {"agent": agent, "limit": exc.limit})
+        made.append(child)
+        child.task_key = key
+        h.task_children[key] = child
+        woke = rt.wake(child, prompt)
+        if not woke.ok:
+            await rt.close(child, force=True, reason="error")
+            return ToolResult.error(woke.error or "wake refused", {"agent": agent})
+        result = await rt.wait(child)
+    if result.status != "pending" and child.state != "closed":
+        await rt.close(child, reason=_close_reason(result))
+    return _to_tool_result(agent, child, result)
 
 
 def _close_reason(result: TaskResult) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -42,12 +43,33 @@ from ._types import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from ._runtime import AgentRuntime
 
 DEFAULT_MAX_TURNS = 50
 """Model calls per wake when no ``max_turns`` budget is set (a loop must end somewhere)."""
+
+
+async def _ask(wait_for: Any, request: Request) -> Answer | None:
+    """A def's ``wait_for``, plain or ``async``; an answer may also be its JSON form."""
+    answer = wait_for(request)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    if isinstance(answer, Mapping):
+        answer = Answer.from_json({"id": request.id, **answer})
+    return answer  # type: ignore[no-any-return]
+
+
+def _as_wait_for(wait_for: Any) -> Callable[[Request], Awaitable[Answer]] | None:
+    """The loop's ``wait_for`` (an async function) for a def's plain-or-async one."""
+    if wait_for is None:
+        return None
+
+    async def ask(request: Request) -> Answer:
+        answer = await _ask(wait_for, request)
+        # No answer is a refusal, as the loop reads it.
+        return answer if answer is not None else Answer(request.id, False)
+
+    return ask
 
 
 class _GatedTurns:
@@ -135,7 +157,7 @@ class Turns:
                     prompt=f"{h.id} reached {limit} ({used:g} of {cap:g}): continue?",
                     data={"path": h.id.split("/"), "limit": limit},
                 )
-                answer = await node.defn.wait_for(request)
+                answer = await _ask(node.defn.wait_for, request)
                 return "extend" if answer is not None and answer.ok else "stop"
         return "suspend"
 
@@ -169,7 +191,7 @@ class Turns:
             options: Any = InProcessOptions(
                 model=defn.model,
                 generate=rt._generate,
-                wait_for=defn.wait_for,
+                wait_for=_as_wait_for(defn.wait_for),
                 system_prompt=defn.system_prompt or None,
                 max_turns=max_turns,
                 hooks=hooks,
@@ -186,7 +208,7 @@ class Turns:
                 max_turns=max_turns,
                 hooks=hooks,
                 on_metric=on_metric,
-                wait_for=defn.wait_for,
+                wait_for=_as_wait_for(defn.wait_for),
                 store=None,
             )
             shared = rt._sources.get(model)

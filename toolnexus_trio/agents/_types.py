@@ -155,14 +155,15 @@ class HandleView:
     """A read-only view of a handle (:meth:`AgentRuntime.list`, ``inspect``).
 
     ``tokens`` counts its usage with its children's rolled up; ``inbox`` is the number
-    of items waiting; ``transitions`` is its transition trace (``"idle→running"``...).
+    of items waiting; ``transitions`` is its transition trace (``"idle→running"``...),
+    left out of equality so a view compares as the four-field view of the SPEC.
     """
 
     id: str
     state: HandleState
     tokens: int
     inbox: int
-    transitions: tuple[str, ...] = ()
+    transitions: tuple[str, ...] = attrs.field(default=(), eq=False)
 
 
 class SpawnError(Exception):
