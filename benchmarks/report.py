@@ -543,6 +543,10 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
         from benchmarks import compaction  # scenario 14 (compaction)
 
         rows.extend(compaction.rows(raw))
+    if any(key.startswith("agents_") for key in raw):  # scenario 15 (sub-agent runtime)
+        from benchmarks import agents_runtime
+
+        rows.extend(agents_runtime.rows(raw))
     return rows
 
 

@@ -202,6 +202,11 @@ def collect(cfg: Config, only: set[int]) -> Raw:
         from benchmarks import compaction
 
         compaction.collect(cfg, add, _json_child, lambda label: _progress(label, t0))
+    if 15 in only:  # the sub-agent runtime (SPEC §7D)
+        from benchmarks import agents_runtime
+
+        rounds = 2 if cfg.agent_rounds > 2 else 1
+        agents_runtime.collect(rounds, add, _json_child, lambda label: _progress(label, t0))
     return raw
 
 
@@ -209,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 15)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 16)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"

@@ -84,7 +84,15 @@ def test_demo_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert "173 prompt + 39 completion = 212 tokens over 2 POSTs" in third
     assert "(2 streamed)" in third
     assert 'toolnexus_llm_requests_total{model="demo-model",status="ok"} 2' in third
-    assert out.count("status=done") == 3
+    # part four: sub-agents, one interrupted mid-tool, one approved by a fresh runtime
+    fourth = out.split("=== Sub-agents: a coordinator, one agent interrupted, one approved", 1)[1]
+    assert "host: interrupt(root/coordinator.1/researcher.1)" in fourth
+    assert "researcher: its tool sees the cancellation and unwinds" in fourth
+    assert "run: status=pending, asks 'Deploy v2?'" in fourth
+    assert fourth.count("deploying (once)") == 1
+    assert "coordinator: status=done: interrupted; deployer: v2 is live" in fourth
+    assert "refused (AlreadyAnswered: answered)" in fourth
+    assert out.count("status=done") == 4
 
 
 def test_demo_ask_prompts_on_the_terminal() -> None:

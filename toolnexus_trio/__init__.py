@@ -33,6 +33,12 @@ from ._tools import tool as tool
 from ._version import __version__ as __version__
 from ._wire import Answer as Answer
 from ._wire import Request as Request
+from .agents import Agent as Agent
+from .agents import AgentDef as AgentDef
+from .agents import Budget as Budget
+from .agents import TaskResult as TaskResult
+from .agents import agent as agent
+from .agents import open_agent_runtime as open_agent_runtime
 from .builtins import BuiltinsConfig as BuiltinsConfig
 from .http_tools import http_tool as http_tool
 from .loop import AlreadyAnswered as AlreadyAnswered
@@ -75,8 +81,11 @@ from .stores import PostgresConversationStore as PostgresConversationStore
 from .stores import SqliteConversationStore as SqliteConversationStore
 
 __all__ = [
+    "Agent",
+    "AgentDef",
     "AlreadyAnswered",
     "Answer",
+    "Budget",
     "BuiltinsConfig",
     "CancelToken",
     "Client",
@@ -113,6 +122,7 @@ __all__ = [
     "SkipReason",
     "SqliteConversationStore",
     "SuspendedCall",
+    "TaskResult",
     "Tool",
     "ToolCallRecord",
     "ToolContext",
@@ -124,6 +134,7 @@ __all__ = [
     "TranslateResult",
     "TranslatedToolCall",
     "compactor",
+    "agent",
     "create_client",
     "create_in_process_client",
     "create_toolkit",
@@ -132,6 +143,7 @@ __all__ = [
     "estimate_tokens",
     "http_tool",
     "list_skills",
+    "open_agent_runtime",
     "open_toolkit",
     "pending",
     "pending_of",

@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_command(durable)
     if args.command == "demo":
         from ._demo import run_demo
+        from ._demo_agents import run_agents_demo
         from ._demo_app import run_app_demo
         from ._demo_http import run_http_demo
 
@@ -86,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
             second = await run_app_demo(ask=args.ask)
             print("\n=== Real models: the same loop over HTTP (a local FakeProvider) ===\n")
             third = await run_http_demo()
-            return 0 if first.status == second.status == third.status == "done" else 1
+            print("\n=== Sub-agents: a coordinator, one agent interrupted, one approved ===\n")
+            fourth = await run_agents_demo()
+            return 0 if first.status == second.status == third.status == "done" and fourth else 1
 
         return run_command(both)
     if args.command == "host":

@@ -1,0 +1,147 @@
+"""A child process for test_durable_tree_processes.py: one agent runtime on a shared SQLite file.
+
+    durable_tree_child.py DB LEDGER suspend
+    durable_tree_child.py DB LEDGER answer REQUEST_ID [--decline] [--pause taken]
+    durable_tree_child.py DB LEDGER list
+
+``suspend`` runs a three-level tree (``lead`` delegates to ``deputy``, which delegates to
+``deployer``, whose ``deploy`` tool asks for approval) with no ``wait_for`` anywhere: the
+root comes back ``pending``. ``answer`` opens a brand-new runtime on the same file and
+resumes the tree with the answer. ``list`` prints the handle table as the store has it.
+The last stdout line is a JSON summary; AlreadyAnswered exits 3.
+
+The ledger file gets one line per run of the ``deploy`` tool: ``asked`` when it
+suspended, ``deployed`` when it ran approved, so the test counts runs across processes.
+``--pause taken`` stops right after the answer was taken (the child prints ``paused
+taken`` and waits for SIGUSR1), so two answering processes can race exactly there.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from toolnexus_trio import (
+    AlreadyAnswered,
+    Answer,
+    GenerateRequest,
+    InProcessResponse,
+    InProcessToolCall,
+    Request,
+    SqliteConversationStore,
+    Tool,
+    ToolContext,
+    ToolResult,
+    ToolSource,
+    empty_schema,
+    pending,
+)
+from toolnexus_trio.agents import AgentDef, open_agent_runtime
+
+
+def say(summary: dict[str, Any]) -> None:
+    print(json.dumps(summary), flush=True)
+
+
+async def wait_for_go(message: str) -> None:
+    with trio.open_signal_receiver(signal.SIGUSR1) as signals:
+        print(message, flush=True)
+        async for _ in signals:
+            return
+
+
+def last_tool_text(req: GenerateRequest) -> str | None:
+    last = req.messages[-1]
+    return str(last["content"]) if last["role"] == "tool" else None
+
+
+async def generate(req: GenerateRequest) -> InProcessResponse:
+    """One scripted model per def (by its model name): delegate, then report."""
+    done = last_tool_text(req)
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    if done is not None:
+        return InProcessResponse(content=f"{req.model}: {done}", usage=usage)
+    call = {
+        "m-lead": InProcessToolCall(
+            id="t-lead", name="task", arguments={"agent": "deputy", "prompt": "ship v1"}
+        ),
+        "m-deputy": InProcessToolCall(
+            id="t-deputy", name="task", arguments={"agent": "deployer", "prompt": "deploy v1"}
+        ),
+        "m-deployer": InProcessToolCall(id="t-deploy", name="deploy", arguments={}),
+    }[req.model]
+    return InProcessResponse(tool_calls=[call], usage=usage)
+
+
+def registry(ledger: Path) -> dict[str, AgentDef]:
+    async def deploy(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if ctx.answer is None:
+            with ledger.open("a") as f:
+                f.write("asked\n")
+            return pending(Request(kind="approval", prompt="Deploy v1?"))
+        with ledger.open("a") as f:
+            f.write("deployed\n" if ctx.answer.ok else "declined\n")
+        return ToolResult.ok("v1 is live" if ctx.answer.ok else "not deployed")
+
+    tool = Tool("deploy", "Deploys v1", empty_schema(), ToolSource.CUSTOM, deploy)
+    return {
+        "lead": AgentDef("lead", "leads", "You lead.", "m-lead", task_targets=["deputy"]),
+        "deputy": AgentDef(
+            "deputy", "delegates", "You delegate.", "m-deputy", task_targets=["deployer"]
+        ),
+        "deployer": AgentDef("deployer", "deploys", "You deploy.", "m-deployer", tools=[tool]),
+    }
+
+
+async def main(argv: list[str]) -> int:
+    db, ledger, command, *rest = argv
+    async with (
+        SqliteConversationStore(db) as store,
+        open_agent_runtime(registry(Path(ledger)), generate=generate, store=store) as rt,
+    ):
+        if command == "suspend":
+            result = await rt.run("lead", "ship it")
+            assert result.pending is not None, result
+            path = (result.pending.data or {}).get("path")
+            views = {v.id: v.state for v in rt.list() if v.id != "root"}
+            say(
+                {
+                    "status": result.status,
+                    "request": result.pending.id,
+                    "path": path,
+                    "states": views,
+                }
+            )
+            return 0
+        if command == "answer":
+            request_id = rest[0]
+            if "--pause" in rest:
+                durable_hook = rt.before_resume
+                assert durable_hook is not None
+
+                async def take_then_pause(answer: Answer) -> None:
+                    await durable_hook(answer)
+                    await wait_for_go("paused taken")
+
+                rt.before_resume = take_then_pause
+            try:
+                result = await rt.resume(Answer(request_id, "--decline" not in rest))
+            except AlreadyAnswered as exc:
+                say({"error": "AlreadyAnswered", "status": exc.status})
+                return 3
+            views = {v.id: [v.state, list(v.transitions)] for v in rt.list() if v.id != "root"}
+            say({"status": result.status, "text": result.text, "handles": views})
+            return 0
+        if command == "list":
+            say({"handles": {v.id: v.state for v in rt.list() if v.id != "root"}})
+            return 0
+    raise SystemExit(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(trio.run(main, sys.argv[1:]))
