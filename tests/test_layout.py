@@ -48,6 +48,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("stores", {"stores"}),
     ("loop", {"loop"}),
     ("models and the gateway", {"models", "gateway"}),
+    ("agents", {"agents"}),
     ("commands and test tools", {"cli", "testing"}),
     ("facade", {"", "__main__"}),
 ]
