@@ -29,6 +29,12 @@ from ._wire import Answer as Answer
 from ._wire import Request as Request
 from .builtins import BuiltinsConfig as BuiltinsConfig
 from .http_tools import http_tool as http_tool
+from .agents import Agent as Agent
+from .agents import AgentDef as AgentDef
+from .agents import Budget as Budget
+from .agents import TaskResult as TaskResult
+from .agents import agent as agent
+from .agents import open_agent_runtime as open_agent_runtime
 from .loop import AlreadyAnswered as AlreadyAnswered
 from .loop import Client as Client
 from .loop import Conversation as Conversation
@@ -64,8 +70,11 @@ from .stores import PendingStore as PendingStore
 from .stores import SqliteConversationStore as SqliteConversationStore
 
 __all__ = [
+    "Agent",
+    "AgentDef",
     "AlreadyAnswered",
     "Answer",
+    "Budget",
     "BuiltinsConfig",
     "CancelToken",
     "Client",
@@ -96,6 +105,7 @@ __all__ = [
     "SkipReason",
     "SqliteConversationStore",
     "SuspendedCall",
+    "TaskResult",
     "Tool",
     "ToolCallRecord",
     "ToolContext",
@@ -106,6 +116,7 @@ __all__ = [
     "ToolkitOptions",
     "TranslateResult",
     "TranslatedToolCall",
+    "agent",
     "create_client",
     "create_in_process_client",
     "create_toolkit",
@@ -113,6 +124,7 @@ __all__ = [
     "empty_schema",
     "http_tool",
     "list_skills",
+    "open_agent_runtime",
     "open_toolkit",
     "pending",
     "pending_of",

@@ -1,17 +1,72 @@
-"""Agents (SPEC §7D, §7E): the agent runtime and personas.
+"""Sub-agents and the agent runtime (SPEC §7D), on Trio.
 
-§7E personas: :func:`compose_soul`, :func:`memory_tool`, :data:`BOOTSTRAP_ORDER`,
-:data:`HEARTBEAT_OK`.
+``async with open_agent_runtime(registry, generate=...) as runtime:`` opens a tree of
+agent handles whose turns run in one Trio task tree: ``spawn``, ``post``, ``wake``,
+``wait``, ``interrupt`` and ``close`` drive it, budgets are enforced live inside a run,
+and a child's §10 suspension escalates to the nearest ``wait_for`` or up to the host
+(``resume(answer)``). The Level-1 surface is :func:`agent` (``run``, ``as_tool``).
+
+Modules: ``_types`` (the data), ``_inbox`` (the unsolicited rail's block), ``_budget``
+(carve and live checks), ``_task`` (the ``task`` tool), ``_turn`` (one turn on the
+shared loop), ``_runtime`` (the verbs) and ``_level1`` (``agent``).
 """
 
+from ._heartbeat import StartedAgent as StartedAgent
+from ._heartbeat import start_agent as start_agent
+from ._level1 import Agent as Agent
+from ._level1 import agent as agent
 from ._memory import memory_tool as memory_tool
+from ._persona import agent_from_dir as agent_from_dir
+from ._runtime import AgentRuntime as AgentRuntime
+from ._runtime import open_agent_runtime as open_agent_runtime
 from ._soul import BOOTSTRAP_ORDER as BOOTSTRAP_ORDER
 from ._soul import HEARTBEAT_OK as HEARTBEAT_OK
 from ._soul import compose_soul as compose_soul
+from ._types import LIMIT_MAX_CHILDREN as LIMIT_MAX_CHILDREN
+from ._types import LIMIT_MAX_CONCURRENT as LIMIT_MAX_CONCURRENT
+from ._types import LIMIT_MAX_DEPTH as LIMIT_MAX_DEPTH
+from ._types import LIMIT_MAX_TOKENS as LIMIT_MAX_TOKENS
+from ._types import LIMIT_MAX_TOOL_CALLS as LIMIT_MAX_TOOL_CALLS
+from ._types import LIMIT_MAX_TURNS as LIMIT_MAX_TURNS
+from ._types import LIMIT_MAX_WALL_MS as LIMIT_MAX_WALL_MS
+from ._types import TASK_STATUSES as TASK_STATUSES
+from ._types import AgentDef as AgentDef
+from ._types import Budget as Budget
+from ._types import BudgetInfo as BudgetInfo
+from ._types import Handle as Handle
+from ._types import HandleView as HandleView
+from ._types import InboxItem as InboxItem
+from ._types import PostResult as PostResult
+from ._types import SpawnError as SpawnError
+from ._types import TaskResult as TaskResult
 
 __all__ = [
     "BOOTSTRAP_ORDER",
     "HEARTBEAT_OK",
+    "LIMIT_MAX_CHILDREN",
+    "LIMIT_MAX_CONCURRENT",
+    "LIMIT_MAX_DEPTH",
+    "LIMIT_MAX_TOKENS",
+    "LIMIT_MAX_TOOL_CALLS",
+    "LIMIT_MAX_TURNS",
+    "LIMIT_MAX_WALL_MS",
+    "TASK_STATUSES",
+    "Agent",
+    "AgentDef",
+    "AgentRuntime",
+    "Budget",
+    "BudgetInfo",
+    "Handle",
+    "HandleView",
+    "InboxItem",
+    "PostResult",
+    "SpawnError",
+    "StartedAgent",
+    "TaskResult",
+    "agent",
+    "agent_from_dir",
     "compose_soul",
     "memory_tool",
+    "open_agent_runtime",
+    "start_agent",
 ]

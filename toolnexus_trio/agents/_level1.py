@@ -1,0 +1,148 @@
+"""The Level-1 surface (SPEC §7D): ``agent(name, does=..., ...)`` with ``run`` and ``as_tool``.
+
+An :class:`Agent` is a definition plus its team; its registry is the transitive
+closure of the team graph. ``run`` opens a runtime for one prompt; ``as_tool`` makes
+the agent a tool for any toolkit (the axiom's other direction: an Agent is a Tool).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .._tools import Tool, ToolContext, ToolResult, ToolSource, pending
+from ._runtime import open_agent_runtime
+from ._types import AgentDef, Budget, Handle, OnBudget, TaskResult, WaitFor
+
+_PROMPT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"prompt": {"type": "string", "description": "the task, self-contained"}},
+    "required": ["prompt"],
+    "additionalProperties": False,
+}
+
+
+@attrs.frozen
+class Agent:
+    """An agent of the Level-1 surface: made by :func:`agent`.
+
+    ``definition`` is its :class:`AgentDef`; ``team`` the agents its ``task`` tool may
+    delegate to.
+    """
+
+    definition: AgentDef
+    team: tuple[Agent, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The agent's name (its registry key)."""
+        return self.definition.name
+
+    def registry(self) -> dict[str, AgentDef]:
+        """Every definition reachable through the team graph, by name."""
+        found: dict[str, AgentDef] = {}
+        stack: list[Agent] = [self]
+        while stack:
+            current = stack.pop()
+            known = found.get(current.name)
+            if known is not None:
+                if known is not current.definition:
+                    raise ValueError(f"two different agents are called {current.name!r}")
+                continue
+            found[current.name] = current.definition
+            stack.extend(current.team)
+        return dict(sorted(found.items()))
+
+    async def run(self, prompt: str, **runtime_options: Any) -> TaskResult:
+        """Run the agent once on *prompt* in a fresh runtime (options as
+        :func:`open_agent_runtime`); a failing model raises, as only the root may."""
+        async with open_agent_runtime(self.registry(), **runtime_options) as runtime:
+            result = await runtime.run(self.name, prompt)
+            top = runtime.root.children[-1]
+            if result.status == "error" and top.error is not None:
+                raise top.error
+            return result
+
+    def as_tool(self, **runtime_options: Any) -> Tool:
+        """The agent as a tool (``{prompt}`` in, its final text out, with metadata
+        ``{agent, turns, totalTokens}``), for ``ToolkitOptions.extra_tools``. Each call
+        runs in its own runtime; a pending result is a §10 suspension of the tool."""
+
+        async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            async with open_agent_runtime(self.registry(), **runtime_options) as runtime:
+                result = await runtime.run(self.name, args["prompt"])
+            if result.status == "pending" and result.pending is not None:
+                return pending(result.pending)
+            metadata = {
+                "agent": self.name,
+                "turns": result.turns,
+                "totalTokens": result.total_tokens,
+                "status": result.status,
+            }
+            return ToolResult(result.text, result.is_error, metadata)
+
+        return Tool(
+            name=self.name,
+            description=self.definition.description,
+            input_schema=_PROMPT_SCHEMA,
+            source=ToolSource.NATIVE,
+            execute=execute,
+        )
+
+
+def agent(
+    name: str,
+    *,
+    does: str,
+    uses: Sequence[Tool] | None = None,
+    soul: str | None = None,
+    soul_file: str | Path | None = None,
+    team: Sequence[Agent] | None = None,
+    budget: Budget | None = None,
+    model: str | None = None,
+    wait_for: WaitFor | None = None,
+    on_spawn: Callable[[Handle], Any] | None = None,
+    on_close: Callable[[Handle, str], Any] | None = None,
+    hooks: Any = None,
+    on_metric: Callable[[dict[str, Any]], None] | None = None,
+    on_budget: OnBudget | None = None,
+) -> Agent:
+    """An :class:`Agent`: *does* is its description (what a team lead reads), *uses* its
+    tools, *soul* (or the text of *soul_file*) its system prompt, *team* the agents it
+    may delegate to with ``task``, *model* its model (``None``: ``"inherit"``, the
+    runtime's). The other options are :class:`AgentDef`'s.
+    """
+    if soul is not None and soul_file is not None:
+        raise ValueError("give soul or soul_file, not both")
+    if soul_file is not None:
+        soul = Path(soul_file).read_text(encoding="utf-8")
+    members = tuple(team or ())
+    definition = AgentDef(
+        name=name,
+        description=does,
+        system_prompt=soul or "",
+        model=model or "inherit",
+        budget=budget,
+        tools=list(uses) if uses is not None else None,
+        wait_for=wait_for,
+        on_spawn=on_spawn,
+        on_close=on_close,
+        task_targets=[m.name for m in members] or None,
+        hooks=hooks,
+        on_metric=on_metric,
+        on_budget=on_budget,
+    )
+    return Agent(definition, members)
+
+
+def registry_of(agents: Sequence[Agent] | Mapping[str, AgentDef]) -> dict[str, AgentDef]:
+    """A registry from agents (their team closures merged) or from a mapping as is."""
+    if isinstance(agents, Mapping):
+        return dict(agents)
+    merged: dict[str, AgentDef] = {}
+    for one in agents:
+        merged.update(one.registry())
+    return merged

@@ -1,0 +1,548 @@
+"""The agent runtime (SPEC §7D): the handle tree, the six verbs, gates and escalation.
+
+``async with open_agent_runtime(registry, ...) as runtime`` opens the runtime's nursery;
+it is the root handle's subtree. Every spawned handle gets a service task in its
+parent's subtree nursery, which opens the handle's own subtree nursery: its turns and
+its children's service tasks run there. So no task outlives the runtime, and a handle's
+work is a branch of one Trio task tree.
+
+A turn is one :meth:`Client.run` (or :meth:`Client.resume`) of the shared loop, under a
+:class:`CancelToken` of the handle: ``interrupt``, a budget stop, ``max_wall_ms`` and
+``close`` all cancel that token, which is bound to the run's cancel scope, so a model
+call in flight and every tool call of the turn are cancelled at once (SPEC §7D
+cancellation table: the "mid-request abort" row). Turn execution is in :mod:`._turn`,
+the ``task`` tool in :mod:`._task`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from .._cancel import CancelToken
+from .._groups import collapse_groups
+from .._wire import Answer, Request
+from ..loop._results import Generate, Hooks, OnMetric
+from ..stores._base import ConversationStore
+from ..stores._memory import InMemoryConversationStore
+from . import _budget
+from ._inbox import turn_input
+from ._turn import Turns
+from ._types import (
+    LIMIT_MAX_CHILDREN,
+    LIMIT_MAX_DEPTH,
+    AgentDef,
+    Budget,
+    Handle,
+    HandleState,
+    HandleView,
+    InboxItem,
+    PostResult,
+    SpawnError,
+    TaskResult,
+)
+
+if TYPE_CHECKING:
+    from ..models import ClientOptions
+
+OnChange = Callable[["AgentRuntime", str, Handle], Awaitable[None]]
+"""The persistence seam: awaited after a handle settles, suspends, resumes or closes."""
+
+
+def _closed_result(h: Handle, text: str = "closed") -> TaskResult:
+    return TaskResult(
+        text, True, "closed", turns=h.turns, total_tokens=h.tokens, own_tokens=h.own_tokens
+    )
+
+
+async def _maybe_await(value: object) -> None:
+    if inspect.isawaitable(value):
+        await value
+
+
+class AgentRuntime:
+    """The §7D runtime. Made by :func:`open_agent_runtime`; use its verbs inside the block.
+
+    ``root`` is the host's handle (id ``"root"``); spawn the first agents under it.
+    ``trace`` lists runtime events (``"wake QUEUED"``, ``"DEQUEUED wake"``, ``"task
+    replay → REATTACH"``...), each prefixed with the handle id.
+    """
+
+    def __init__(
+        self,
+        registry: Mapping[str, AgentDef],
+        *,
+        generate: Generate | None,
+        llm: ClientOptions | None,
+        inbox_cap: int,
+        max_concurrent_turns: int,
+        shutdown_ms: float,
+        store: ConversationStore | None,
+        hooks: Hooks | Any | None,
+        on_metric: OnMetric | None,
+    ) -> None:
+        if (generate is None) == (llm is None):
+            raise ValueError("open_agent_runtime needs exactly one of generate= or llm=")
+        if inbox_cap < 1:
+            raise ValueError("inbox_cap must be at least 1")
+        if max_concurrent_turns < 1:
+            raise ValueError("max_concurrent_turns must be at least 1")
+        for key, defn in registry.items():
+            if key != defn.name:
+                raise ValueError(f"registry key {key!r} names an AgentDef called {defn.name!r}")
+        self.registry: dict[str, AgentDef] = dict(sorted(registry.items()))
+        self._generate = generate
+        self._llm = llm
+        self._inbox_cap = inbox_cap
+        self._shutdown_ms = shutdown_ms
+        self._store: ConversationStore = store if store is not None else InMemoryConversationStore()
+        self._hooks = hooks
+        self._on_metric = on_metric
+        # The turn gate: held only around a model call (SPEC §7D gate 3). A
+        # CapacityLimiter is released by `async with` on any exit, cancellation included.
+        self.turn_gate = trio.CapacityLimiter(max_concurrent_turns)
+        self.root = Handle("root", None, None, Budget())
+        self._handles: dict[str, Handle] = {"root": self.root}
+        self.trace: list[str] = []
+        self.on_change: OnChange | None = None
+        self._sources: dict[str, Any] = {}  # shared HTTP turn sources, one per model
+        self._turns = Turns(self)
+
+    # -- views -----------------------------------------------------------------
+
+    @property
+    def conversation_store(self) -> ConversationStore:
+        """The one store of every handle's transcript (conversation id = handle id)."""
+        return self._store
+
+    def handle(self, id: str) -> Handle:
+        """The handle with this id (:class:`KeyError` when there is none)."""
+        return self._handles[id]
+
+    def inspect(self, h: Handle) -> HandleView:
+        """A read-only view of *h*."""
+        return HandleView(h.id, h.state, h.tokens, len(h.inbox), tuple(h.transitions))
+
+    def list(self, h: Handle | None = None) -> list[HandleView]:
+        """Views of *h*'s subtree (the whole tree by default), parents before children."""
+        return [self.inspect(node) for node in self._subtree(h or self.root)]
+
+    def _subtree(self, h: Handle) -> Iterator[Handle]:
+        yield h
+        for child in h.children:
+            yield from self._subtree(child)
+
+    def _note(self, h: Handle, event: str) -> None:
+        self.trace.append(f"{h.id}: {event}")
+
+    def _move(self, h: Handle, state: HandleState) -> None:
+        h.transitions.append(f"{h.state}→{state}")
+        h.state = state
+
+    # -- spawn -------------------------------------------------------------------
+
+    def spawn(self, parent: Handle, def_name: str, budget: Budget | None = None) -> Handle:
+        """A new idle child of *parent* running *def_name* (SPEC §7D ``spawn``).
+
+        Its id is ``<parent id>/<def>.<n>``; its budget is *budget* (else the def's)
+        carved against the parent's remaining pool. Raises :class:`SpawnError` naming the
+        cap (``maxChildren``, ``maxDepth``, ``maxTokens``...) or the problem.
+        """
+        defn = self.registry.get(def_name)
+        if defn is None:
+            raise SpawnError(f"unknown agent {def_name!r}; known: {', '.join(self.registry)}")
+        if parent.state == "closed" or parent.closing:
+            raise SpawnError(f"handle {parent.id} is closed")
+        live = sum(1 for c in parent.children if c.state != "closed")
+        cap = parent.budget.max_children
+        if cap is not None and live >= cap:
+            raise SpawnError(
+                f"spawn refused: {parent.id} has {live} children (maxChildren {cap})",
+                LIMIT_MAX_CHILDREN,
+            )
+        for node in _budget.chain(parent):
+            depth = node.budget.max_depth
+            if depth is not None and parent.depth + 1 - node.depth > depth:
+                raise SpawnError(
+                    f"spawn refused: deeper than maxDepth {depth} of {node.id}", LIMIT_MAX_DEPTH
+                )
+        spent = _budget.tokens_exhausted(parent, overspent=False)
+        if spent is not None:
+            limit, holder = spent
+            raise SpawnError(f"spawn refused: budget exhausted ({limit} of {holder.id})", limit)
+        now = trio.current_time()
+        own = budget if budget is not None else (defn.budget or Budget())
+        carved = _budget.carve(own, parent, now) if parent.parent is not None else own
+        number = parent.seq.get(def_name, 0) + 1
+        parent.seq[def_name] = number
+        child = Handle(f"{parent.id}/{def_name}.{number}", defn, parent, carved, spawned_at=now)
+        parent.children.append(child)
+        self._handles[child.id] = child
+        self._start_in(parent, lambda: self._serve(child))
+        return child
+
+    def _start_in(self, h: Handle, fn: Callable[[], Awaitable[None]]) -> None:
+        # A handle's nursery opens when its service task first runs; work asked for
+        # before that (a wake right after spawn) waits in `starts`.
+        if h.nursery is not None:
+            h.nursery.start_soon(fn)
+        else:
+            h.starts.append(fn)
+
+    async def _serve(self, h: Handle) -> None:
+        async with trio.open_nursery() as nursery:
+            h.nursery = nursery
+            for fn in h.starts:
+                nursery.start_soon(fn)
+            h.starts.clear()
+            await h.finished.wait()
+            # close() ended the children and the turn first; nothing real is left.
+            nursery.cancel_scope.cancel()
+
+    # -- post / wake ---------------------------------------------------------------
+
+    def post(self, h: Handle, item: InboxItem) -> PostResult:
+        """Append *item* to *h*'s inbox; no transition. Full inbox or closed handle: a
+        synchronous ``ok=False`` with ``error`` (never silent)."""
+        if h.state == "closed" or h.closing:
+            return PostResult(False, f"handle {h.id} is closed")
+        if len(h.inbox) >= self._inbox_cap:
+            return PostResult(False, f"inbox full ({self._inbox_cap} items) at {h.id}")
+        h.inbox.append(item)
+        return PostResult(True)
+
+    def wake(self, h: Handle, prompt: str | None = None) -> PostResult:
+        """Start a turn of idle *h* on *prompt* plus its drained inbox (synchronous).
+
+        Admission is atomic: the check, the slot and the state flip happen in this call.
+        Over the parent's ``max_concurrent`` the wake queues (FIFO) and starts when a
+        sibling's run ends (its slot transfers). A handle that is not idle, or has
+        nothing to do, gives ``ok=False`` with ``error``.
+        """
+        if h is self.root:
+            return PostResult(False, "the root handle has no turns: spawn an agent under it")
+        if h.state == "closed" or h.closing:
+            return PostResult(False, f"handle {h.id} is closed")
+        if h.state != "idle" or h.queued:
+            return PostResult(False, f"handle {h.id} is {'queued' if h.queued else h.state}")
+        if not prompt and not h.inbox:
+            return PostResult(False, f"nothing to wake {h.id} with: no prompt, empty inbox")
+        parent = h.parent
+        assert parent is not None
+        cap = parent.budget.max_concurrent
+        if cap is not None and parent.running_children >= cap:
+            h.queued, h.queued_prompt = True, prompt
+            parent.wake_queue.append(h)
+            self._note(h, "wake QUEUED")
+            return PostResult(True)
+        self._admit(h, prompt)
+        return PostResult(True)
+
+    def _admit(self, h: Handle, prompt: str | None) -> None:
+        assert h.parent is not None
+        h.parent.running_children += 1
+        h.drained, h.inbox = h.inbox, []
+        text = turn_input(prompt, h.drained, h.id)
+        self._begin(h)
+        self._move(h, "running")
+        self._start_in(h, lambda: self._turns.fresh(h, text))
+
+    def _begin(self, h: Handle) -> None:
+        h.token = CancelToken()
+        h.stop_reason = h.stop_limit = None
+        h.extended = set()
+
+    def _release_slot(self, h: Handle) -> None:
+        parent = h.parent
+        assert parent is not None
+        parent.running_children -= 1
+        # Slot transfer: the completed sibling's slot goes to the queue's head.
+        while parent.wake_queue:
+            cap = parent.budget.max_concurrent
+            if cap is not None and parent.running_children >= cap:
+                break
+            nxt = parent.wake_queue.pop(0)
+            nxt.queued = False
+            self._note(nxt, "DEQUEUED wake")
+            self._admit(nxt, nxt.queued_prompt)
+
+    # -- settle (called by _turn when a run ends) ------------------------------------
+
+    async def _settle(self, h: Handle, result: TaskResult, *, restore_drain: bool) -> None:
+        if restore_drain:
+            # Transactional drain: an aborted turn consumed nothing.
+            h.inbox[:0] = h.drained
+        h.drained = []
+        h.token = None
+        h.last_result = result
+        if result.status == "pending":
+            self._move(h, "suspended")
+        elif h.state == "running":
+            self._move(h, "idle")
+        if result.status != "pending":
+            # A settled run's task keys end with it (reattachment is for the replay of
+            # a suspended run), and so does the pending state.
+            h.task_children.clear()
+            h.pending = h.pending_run = None
+        self._release_slot(h)
+        settled, h.settled = h.settled, trio.Event()
+        settled.set()
+        if self.on_change is not None:
+            await self.on_change(self, "suspended" if result.status == "pending" else "settled", h)
+
+    # -- wait / interrupt -----------------------------------------------------------
+
+    async def wait(self, h: Handle, timeout_ms: float | None = None) -> TaskResult:
+        """The next result of *h*, or its last one when it is settled (answers at once).
+
+        On *timeout_ms* the result is ``status="timeout"``; *h* keeps running.
+        """
+        if h.state not in ("running",) and not h.queued:
+            if h.last_result is not None:
+                return h.last_result
+            if h.state == "closed":
+                return _closed_result(h)
+        event = h.settled
+        with trio.move_on_after(timeout_ms / 1000 if timeout_ms is not None else float("inf")):
+            await event.wait()
+            assert h.last_result is not None
+            return h.last_result
+        return TaskResult(
+            f"wait timed out after {timeout_ms:g}ms; {h.id} keeps running",
+            True,
+            "timeout",
+            turns=h.turns,
+            total_tokens=h.tokens,
+            own_tokens=h.own_tokens,
+        )
+
+    def interrupt(self, h: Handle) -> None:
+        """Abort *h*'s run, and its descendants', through their cancel scopes.
+
+        A running handle's model call and tools are cancelled at once; it goes back to
+        ``idle`` with its drained inbox restored and waiters get ``"interrupted"``. A
+        suspended handle's pending request is cancelled (``suspended→idle``); a queued
+        wake is dropped. Never a kill: the handle stays usable.
+        """
+        self._stop_tree(h, "interrupt")
+        for node in reversed(list(self._subtree(h))):
+            if node.state == "suspended":
+                self._drop_pending(node, "interrupted")
+            elif node.queued:
+                self._unqueue(node)
+                self._finish_now(node, self._result(node, "interrupted", "interrupted"))
+
+    def _drop_pending(self, h: Handle, status: str) -> None:
+        h.pending = h.pending_run = None
+        h.task_children.clear()
+        self._move(h, "idle")
+        self._finish_now(h, self._result(h, f"{status}: pending request cancelled", status))
+
+    def _unqueue(self, h: Handle) -> None:
+        assert h.parent is not None
+        h.parent.wake_queue.remove(h)
+        h.queued = False
+
+    def _finish_now(self, h: Handle, result: TaskResult) -> None:
+        h.last_result = result
+        settled, h.settled = h.settled, trio.Event()
+        settled.set()
+
+    def _result(self, h: Handle, text: str, status: str, limit: str | None = None) -> TaskResult:
+        return TaskResult(
+            text,
+            status != "done",
+            status,
+            turns=h.turns,
+            total_tokens=h.tokens,
+            own_tokens=h.own_tokens,
+            limit=limit,
+        )
+
+    def _stop_tree(self, h: Handle, reason: str, limit: str | None = None) -> None:
+        """Cancel the running turn of *h* and of every descendant (synchronously)."""
+        for node in self._subtree(h):
+            token = node.token
+            if node.state == "running" and token is not None and not token.is_cancelled:
+                node.stop_reason, node.stop_limit = reason, limit
+                token.cancel(reason if limit is None else f"{reason}: {limit}")
+
+    # -- close ------------------------------------------------------------------------
+
+    async def close(self, h: Handle, *, force: bool = False, reason: str | None = None) -> None:
+        """Close *h*: stop accepting, close its children leaf-first, let a running turn
+        finish within ``shutdown_ms`` (at once with *force*) then interrupt it, call
+        ``on_close(h, reason)``, and keep the final state (``closed``) queryable."""
+        if h.state == "closed":
+            return
+        h.closing = True
+        for child in list(h.children):
+            await self.close(child, force=force, reason=reason)
+        if h.queued:
+            self._unqueue(h)
+        if h.state == "running":
+            if not force:
+                with trio.move_on_after(self._shutdown_ms / 1000):
+                    await h.settled.wait()
+            if h.state == "running":
+                self._stop_tree(h, "close")
+                await h.settled.wait()
+        if h.state == "suspended":
+            self._drop_pending(h, "closed")
+        why = reason or "closed"
+        if h.defn is not None and h.defn.on_close is not None:
+            await _maybe_await(h.defn.on_close(h, why))
+        self._move(h, "closed")
+        if h.last_result is None:
+            h.last_result = _closed_result(h)
+        h.finished.set()
+        settled, h.settled = h.settled, trio.Event()
+        settled.set()
+        if self.on_change is not None:
+            await self.on_change(self, "closed", h)
+
+    # -- runs and resume ----------------------------------------------------------------
+
+    async def run(self, def_name: str, prompt: str, budget: Budget | None = None) -> TaskResult:
+        """Spawn *def_name* under the root, wake it with *prompt* and wait for its result
+        (the child stays open, so a ``pending`` result can be resumed)."""
+        h = self.spawn(self.root, def_name, budget)
+        woke = self.wake(h, prompt)
+        if not woke.ok:
+            return TaskResult(woke.error or "wake refused", True, "error")
+        return await self.wait(h)
+
+    async def resume(self, answer: Answer) -> TaskResult:
+        """Route *answer* to the deepest handle suspended on its request and run the
+        upward cascade; the result of the top suspended handle (under the root).
+
+        Each level traces ``suspended→idle`` (answer accepted, checkpoint restored) then
+        ``idle→running`` (the replay); re-invoked ``task`` calls reattach to their child
+        by task key. :class:`LookupError` when no handle is suspended on ``answer.id``.
+        """
+        top = next(
+            (
+                c
+                for c in self.root.children
+                if c.state == "suspended" and c.pending is not None and c.pending.id == answer.id
+            ),
+            None,
+        )
+        if top is None:
+            raise LookupError(f"no suspended handle for answer {answer.id!r}")
+        path = [top]
+        while True:
+            below = next(
+                (
+                    c
+                    for c in path[-1].children
+                    if c.state == "suspended"
+                    and c.pending is not None
+                    and c.pending.id == answer.id
+                ),
+                None,
+            )
+            if below is None:
+                break
+            path.append(below)
+        result: TaskResult | None = None
+        for h in reversed(path):
+            if h.state != "suspended":
+                break  # an upper level's replay already took care of it
+            if self.on_change is not None:
+                await self.on_change(self, "resumed", h)
+            self._move(h, "idle")
+            self._replay(h, answer)
+            result = await self.wait(h)
+            if result.status == "pending" and h is not top:
+                # The leaf asked again: the parents stay parked on the new request.
+                pass
+        assert result is not None
+        return top.last_result or result
+
+    def _replay(self, h: Handle, answer: Answer) -> None:
+        assert h.parent is not None
+        h.parent.running_children += 1
+        self._begin(h)
+        self._move(h, "running")
+        self._start_in(h, lambda: self._turns.resumed(h, answer))
+
+    async def resume_inline(self, h: Handle, answer: Answer) -> TaskResult:
+        """The inline resume of a suspended child by its parent's ``task`` (the parent's
+        interpreter answered): ``suspended→running``, the halted run goes on."""
+        assert h.parent is not None
+        h.parent.running_children += 1
+        self._begin(h)
+        self._move(h, "running")
+        self._start_in(h, lambda: self._turns.resumed(h, answer))
+        return await self.wait(h)
+
+    @staticmethod
+    def stamp(request: Request, h: Handle) -> Request:
+        """*request* relayed by *h*: ``data.path`` is *h*'s id segments (SPEC §10 addendum)."""
+        data = dict(request.data or {})
+        data["path"] = h.id.split("/")
+        return attrs.evolve(request, data=data)
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    async def _shutdown(self) -> None:
+        await self.close(self.root)
+
+    async def _aclose_sources(self) -> None:
+        for source in self._sources.values():
+            await source.aclose()
+
+
+@asynccontextmanager
+async def open_agent_runtime(
+    registry: Mapping[str, AgentDef],
+    *,
+    generate: Generate | None = None,
+    llm: ClientOptions | None = None,
+    inbox_cap: int = 8,
+    max_concurrent_turns: int = 8,
+    shutdown_ms: float = 200,
+    store: ConversationStore | None = None,
+    hooks: Hooks | Any | None = None,
+    on_metric: OnMetric | None = None,
+) -> AsyncIterator[AgentRuntime]:
+    """Open the §7D agent runtime over *registry* (agent name → :class:`AgentDef`).
+
+    The model is exactly one of *generate* (an in-process model: the callable
+    :class:`~toolnexus_trio.InProcessOptions` takes) or *llm* (the HTTP client's
+    :class:`~toolnexus_trio.models.ClientOptions`; a def's ``model`` overrides its model).
+    *store* keeps every handle's transcript under the handle id; *hooks* and
+    *on_metric* are forwarded verbatim to every agent's client unless its def sets its
+    own. Leaving the block closes the tree leaf-first (each running turn gets
+    *shutdown_ms* to finish) and cancels whatever is left.
+    """
+    runtime = AgentRuntime(
+        registry,
+        generate=generate,
+        llm=llm,
+        inbox_cap=inbox_cap,
+        max_concurrent_turns=max_concurrent_turns,
+        shutdown_ms=shutdown_ms,
+        store=store,
+        hooks=hooks,
+        on_metric=on_metric,
+    )
+    with collapse_groups():
+        async with trio.open_nursery() as nursery:
+            runtime.root.nursery = nursery
+            try:
+                yield runtime
+                # A clean exit: close the tree leaf-first, bounded (each level's
+                # shutdown_ms, then interrupt), under a shield so it really runs.
+                with trio.move_on_after(max(1.0, shutdown_ms / 1000 * 4), shield=True):
+                    await runtime._shutdown()
+            finally:
+                nursery.cancel_scope.cancel()
+                with trio.move_on_after(1, shield=True):
+                    await runtime._aclose_sources()

@@ -1,0 +1,305 @@
+"""One turn of a handle: the shared loop (:class:`~toolnexus_trio.Client`) under the
+runtime's gates and live budgets.
+
+The seam is the loop's :class:`~toolnexus_trio.loop._turns.TurnSource`: each handle's
+client gets the model's source wrapped in :class:`_GatedTurns`, which holds the turn gate
+only around the model call and checks the token budget before the call and after the
+response; each tool is wrapped to check the tool-call budget before it runs. A stop
+cancels the handle's :class:`CancelToken`, which the loop has bound to the run's cancel
+scope: the model call or tools in flight end at once and the loop returns its balanced
+transcript with ``status="cancelled"``, which becomes ``"incomplete"`` with the limit.
+``max_wall_ms`` is a watchdog in the turn's nursery that cancels the same token at the
+chain's earliest deadline.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from .._cancel import CancelToken
+from .._toolkit import Toolkit
+from .._tools import Tool, ToolContext, ToolResult
+from .._wire import Answer, Request
+from ..loop._client import Client
+from ..loop._results import GenerateRequest, InProcessOptions, RunError, RunResult, TranslateResult
+from ..loop._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
+from ..models._source import HttpTurns
+from . import _budget
+from ._task import task_tool
+from ._types import (
+    LIMIT_MAX_TURNS,
+    LIMIT_MAX_WALL_MS,
+    BudgetInfo,
+    Handle,
+    TaskResult,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from ._runtime import AgentRuntime
+
+DEFAULT_MAX_TURNS = 50
+"""Model calls per wake when no ``max_turns`` budget is set (a loop must end somewhere)."""
+
+
+class _GatedTurns:
+    """A :class:`TurnSource` that gates and meters another one for one handle."""
+
+    def __init__(self, inner: TurnSource, turns: Turns, h: Handle) -> None:
+        self._inner = inner
+        self._turns = turns
+        self._h = h
+
+    def tools_for(self, toolkit: Toolkit | None) -> list[dict[str, Any]]:
+        return self._inner.tools_for(toolkit)
+
+    async def turn(self, request: GenerateRequest, emit: Emit | None) -> Turn:
+        h = self._h
+        await self._turns.check_tokens(h, overspent=False)
+        async with self._turns.rt.turn_gate:
+            produced = await self._inner.turn(request, emit)
+        h.turns += 1
+        _budget.add_tokens(h, produced.usage["total_tokens"])
+        if produced.response.tool_calls:
+            # More work would follow this response: stop here if it overspent a pool.
+            await self._turns.check_tokens(h, overspent=True)
+        return produced
+
+    async def translate(self, call: TranslateCall) -> TranslateResult:
+        return await self._inner.translate(call)
+
+    async def aclose(self) -> None:
+        """The runtime owns the inner sources."""
+
+
+class Turns:
+    """Runs the turns of the runtime's handles (one instance per runtime)."""
+
+    def __init__(self, rt: AgentRuntime) -> None:
+        self.rt = rt
+
+    # -- budget checks (live chain walk) ----------------------------------------------
+
+    async def check_tokens(self, h: Handle, *, overspent: bool) -> None:
+        hit = _budget.tokens_exhausted(h, overspent=overspent)
+        if hit is not None and hit[0] not in h.extended:
+            limit, holder = hit
+            await self._limit(h, limit, holder.tokens, holder.budget.max_tokens or 0)
+
+    async def check_tool_call(self, h: Handle) -> None:
+        hit = _budget.tool_calls_exhausted(h)
+        if hit is not None and hit[0] not in h.extended:
+            limit, holder = hit
+            await self._limit(h, limit, holder.tool_calls, holder.budget.max_tool_calls or 0)
+        _budget.add_tool_call(h)
+
+    async def _limit(self, h: Handle, limit: str, used: float, cap: float) -> None:
+        """A limit is reached: ask ``on_budget``; stop (cancel the run) unless extended."""
+        assert h.defn is not None
+        verdict: Any = "stop"
+        if h.defn.on_budget is not None:
+            verdict = h.defn.on_budget(BudgetInfo(h.id, limit, used, cap))
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+        if verdict == "suspend":
+            verdict = await self._ask_to_extend(h, limit, used, cap)
+        if verdict == "extend":
+            h.extended.add(limit)
+            return
+        self.rt._stop_tree(h, "limit", limit)
+        await trio.lowlevel.checkpoint()  # the run's scope is cancelled: raises Cancelled
+
+    async def _ask_to_extend(self, h: Handle, limit: str, used: float, cap: float) -> str:
+        """``on_budget`` said "suspend": an approval through the nearest ``wait_for``."""
+        for node in _budget.chain(h):
+            assert node.defn is not None
+            if node.defn.wait_for is not None:
+                request = Request(
+                    kind="approval",
+                    prompt=f"{h.id} reached {limit} ({used:g} of {cap:g}): continue?",
+                    data={"path": h.id.split("/"), "limit": limit},
+                )
+                answer = await node.defn.wait_for(request)
+                return "extend" if answer is not None and answer.ok else "stop"
+        return "stop"
+
+    # -- the client and the toolkit of a handle -------------------------------------------
+
+    def _max_turns(self, h: Handle, already: int = 0) -> int:
+        cap = h.budget.max_turns
+        if cap is None:
+            return already + DEFAULT_MAX_TURNS
+        return already + max(0, cap - h.turns)
+
+    def client(self, h: Handle, max_turns: int) -> Client:
+        rt = self.rt
+        defn = h.defn
+        assert defn is not None
+        # §8 seams: def over runtime, each field on its own, forwarded as they are.
+        hooks = defn.hooks if defn.hooks is not None else rt._hooks
+        on_metric = defn.on_metric if defn.on_metric is not None else rt._on_metric
+        source: TurnSource
+        if rt._generate is not None:
+            options: Any = InProcessOptions(
+                model=defn.model,
+                generate=rt._generate,
+                wait_for=defn.wait_for,
+                system_prompt=defn.system_prompt or None,
+                max_turns=max_turns,
+                hooks=hooks,
+                on_metric=on_metric,
+            )
+            source = InProcessTurns(options)
+        else:
+            assert rt._llm is not None
+            model = rt._llm.model if defn.model in ("", "inherit") else defn.model
+            options = attrs.evolve(
+                rt._llm,
+                model=model,
+                system_prompt=defn.system_prompt or None,
+                max_turns=max_turns,
+                hooks=hooks,
+                on_metric=on_metric,
+                wait_for=defn.wait_for,
+                store=None,
+            )
+            shared = rt._sources.get(model)
+            if shared is None:
+                shared = rt._sources[model] = HttpTurns(attrs.evolve(rt._llm, model=model))
+            source = shared
+        return Client(options, _GatedTurns(source, self, h))
+
+    def toolkit(self, h: Handle) -> Toolkit:
+        assert h.defn is not None
+        tools = [self._metered(h, t) for t in h.defn.tools or ()]
+        if h.defn.task_targets:
+            tools.append(self._metered(h, task_tool(self.rt, h)))
+        return Toolkit(tools)
+
+    def _metered(self, h: Handle, tool: Tool) -> Tool:
+        inner = tool.execute
+
+        async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            await self.check_tool_call(h)
+            return await inner(args, ctx)
+
+        return attrs.evolve(tool, execute=execute)
+
+    # -- turns --------------------------------------------------------------------------
+
+    async def fresh(self, h: Handle, text: str) -> None:
+        """A wake's turn: a new run of the loop on *text* over the stored transcript."""
+
+        async def body(token: CancelToken) -> RunResult | None:
+            assert h.defn is not None
+            if not h.spawn_hook_done:
+                h.spawn_hook_done = True
+                if h.defn.on_spawn is not None:
+                    out = h.defn.on_spawn(h)
+                    if inspect.isawaitable(out):
+                        await out
+            max_turns = self._max_turns(h)
+            if max_turns <= 0:
+                h.stop_reason, h.stop_limit = "limit", LIMIT_MAX_TURNS
+                return None
+            await self.check_tokens(h, overspent=False)  # live walk before the turn
+            history = await self.rt._store.get(h.id)
+            client = self.client(h, max_turns)
+            return await client.run(text, self.toolkit(h), history=history, cancel=token)
+
+        await self._drive(h, body)
+
+    async def resumed(self, h: Handle, answer: Answer) -> None:
+        """The halted run of suspended *h* goes on with *answer* (SPEC §10 resume)."""
+        halted: RunResult = h.pending_run
+        h.pending = h.pending_run = None
+
+        async def body(token: CancelToken) -> RunResult | None:
+            client = self.client(h, self._max_turns(h, halted.turns))
+            return await client.resume(
+                halted, {answer.id: answer}, toolkit=self.toolkit(h), cancel=token
+            )
+
+        await self._drive(h, body)
+
+    async def _drive(
+        self, h: Handle, body: Callable[[CancelToken], Awaitable[RunResult | None]]
+    ) -> None:
+        token = h.token
+        assert token is not None
+        run: RunResult | None = None
+        error: Exception | None = None
+        deadline = _budget.wall_deadline(h)
+        try:
+            async with trio.open_nursery() as nursery:
+                if deadline < math.inf:
+                    nursery.start_soon(self._watchdog, h, deadline)
+                try:
+                    with token.bound(trio.CancelScope()) as scope:
+                        run = await body(token)
+                    if scope.cancelled_caught and run is None and h.stop_limit is None:
+                        h.stop_reason = h.stop_reason or "interrupt"
+                finally:
+                    nursery.cancel_scope.cancel()
+        except Exception as exc:
+            error = exc
+        result, restore, save = self._outcome(h, run, error)
+        if save is not None:
+            with trio.move_on_after(5, shield=True):
+                await self.rt._store.save(h.id, save)
+        await self.rt._settle(h, result, restore_drain=restore)
+
+    async def _watchdog(self, h: Handle, deadline: float) -> None:
+        await trio.sleep_until(deadline)
+        self.rt._stop_tree(h, "limit", LIMIT_MAX_WALL_MS)
+
+    def _outcome(
+        self, h: Handle, run: RunResult | None, error: Exception | None
+    ) -> tuple[TaskResult, bool, list[Any] | None]:
+        """(the result, whether the drained inbox goes back, the transcript to save)."""
+        rt = self.rt
+        if error is not None:
+            h.error = error
+            partial = error.result if isinstance(error, RunError) else None
+            text = f"error: {error}"
+            return rt._result(h, text, "error"), False, partial.messages if partial else None
+        h.error = None
+        if run is None or run.status == "cancelled":
+            if h.stop_limit is not None:
+                limit = h.stop_limit
+                text = f"incomplete: budget exhausted ({limit})"
+                if run is not None and run.text:
+                    text += f"; partial: {run.text}"
+                messages = run.messages if run is not None else None
+                return rt._result(h, text, "incomplete", limit), False, messages
+            if h.stop_reason == "close":
+                return rt._result(h, "closed while running", "closed"), True, None
+            return rt._result(h, "interrupted", "interrupted"), True, None
+        if run.status == "pending":
+            assert run.pending is not None
+            h.pending = rt.stamp(run.pending, h)
+            h.pending_run = run
+            # Rewind: the stored transcript stays the pre-turn checkpoint.
+            result = TaskResult(
+                run.text,
+                True,
+                "pending",
+                pending=h.pending,
+                turns=h.turns,
+                total_tokens=h.tokens,
+                own_tokens=h.own_tokens,
+            )
+            return result, False, None
+        if run.status == "incomplete":
+            limit = run.limit or LIMIT_MAX_TURNS
+            text = f"incomplete: budget exhausted ({limit})"
+            if run.text:
+                text += f"; partial: {run.text}"
+            return rt._result(h, text, "incomplete", limit), False, run.messages
+        return rt._result(h, run.text, "done"), False, run.messages
