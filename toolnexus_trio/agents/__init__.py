@@ -9,6 +9,10 @@ and a child's §10 suspension escalates to the nearest ``wait_for`` or up to the
 Modules: ``_types`` (the data), ``_inbox`` (the unsolicited rail's block), ``_budget``
 (carve and live checks), ``_task`` (the ``task`` tool), ``_turn`` (one turn on the
 shared loop), ``_runtime`` (the verbs) and ``_level1`` (``agent``).
+
+Personas (SPEC §7E) ride on it: ``_soul`` (:func:`compose_soul`), ``_memory``
+(:func:`memory_tool`), ``_persona`` (:func:`agent_from_dir`) and ``_heartbeat``
+(:func:`start_agent`).
 """
 
 from ._heartbeat import StartedAgent as StartedAgent
