@@ -23,6 +23,7 @@ from toolnexus_trio import GenerateRequest, InProcessResponse, InProcessToolCall
 from toolnexus_trio.agents import (
     BOOTSTRAP_ORDER,
     HEARTBEAT_OK,
+    agent,
     agent_from_dir,
     compose_soul,
     memory_tool,
@@ -107,6 +108,27 @@ async def test_h1_sections_in_order_reach_the_child_system_prompt(home: Path) ->
     assert checks("H1_soulReachesChildSystemPrompt") is True
     assert result.status == "done", result
     assert result.text == f"sections:[{','.join(expected)}]"
+
+
+async def test_h1_the_soul_reaches_a_persona_delegated_to_by_task(home: Path) -> None:
+    # The persona as a team member: a lead's task call spawns it as the lead's child.
+    async def lead_or_persona(request: GenerateRequest) -> InProcessResponse:
+        await trio.lowlevel.checkpoint()
+        if request.model != "m-lead":
+            return script(request)
+        tools = [m for m in request.messages if m["role"] == "tool"]
+        if not tools:
+            call = InProcessToolCall(
+                id="t1", name="task", arguments={"agent": "ava", "prompt": "your sections?"}
+            )
+            return InProcessResponse(tool_calls=[call], usage=USAGE)
+        return InProcessResponse(f"lead got: {tools[0]['content']}", usage=USAGE)
+
+    persona = agent_from_dir(home, model="m-echo-soul")
+    lead = agent("lead", does="delegates", team=[persona], model="m-lead")
+    result = await lead.run("ask ava", generate=lead_or_persona)
+    expected = checks("H1_composedSoulSectionsInOrder")
+    assert result.text == f"lead got: sections:[{','.join(expected)}]"
 
 
 async def test_h2_a_file_over_the_cap_is_truncated_with_a_notice(home: Path) -> None:
