@@ -143,3 +143,29 @@ async def test_a_bad_interval_is_refused(every_ms: float) -> None:
     with pytest.raises(ValueError, match="every_ms"):
         async with start_agent(agent("ava", does="p"), every_ms=every_ms, generate=generate):
             pass
+
+
+async def test_an_interrupted_beat_is_silent_and_a_closed_persona_stops_the_clock(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    calls: list[float] = []
+
+    async def generate(request: GenerateRequest) -> InProcessResponse:
+        calls.append(trio.current_time())
+        await trio.sleep(0.5)
+        return InProcessResponse("the 3pm sync is due")
+
+    reports: list[str] = []
+    start = trio.current_time()
+    async with start_agent(
+        agent("ava", does="p"), every_ms=1000, on_report=reports.append, generate=generate
+    ) as started:
+        await trio.sleep(1.25)  # the first beat's turn is running
+        started.runtime.interrupt(started.handle)
+        await trio.sleep(1.5)  # the beat at 2 s runs to its reply (2.5 s)
+        assert reports == ["the 3pm sync is due"]
+        await started.runtime.close(started.handle)
+        await trio.sleep(5)
+        assert started.runtime.inspect(started.handle).state == "closed"
+    assert [t - start for t in calls] == [1, 2]  # nothing after the close
+    assert started.beats == 2 and started.reports == 1

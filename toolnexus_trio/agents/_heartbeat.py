@@ -38,6 +38,8 @@ HEARTBEAT_PROMPT: Final = (
 )
 """The prompt a heartbeat wakes the persona with (ahead of the coalesced ticks)."""
 
+_UNSPOKEN: Final = frozenset({"interrupted", "closed"})
+
 HEARTBEAT_TICK: Final = InboxItem(from_="clock", channel="timer", text="tick")
 """The item each beat posts to the persona's own inbox."""
 
@@ -50,27 +52,19 @@ def is_heartbeat_ok(text: str) -> bool:
     return text.strip().strip("`*_'\".").strip() == HEARTBEAT_OK
 
 
-@attrs.frozen
+@attrs.define(eq=False)
 class StartedAgent:
     """A persona started by :func:`start_agent`: its runtime and its handle.
 
-    ``beats`` counts the heartbeat turns run so far and ``reports`` the replies passed
-    to ``on_report`` (both grow while the block runs).
+    ``beats`` counts the heartbeat turns started so far and ``reports`` the replies
+    handed to ``on_report``; both grow while the block runs (read them, the heartbeat
+    writes them).
     """
 
     runtime: AgentRuntime
     handle: Handle
-    _counts: list[int] = attrs.field(factory=lambda: [0, 0], repr=False)
-
-    @property
-    def beats(self) -> int:
-        """Heartbeat turns started so far."""
-        return self._counts[0]
-
-    @property
-    def reports(self) -> int:
-        """Replies handed to ``on_report`` so far."""
-        return self._counts[1]
+    beats: int = 0
+    reports: int = 0
 
 
 async def _report(on_report: OnReport | None, text: str) -> None:
@@ -85,8 +79,9 @@ async def _beat_turn(started: StartedAgent, on_report: OnReport | None, done: tr
     """Run one heartbeat turn to its result and report it unless it is ``HEARTBEAT_OK``."""
     try:
         result: TaskResult = await started.runtime.wait(started.handle)
-        if not is_heartbeat_ok(result.text):
-            started._counts[1] += 1
+        # A beat the host interrupted or closed said nothing; an error is worth a report.
+        if result.status not in _UNSPOKEN and not is_heartbeat_ok(result.text):
+            started.reports += 1
             await _report(on_report, result.text)
     finally:
         done.set()
@@ -102,15 +97,16 @@ async def _heartbeat(started: StartedAgent, every_ms: float, on_report: OnReport
         while True:
             await trio.sleep_until(next_beat)
             # Beats stay on the grid; beats missed while the loop was busy are not replayed.
-            now = trio.current_time()
-            next_beat += max(1, math.floor((now - next_beat) / interval) + 1) * interval
+            next_beat += (math.floor((trio.current_time() - next_beat) / interval) + 1) * interval
+            if runtime.inspect(handle).state == "closed":
+                return  # the host closed the persona: its clock stops with it
             # A full inbox refuses the tick; harmless: a wake still drains what is queued.
             runtime.post(handle, HEARTBEAT_TICK)
             if not turn_done.is_set() or runtime.inspect(handle).state != "idle":
                 continue  # woken only at idle: the ticks wait in the inbox, coalesced
             if not runtime.wake(handle, HEARTBEAT_PROMPT).ok:
                 continue
-            started._counts[0] += 1
+            started.beats += 1
             turn_done = trio.Event()
             nursery.start_soon(_beat_turn, started, on_report, turn_done)
 
