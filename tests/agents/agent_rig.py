@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from toolnexus_trio import Answer, Request, ToolContext, define_tool, pending
@@ -105,7 +106,8 @@ class ScriptedModel:
         self.cancelled = 0
 
     async def __call__(self, request: GenerateRequest) -> InProcessResponse:
-        self.calls.append(request)
+        # A copy: the loop keeps appending to the live transcript list.
+        self.calls.append(attrs.evolve(request, messages=list(request.messages)))
         self.started += 1
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)

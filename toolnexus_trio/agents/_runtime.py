@@ -30,7 +30,7 @@ from .._wire import Answer, Request
 from ..loop._results import Generate, Hooks, OnMetric
 from ..stores._base import ConversationStore
 from ..stores._memory import InMemoryConversationStore
-from . import _budget
+from . import _budget, _snapshot
 from ._inbox import turn_input
 from ._turn import Turns
 from ._types import (
@@ -110,6 +110,9 @@ class AgentRuntime:
         self._handles: dict[str, Handle] = {"root": self.root}
         self.trace: list[str] = []
         self.on_change: OnChange | None = None
+        # True while leaving the runtime block: the leaf-first close then is the end
+        # of this process's view, not of a durable tree (persistence should skip it).
+        self.shutting_down = False
         self._sources: dict[str, Any] = {}  # shared HTTP turn sources, one per model
         self._turns = Turns(self)
 
@@ -372,6 +375,14 @@ class AgentRuntime:
                 node.stop_reason, node.stop_limit = reason, limit
                 token.cancel(reason if limit is None else f"{reason}: {limit}")
 
+    async def _quiesce(self, h: Handle) -> None:
+        """Return once no descendant of *h* is running (their turns were cancelled)."""
+        while True:
+            busy = next((d for d in self._subtree(h) if d is not h and d.state == "running"), None)
+            if busy is None:
+                return
+            await busy.settled.wait()
+
     # -- close ------------------------------------------------------------------------
 
     async def close(self, h: Handle, *, force: bool = False, reason: str | None = None) -> None:
@@ -379,6 +390,11 @@ class AgentRuntime:
         finish within ``shutdown_ms`` (at once with *force*) then interrupt it, call
         ``on_close(h, reason)``, and keep the final state (``closed``) queryable."""
         if h.state == "closed":
+            return
+        if h.closing:
+            # Another close of this handle is under way (the host's and a parent's
+            # `task`, say): one close, one on_close; this one waits for it.
+            await h.finished.wait()
             return
         h.closing = True
         for child in list(h.children):
@@ -489,9 +505,23 @@ class AgentRuntime:
         data["path"] = h.id.split("/")
         return attrs.evolve(request, data=data)
 
+    # -- persistence seam -------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The handle table as JSON-safe data (see :mod:`._snapshot`): ids, states,
+        budgets, ledgers, inboxes, traces, task keys, last results and, per suspended
+        handle, its request and halted run. Transcripts live in the store."""
+        return _snapshot.snapshot(self)
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """Rebuild a :meth:`snapshot` in this fresh runtime (nothing spawned yet); a
+        pending tree can then be answered with :meth:`resume`."""
+        _snapshot.restore(self, data)
+
     # -- shutdown ---------------------------------------------------------------------------
 
     async def _shutdown(self) -> None:
+        self.shutting_down = True
         await self.close(self.root)
 
     async def _aclose_sources(self) -> None:

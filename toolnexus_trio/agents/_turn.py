@@ -22,6 +22,7 @@ import attrs
 import trio
 
 from .._cancel import CancelToken
+from .._groups import collapse_groups
 from .._toolkit import Toolkit
 from .._tools import Tool, ToolContext, ToolResult
 from .._wire import Answer, Request
@@ -237,18 +238,24 @@ class Turns:
         error: Exception | None = None
         deadline = _budget.wall_deadline(h)
         try:
-            async with trio.open_nursery() as nursery:
-                if deadline < math.inf:
-                    nursery.start_soon(self._watchdog, h, deadline)
-                try:
-                    with token.bound(trio.CancelScope()) as scope:
-                        run = await body(token)
-                    if scope.cancelled_caught and run is None and h.stop_limit is None:
-                        h.stop_reason = h.stop_reason or "interrupt"
-                finally:
-                    nursery.cancel_scope.cancel()
+            # The nursery only hosts the watchdog: its caller expects the run's own error.
+            with collapse_groups():
+                async with trio.open_nursery() as nursery:
+                    if deadline < math.inf:
+                        nursery.start_soon(self._watchdog, h, deadline)
+                    try:
+                        with token.bound(trio.CancelScope()) as scope:
+                            run = await body(token)
+                        if scope.cancelled_caught and run is None and h.stop_limit is None:
+                            h.stop_reason = h.stop_reason or "interrupt"
+                    finally:
+                        nursery.cancel_scope.cancel()
         except Exception as exc:
             error = exc
+        if h.stop_reason is not None:
+            # The stop cancelled the descendants' turns too: the waiters hear of it only
+            # once every one of them has unwound (their tools' processes reaped).
+            await self.rt._quiesce(h)
         result, restore, save = self._outcome(h, run, error)
         if save is not None:
             with trio.move_on_after(5, shield=True):
