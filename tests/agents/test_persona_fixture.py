@@ -1,6 +1,6 @@
 """The toolnexus ``persona-agent`` fixture (SPEC §7E), every ``expect``, on Trio's virtual clock.
 
-The fixture (vendored unchanged in ``fixtures/persona-agent/``, MIT, see its NOTICE) is
+The fixture (vendored unchanged in ``fixtures/persona-agent/``, MIT, see ``fixtures/NOTICE.md``) is
 data: a home (``bootstrapDir``), a scripted mock model per persona (``mockLLM.scripts``)
 and the expectations H1-H5. This runner writes the home to a temporary directory, plays
 the scripts as an in-process ``generate`` (dispatched on the model name), runs the
@@ -10,13 +10,13 @@ run, so a fixture update cannot be skipped silently.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from agent_rig import FIXTURES, load
 from helpers import TaskCensus
 
 from toolnexus_trio import GenerateRequest, InProcessResponse, InProcessToolCall
@@ -30,8 +30,8 @@ from toolnexus_trio.agents import (
     start_agent,
 )
 
-FIXTURE_DIR = Path(__file__).parent / "fixtures" / "persona-agent"
-FIXTURE: dict[str, Any] = json.loads((FIXTURE_DIR / "fixture.json").read_text(encoding="utf-8"))
+FIXTURE_DIR = FIXTURES / "persona-agent"
+FIXTURE: dict[str, Any] = load("persona-agent")
 EXPECT: dict[str, Any] = FIXTURE["expect"]
 USAGE: dict[str, int] = FIXTURE["mockLLM"]["usagePerCall"]
 
