@@ -1,8 +1,9 @@
 """A persona (SPEC §7E): an agent whose home is a folder, with memory and a heartbeat.
 
 Ava's home holds her soul, what she knows about the user and what to do on a heartbeat.
-Session one: she saves a fact with the ``memory`` tool (it lands in USER.md). Session
-two: a new snapshot of the home, so she knows it. Then she runs long-lived with a
+Each run is a session whose soul is composed from the home when it starts. One session:
+she saves a fact with the ``memory`` tool (it lands in USER.md). The next session starts
+from the home as it is now, so she knows it. Then she runs long-lived with a
 heartbeat every 15 minutes for an afternoon: silent (HEARTBEAT_OK) until the 3pm sync
 is due. The model is scripted and the clock is Trio's virtual one, so the afternoon
 passes in no time.
@@ -59,17 +60,13 @@ async def main(home: Path) -> None:
     for name, text in HOME.items():
         (home / name).write_text(text, encoding="utf-8")
 
-    # Session one. Composing reads the home: in a worker thread, off the event loop.
+    # Building the agent reads the home: in a worker thread, off the event loop.
     ava = await trio.to_thread.run_sync(partial(agent_from_dir, home, name="ava"))
     print("session 1:", (await ava.run("What coffee do I like?", generate=model)).text)
-    print("session 1:", (await ava.run("I like dark roast.", generate=model)).text)
-    print("session 1:", (await ava.run("What coffee do I like?", generate=model)).text)
+    print("session 2:", (await ava.run("I like dark roast.", generate=model)).text)
     print("USER.md now ends with:", (home / "USER.md").read_text().splitlines()[-1])
-
-    # Session two: a new snapshot of the home carries what she saved.
-    ava = await trio.to_thread.run_sync(partial(agent_from_dir, home, name="ava"))
     answer = (await ava.run("What coffee do I like?", generate=model)).text
-    print("session 2:", answer)
+    print("session 3:", answer)
     assert answer == "Dark roast."
 
     # Long-lived, a beat every 15 minutes from 13:00 to 16:00.

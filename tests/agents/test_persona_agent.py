@@ -6,9 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
-from toolnexus_trio import ToolContext, define_tool
-from toolnexus_trio.agents import Budget, agent_from_dir
+from toolnexus_trio import (
+    GenerateRequest,
+    InProcessResponse,
+    InProcessToolCall,
+    ToolContext,
+    define_tool,
+)
+from toolnexus_trio.agents import Budget, Handle, agent, agent_from_dir, start_agent
 
 
 def _home(tmp_path: Path) -> Path:
@@ -67,3 +74,52 @@ def test_the_snapshot_is_taken_when_the_agent_is_built(tmp_path: Path) -> None:
 def test_the_home_is_the_soul_and_the_tools(tmp_path: Path, option: str) -> None:
     with pytest.raises(TypeError, match=option):
         agent_from_dir(_home(tmp_path), **{option: "x"})
+
+
+def _soul_echo() -> tuple[list[str], Any]:
+    systems: list[str] = []
+
+    async def generate(request: GenerateRequest) -> InProcessResponse:
+        await trio.lowlevel.checkpoint()
+        if request.model == "lead":
+            tools = [m for m in request.messages if m["role"] == "tool"]
+            if not tools:
+                call = InProcessToolCall("t1", "task", {"agent": "ava", "prompt": "hi"})
+                return InProcessResponse(tool_calls=[call])
+            return InProcessResponse(str(tools[0]["content"]))
+        systems.append(str(request.messages[0]["content"]))
+        return InProcessResponse("ok")
+
+    return systems, generate
+
+
+async def test_each_session_composes_the_home_as_it_is_then(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    spawned: list[str] = []
+
+    async def on_spawn(h: Handle) -> None:
+        assert h.defn is not None and "Muthu" in h.defn.system_prompt  # after composing
+        spawned.append(h.id)
+
+    persona = agent_from_dir(home, model="ava", on_spawn=on_spawn)
+    lead = agent("lead", does="delegates", team=[persona], model="lead")
+    systems, generate = _soul_echo()
+    (home / "USER.md").write_text("- Muthu", encoding="utf-8")  # after the build
+    await persona.run("hi", generate=generate)
+    await lead.run("ask ava", generate=generate)  # a task delegation is a session too
+    async with start_agent(persona, generate=generate) as started:
+        started.runtime.wake(started.handle, "hi")
+        await started.runtime.wait(started.handle)
+    assert len(systems) == 3
+    assert all("## USER.md\n\n- Muthu" in system for system in systems)
+    assert spawned == ["root/ava.1", "root/lead.1/ava.1", "root/ava.1"]
+
+
+async def test_a_home_broken_after_the_build_fails_the_session(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    persona = agent_from_dir(home)
+    (home / "TOOLS.md").mkdir()
+    _, generate = _soul_echo()
+    with pytest.raises(ValueError, match="not a regular file"):
+        async with start_agent(persona, generate=generate):
+            pass

@@ -171,21 +171,35 @@ async def test_h3_the_memory_actions(home: Path) -> None:
 
 
 async def test_h4_a_write_lands_on_disk_and_loads_next_session(home: Path) -> None:
-    this_session_recall = agent_from_dir(home, model="m-recall")
-    remember = agent_from_dir(home, model="m-remember")
-    result = await remember.run("I prefer dark roast.", generate=generate)
-    assert result.status == "done", result
-    assert result.text.startswith("saved: ok")
+    # Built before the write and reused after it: each session composes its own snapshot.
+    recall = agent_from_dir(home, model="m-recall")
+    assert (await recall.run("What do I like?", generate=generate)).text == "no memory"
 
-    lands = checks("H4_writeLandsOnDisk")
-    assert lands["contains"] in (home / lands["file"]).read_text(encoding="utf-8")
+    systems: list[str] = []
 
-    # Frozen snapshot: the write never reaches a soul composed before it.
-    same = await this_session_recall.run("What do I like?", generate=generate)
-    assert same.text == "no memory"
+    async def watching(request: GenerateRequest) -> InProcessResponse:
+        systems.append(_system(request))
+        return await generate(request)
+
+    # One session of two turns: the write lands on disk at once, but the live prompt of
+    # the session never changes (the frozen snapshot).
+    async with start_agent(agent_from_dir(home, model="m-remember"), generate=watching) as s:
+        assert s.runtime.wake(s.handle, "I prefer dark roast.").ok
+        first = await s.runtime.wait(s.handle)
+        assert first.status == "done", first
+        assert first.text.startswith("saved: ok")
+        lands = checks("H4_writeLandsOnDisk")
+        assert lands["contains"] in (home / lands["file"]).read_text(encoding="utf-8")
+        assert s.runtime.wake(s.handle, "Anything else?").ok
+        await s.runtime.wait(s.handle)
+    assert len(systems) == 3
+    assert all("Prefers dark roast" not in system for system in systems)
+
     nxt = checks("H4_nextSessionSnapshotCarriesMemory")
-    next_session = agent_from_dir(home, model=nxt["model"])
-    assert (await next_session.run("What do I like?", generate=generate)).text == nxt["text"]
+    assert recall.definition.model == nxt["model"]
+    assert (await recall.run("What do I like?", generate=generate)).text == nxt["text"]
+    fresh = agent_from_dir(home, model=nxt["model"])
+    assert (await fresh.run("What do I like?", generate=generate)).text == nxt["text"]
 
 
 async def _beat_for(

@@ -28,6 +28,7 @@ import trio
 
 from .._groups import collapse_groups
 from ._level1 import Agent
+from ._persona import session_definition
 from ._runtime import AgentRuntime, open_agent_runtime
 from ._soul import HEARTBEAT_OK
 from ._types import Handle, InboxItem, TaskResult
@@ -136,7 +137,11 @@ async def start_agent(
     """
     if every_ms is not None and not (every_ms > 0 and math.isfinite(every_ms)):
         raise ValueError(f"every_ms must be a positive number of milliseconds, not {every_ms!r}")
-    async with open_agent_runtime(agent.registry(), **runtime_options) as runtime:
+    registry = agent.registry()
+    # The session starts here: a persona's soul is composed before the clock runs (in
+    # a worker thread, which on a virtual clock would otherwise let beats pass).
+    registry[agent.name] = await session_definition(registry[agent.name])
+    async with open_agent_runtime(registry, **runtime_options) as runtime:
         handle = runtime.spawn(runtime.root, agent.name)
         started = StartedAgent(runtime, handle)
         # The nursery is hidden from the caller: it sees the error it would expect.
