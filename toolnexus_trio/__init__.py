@@ -27,14 +27,14 @@ from ._tools import tool as tool
 from ._version import __version__ as __version__
 from ._wire import Answer as Answer
 from ._wire import Request as Request
-from .builtins import BuiltinsConfig as BuiltinsConfig
-from .http_tools import http_tool as http_tool
 from .agents import Agent as Agent
 from .agents import AgentDef as AgentDef
 from .agents import Budget as Budget
 from .agents import TaskResult as TaskResult
 from .agents import agent as agent
 from .agents import open_agent_runtime as open_agent_runtime
+from .builtins import BuiltinsConfig as BuiltinsConfig
+from .http_tools import http_tool as http_tool
 from .loop import AlreadyAnswered as AlreadyAnswered
 from .loop import Client as Client
 from .loop import Conversation as Conversation

@@ -36,6 +36,7 @@ class TreeModel:
         self.in_flight = 0
         self.cancelled = 0
         self.thinking = trio.Event()
+        self.thinker_task: trio.lowlevel.Task | None = None
 
     async def __call__(self, request: GenerateRequest) -> InProcessResponse:
         done = _tool_msgs(request)
@@ -53,6 +54,7 @@ class TreeModel:
                 call = InProcessToolCall("b1", "bash", {"command": command})
                 return InProcessResponse(tool_calls=(call,))
             if request.model == "m-thinker":
+                self.thinker_task = trio.lowlevel.current_task()
                 self.thinking.set()
                 await trio.sleep_forever()
             return InProcessResponse(content="finished")
@@ -167,3 +169,29 @@ async def test_leaving_the_block_closes_the_tree_leaf_first_and_leaves_no_task(
         "root/coordinator.1/thinker.1:closed",
         "root/coordinator.1/worker.1:closed",
     ]
+
+
+def _nurseries_above(task: trio.lowlevel.Task) -> list[trio.Nursery]:
+    found = []
+    nursery = task.parent_nursery
+    while nursery is not None:
+        found.append(nursery)
+        parent = nursery.parent_task
+        nursery = parent.parent_nursery
+    return found
+
+
+async def test_a_handles_subtree_is_a_nursery_under_its_parents(tmp_path: Path) -> None:
+    model = TreeModel(tmp_path / "pid")
+    with trio.fail_after(20):
+        async with open_agent_runtime(_registry(tmp_path), generate=model, shutdown_ms=10) as rt:
+            coordinator = rt.spawn(rt.root, "coordinator")
+            rt.wake(coordinator, "go")
+            await model.thinking.wait()
+            assert model.thinker_task is not None
+            thinker = rt.handle("root/coordinator.1/thinker.1")
+            above = _nurseries_above(model.thinker_task)
+            # thinker's model call → thinker's subtree → coordinator's → the runtime's.
+            chain = [thinker.nursery, coordinator.nursery, rt.root.nursery]
+            assert all(n in above for n in chain)
+            assert [above.index(n) for n in chain] == sorted(above.index(n) for n in chain)

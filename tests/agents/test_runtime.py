@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from toolnexus_trio import Answer, Request, ToolContext, define_tool
+from toolnexus_trio import Answer, ClientOptions, Request, ToolContext, define_tool
 from toolnexus_trio.agents import (
     LIMIT_MAX_DEPTH,
     LIMIT_MAX_TOKENS,
@@ -23,6 +23,7 @@ from toolnexus_trio.agents import (
     open_agent_runtime,
 )
 from toolnexus_trio.loop import GenerateRequest, InProcessResponse, InProcessToolCall
+from toolnexus_trio.testing import open_fake_provider
 
 USAGE = {"prompt_tokens": 30, "completion_tokens": 10, "total_tokens": 40}
 
@@ -280,3 +281,196 @@ async def test_level_one_agent_run_and_as_tool(autojump_clock: trio.testing.Mock
     assert out.output == "ok" and out.metadata is not None
     assert out.metadata["agent"] == "helper" and out.metadata["totalTokens"] == 80
     assert len(runs) == 2
+
+
+async def test_wait_idle_returns_when_a_turn_ends(autojump_clock: trio.testing.MockClock) -> None:
+    tool, _ = _work(3)
+    async with open_agent_runtime({"a": _def(tools=[tool])}, generate=Model(rounds=1)) as rt:
+        h = rt.spawn(rt.root, "a")
+        assert await rt.wait_idle(h) == "idle"
+        rt.wake(h, "go")
+        start = trio.current_time()
+        assert await rt.wait_idle(h) == "idle"
+        assert trio.current_time() - start >= 3
+
+
+async def test_an_llm_runtime_talks_to_a_real_http_model(
+    socket_autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``llm=ClientOptions``: each agent's client on the real wire (FakeProvider); a def's
+    model overrides the options' model, ``"inherit"`` keeps it; a stall is interrupted
+    mid-request."""
+    script = [
+        {"tool_calls": [{"name": "task", "arguments": {"agent": "helper", "prompt": "x"}}]},
+        {"text": "helped"},
+        {"text": "lead: done"},
+        {"stall": True},
+    ]
+    helper = agent("helper", does="helps")
+    lead = agent("lead", does="leads", model="m-lead", team=[helper])
+    async with open_fake_provider(script) as provider:
+        options = ClientOptions(
+            base_url=provider.base_url, style="openai", model="m-base", api_key="k"
+        )
+        async with open_agent_runtime(lead.registry(), llm=options) as rt:
+            result = await rt.run("lead", "go")
+            assert (result.status, result.text) == ("done", "lead: done")
+            assert [r.json["model"] for r in provider.requests] == ["m-lead", "m-base", "m-lead"]
+            stalled = rt.spawn(rt.root, "helper")
+            rt.wake(stalled, "stall")
+            await trio.sleep(1)
+            rt.interrupt(stalled)
+            assert (await rt.wait(stalled)).status == "interrupted"
+
+
+class ThreeLevels:
+    """lead → mid → leaf: each level delegates once with ``task``; the leaf's tool asks."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+
+    async def __call__(self, request: GenerateRequest) -> InProcessResponse:
+        self.calls[request.model] = self.calls.get(request.model, 0) + 1
+        tools = [str(m["content"]) for m in request.messages if m.get("role") == "tool"]
+        if tools:
+            return InProcessResponse(content=f"{request.model}<{tools[-1]}>")
+        if request.model == "m-leaf":
+            return InProcessResponse(tool_calls=(InProcessToolCall("s", "secret", {}),))
+        target = {"m-lead": "mid", "m-mid": "leaf"}[request.model]
+        call = InProcessToolCall("t", "task", {"agent": target, "prompt": "do it"})
+        return InProcessResponse(tool_calls=(call,))
+
+
+def _three(wait_for: Any = None) -> tuple[Any, list[int]]:
+    runs: list[int] = []
+
+    async def secret(args: dict[str, Any], ctx: ToolContext) -> Any:
+        from toolnexus_trio import pending
+
+        runs.append(1)
+        if ctx.answer is None:
+            return pending(Request(kind="approval", prompt="open the vault?"))
+        return "token"
+
+    leaf = agent(
+        "leaf", does="asks", model="m-leaf", uses=[define_tool("secret", "s", None, secret)]
+    )
+    mid = agent("mid", does="relays", model="m-mid", team=[leaf])
+    lead = agent("lead", does="leads", model="m-lead", team=[mid], wait_for=wait_for)
+    return lead, runs
+
+
+async def test_escalation_is_strictly_one_hop_per_level(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    asked: list[Request] = []
+
+    async def approve(request: Request) -> Answer:
+        asked.append(request)
+        return Answer(request.id, True)
+
+    lead, runs = _three(approve)
+    model = ThreeLevels()
+    async with open_agent_runtime(lead.registry(), generate=model) as rt:
+        result = await rt.run("lead", "go")
+        mid = rt.handle("root/lead.1/mid.1")
+        leaf = rt.handle("root/lead.1/mid.1/leaf.1")
+        # The relaying level (mid) stamped its own path; the interpreter is lead's.
+        assert [r.data["path"] for r in asked if r.data] == [["root", "lead.1", "mid.1"]]
+        assert mid.transitions[:4] == [
+            "idle→running", "running→suspended", "suspended→running", "running→idle",
+        ]  # fmt: skip
+        assert leaf.transitions[:4] == mid.transitions[:4]
+        assert rt.handle("root/lead.1").transitions == ["idle→running", "running→idle"]
+    assert result.text == "m-lead<m-mid<m-leaf<token>>>"
+    assert len(runs) == 2
+    assert model.calls == {"m-lead": 2, "m-mid": 2, "m-leaf": 2}  # parked levels: 0 calls
+
+
+async def test_a_three_level_pending_tree_resumes_from_the_root(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    lead, runs = _three()
+    model = ThreeLevels()
+    async with open_agent_runtime(lead.registry(), generate=model) as rt:
+        first = await rt.run("lead", "go")
+        assert first.status == "pending" and first.pending is not None
+        assert first.pending.data == {"path": ["root", "lead.1"]}
+        assert {v.state for v in rt.list() if v.id != "root"} == {"suspended"}
+        final = await rt.resume(Answer(first.pending.id, True))
+        assert final.text == "m-lead<m-mid<m-leaf<token>>>"
+        for hid in ("root/lead.1", "root/lead.1/mid.1", "root/lead.1/mid.1/leaf.1"):
+            assert rt.handle(hid).transitions[:5] == [
+                "idle→running", "running→suspended", "suspended→idle", "idle→running",
+                "running→idle",
+            ], hid  # fmt: skip
+        assert [line.split(": ")[1] for line in rt.trace] == [
+            "task replay → REATTACH root/lead.1/mid.1/leaf.1",
+            "task replay → REATTACH root/lead.1/mid.1",
+        ]
+    assert len(runs) == 2
+
+
+@pytest.mark.parametrize("ok", [True, False])
+async def test_on_budget_suspend_without_an_interpreter_is_pending_at_the_root(
+    autojump_clock: trio.testing.MockClock, ok: bool
+) -> None:
+    tool, runs = _work()
+    worker = agent(
+        "worker",
+        does="works",
+        uses=[tool],
+        budget=Budget(max_tokens=30),
+        on_budget=lambda info: "suspend",
+    )
+    lead = agent("lead", does="leads", model="m-lead", team=[worker])
+
+    async def model(request: GenerateRequest) -> InProcessResponse:
+        tools = [m for m in request.messages if m.get("role") == "tool"]
+        if request.model == "m-lead":
+            if tools:
+                return InProcessResponse(content=f"lead<{tools[-1]['content']}>")
+            call = InProcessToolCall("t", "task", {"agent": "worker", "prompt": "go"})
+            return InProcessResponse(tool_calls=(call,))
+        return await Model(rounds=1)(request)
+
+    async with open_agent_runtime(lead.registry(), generate=model) as rt:
+        first = await rt.run("lead", "go")
+        assert first.status == "pending" and first.pending is not None
+        assert first.pending.kind == "approval"
+        assert first.pending.data == {"limit": LIMIT_MAX_TOKENS, "path": ["root", "lead.1"]}
+        assert runs == []  # stopped before its tool
+        final = await rt.resume(Answer(first.pending.id, ok))
+    if ok:
+        assert (final.status, final.text) == ("done", "lead<ok>")
+        assert len(runs) == 1
+    else:
+        # §10: a declined answer reaches the parent's task call as "declined/expired".
+        assert final.status == "done"
+        assert final.text.startswith("lead<declined/expired: root/lead.1/worker.1 reached")
+        assert runs == []
+
+
+async def test_the_same_task_twice_in_one_turn_reattaches_instead_of_spawning_twice(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    tool, runs = _work(1)
+    helper = agent("helper", does="helps", uses=[tool])
+    lead = agent("lead", does="leads", model="m-lead", team=[helper])
+
+    async def model(request: GenerateRequest) -> InProcessResponse:
+        tools = [str(m["content"]) for m in request.messages if m.get("role") == "tool"]
+        if request.model == "m-lead":
+            if tools:
+                return InProcessResponse(content=" | ".join(tools))
+            same = {"agent": "helper", "prompt": "same"}
+            calls = (InProcessToolCall("a", "task", same), InProcessToolCall("b", "task", same))
+            return InProcessResponse(tool_calls=calls)
+        return await Model(rounds=1)(request)
+
+    async with open_agent_runtime(lead.registry(), generate=model) as rt:
+        result = await rt.run("lead", "go")
+        assert [c.id for c in rt.handle("root/lead.1").children] == ["root/lead.1/helper.1"]
+        assert any("REATTACH root/lead.1/helper.1" in line for line in rt.trace)
+    assert result.text == "ok | ok"
+    assert len(runs) == 1

@@ -21,7 +21,7 @@ import trio
 import trio.testing
 from agent_rig import ScriptedModel, Tools, auto_approve, budget_of, load, registry_of
 
-from toolnexus_trio import Answer, InMemoryConversationStore
+from toolnexus_trio import AlreadyAnswered, Answer, InMemoryConversationStore
 from toolnexus_trio.agents import (
     LIMIT_MAX_CHILDREN,
     LIMIT_MAX_TOKENS,
@@ -372,7 +372,7 @@ async def test_durable_resume_in_process(autojump_clock: trio.testing.MockClock)
         for needle in e2["traceContains"]:
             assert any(needle in line for line in rt.trace), needle
         # An answer is taken once.
-        with pytest.raises(LookupError):
+        with pytest.raises(AlreadyAnswered):
             await rt.resume(answer)
 
 

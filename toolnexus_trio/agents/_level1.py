@@ -7,7 +7,7 @@ the agent a tool for any toolkit (the axiom's other direction: an Agent is a Too
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,13 +136,3 @@ def agent(
         on_budget=on_budget,
     )
     return Agent(definition, members)
-
-
-def registry_of(agents: Sequence[Agent] | Mapping[str, AgentDef]) -> dict[str, AgentDef]:
-    """A registry from agents (their team closures merged) or from a mapping as is."""
-    if isinstance(agents, Mapping):
-        return dict(agents)
-    merged: dict[str, AgentDef] = {}
-    for one in agents:
-        merged.update(one.registry())
-    return merged

@@ -16,21 +16,23 @@ the ``task`` tool in :mod:`._task`.
 
 from __future__ import annotations
 
+import collections
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from .._cancel import CancelToken
 from .._groups import collapse_groups
-from .._wire import Answer, Request
+from .._wire import Answer
+from ..loop._durable import AlreadyAnswered
 from ..loop._results import Generate, Hooks, OnMetric
 from ..stores._base import ConversationStore
 from ..stores._memory import InMemoryConversationStore
 from . import _budget, _snapshot
+from ._escalation import suspended_path
 from ._inbox import turn_input
 from ._turn import Turns
 from ._types import (
@@ -49,6 +51,9 @@ from ._types import (
 
 if TYPE_CHECKING:
     from ..models import ClientOptions
+
+TRACE_LIMIT = 10_000
+"""The most runtime events (``trace``) and per-handle transitions kept."""
 
 OnChange = Callable[["AgentRuntime", str, Handle], Awaitable[None]]
 """The persistence seam: awaited after a handle settles, suspends, resumes or closes."""
@@ -69,7 +74,7 @@ class AgentRuntime:
     """The §7D runtime. Made by :func:`open_agent_runtime`; use its verbs inside the block.
 
     ``root`` is the host's handle (id ``"root"``); spawn the first agents under it.
-    ``trace`` lists runtime events (``"wake QUEUED"``, ``"DEQUEUED wake"``, ``"task
+    ``trace`` lists the latest runtime events (``"wake QUEUED"``, ``"DEQUEUED wake"``, ``"task
     replay → REATTACH"``...), each prefixed with the handle id.
     """
 
@@ -108,8 +113,11 @@ class AgentRuntime:
         self.turn_gate = trio.CapacityLimiter(max_concurrent_turns)
         self.root = Handle("root", None, None, Budget())
         self._handles: dict[str, Handle] = {"root": self.root}
-        self.trace: list[str] = []
+        # Bounded: a long-lived runtime (a persona's heartbeats) keeps the latest events.
+        self.trace: collections.deque[str] = collections.deque(maxlen=TRACE_LIMIT)
         self.on_change: OnChange | None = None
+        # Request ids resume() has taken: a replayed answer is refused (AlreadyAnswered).
+        self.answered: dict[str, str] = {}
         # True while leaving the runtime block: the leaf-first close then is the end
         # of this process's view, not of a durable tree (persistence should skip it).
         self.shutting_down = False
@@ -145,6 +153,9 @@ class AgentRuntime:
 
     def _move(self, h: Handle, state: HandleState) -> None:
         h.transitions.append(f"{h.state}→{state}")
+        if len(h.transitions) > TRACE_LIMIT:
+            # Memory stays bounded for a handle woken forever; the oldest half goes.
+            del h.transitions[: TRACE_LIMIT // 2]
         h.state = state
 
     # -- spawn -------------------------------------------------------------------
@@ -291,7 +302,7 @@ class AgentRuntime:
             # A settled run's task keys end with it (reattachment is for the replay of
             # a suspended run), and so does the pending state.
             h.task_children.clear()
-            h.pending = h.pending_run = None
+            h.pending = h.pending_run = h.budget_ask = None
         self._release_slot(h)
         settled, h.settled = h.settled, trio.Event()
         settled.set()
@@ -324,6 +335,14 @@ class AgentRuntime:
             own_tokens=h.own_tokens,
         )
 
+    async def wait_idle(self, h: Handle) -> HandleState:
+        """Return once *h* is neither running nor queued (its state then: ``idle``,
+        ``suspended`` or ``closed``). A heartbeat uses it to wake only at idle."""
+        while h.state == "running" or h.queued:
+            await h.settled.wait()
+        await trio.lowlevel.checkpoint()
+        return h.state
+
     def interrupt(self, h: Handle) -> None:
         """Abort *h*'s run, and its descendants', through their cancel scopes.
 
@@ -341,7 +360,7 @@ class AgentRuntime:
                 self._finish_now(node, self._result(node, "interrupted", "interrupted"))
 
     def _drop_pending(self, h: Handle, status: str) -> None:
-        h.pending = h.pending_run = None
+        h.pending = h.pending_run = h.budget_ask = None
         h.task_children.clear()
         self._move(h, "idle")
         self._finish_now(h, self._result(h, f"{status}: pending request cancelled", status))
@@ -439,33 +458,19 @@ class AgentRuntime:
 
         Each level traces ``suspended→idle`` (answer accepted, checkpoint restored) then
         ``idle→running`` (the replay); re-invoked ``task`` calls reattach to their child
-        by task key. :class:`LookupError` when no handle is suspended on ``answer.id``.
+        by task key. An answer is taken once: a replay raises :class:`AlreadyAnswered`;
+        :class:`LookupError` when no handle is suspended on ``answer.id``.
         """
-        top = next(
-            (
-                c
-                for c in self.root.children
-                if c.state == "suspended" and c.pending is not None and c.pending.id == answer.id
-            ),
-            None,
-        )
-        if top is None:
+        seen = self.answered.get(answer.id)
+        if seen is not None:
+            raise AlreadyAnswered(answer.id, seen)
+        path = suspended_path(self.root, answer.id)
+        if not path:
             raise LookupError(f"no suspended handle for answer {answer.id!r}")
-        path = [top]
-        while True:
-            below = next(
-                (
-                    c
-                    for c in path[-1].children
-                    if c.state == "suspended"
-                    and c.pending is not None
-                    and c.pending.id == answer.id
-                ),
-                None,
-            )
-            if below is None:
-                break
-            path.append(below)
+        top = path[0]
+        self.answered[answer.id] = "taken"
+        if len(self.answered) > TRACE_LIMIT:
+            del self.answered[next(iter(self.answered))]
         result: TaskResult | None = None
         for h in reversed(path):
             if h.state != "suspended":
@@ -474,11 +479,11 @@ class AgentRuntime:
                 await self.on_change(self, "resumed", h)
             self._move(h, "idle")
             self._replay(h, answer)
+            # A level that asks again (a new request) is relayed by its parent's
+            # replayed task call, so the cascade goes on and the top is pending again.
             result = await self.wait(h)
-            if result.status == "pending" and h is not top:
-                # The leaf asked again: the parents stay parked on the new request.
-                pass
         assert result is not None
+        self.answered[answer.id] = "answered"
         return top.last_result or result
 
     def _replay(self, h: Handle, answer: Answer) -> None:
@@ -497,13 +502,6 @@ class AgentRuntime:
         self._move(h, "running")
         self._start_in(h, lambda: self._turns.resumed(h, answer))
         return await self.wait(h)
-
-    @staticmethod
-    def stamp(request: Request, h: Handle) -> Request:
-        """*request* relayed by *h*: ``data.path`` is *h*'s id segments (SPEC §10 addendum)."""
-        data = dict(request.data or {})
-        data["path"] = h.id.split("/")
-        return attrs.evolve(request, data=data)
 
     # -- persistence seam -------------------------------------------------------------------
 

@@ -70,6 +70,7 @@ def snapshot(rt: AgentRuntime) -> dict[str, Any]:
                 "task_children": [[a, p, c.id] for (a, p), c in h.task_children.items()],
                 "pending": h.pending.to_json() if h.pending is not None else None,
                 "pending_run": h.pending_run.to_json() if h.pending_run is not None else None,
+                "budget_ask": h.budget_ask.to_json() if h.budget_ask is not None else None,
                 "last_result": _result_json(h.last_result),
                 "spawn_hook_done": h.spawn_hook_done,
             }
@@ -77,6 +78,7 @@ def snapshot(rt: AgentRuntime) -> dict[str, Any]:
     return {
         "version": SNAPSHOT_VERSION,
         "root": {"seq": dict(rt.root.seq), "tokens": rt.root.tokens},
+        "answered": dict(rt.answered),
         "handles": handles,
     }
 
@@ -95,6 +97,7 @@ def restore(rt: AgentRuntime, data: dict[str, Any]) -> None:
     now = trio.current_time()
     rt.root.seq = dict(data["root"]["seq"])
     rt.root.tokens = data["root"]["tokens"]
+    rt.answered.update(data.get("answered", {}))
     for item in data["handles"]:
         defn = rt.registry.get(item["def"])
         if defn is None:
@@ -118,6 +121,8 @@ def restore(rt: AgentRuntime, data: dict[str, Any]) -> None:
         h.pending = Request.from_json(item["pending"]) if item["pending"] else None
         h.pending_run = RunResult.from_json(item["pending_run"]) if item["pending_run"] else None
         h.last_result = _result_from(item["last_result"])
+        ask = item.get("budget_ask")
+        h.budget_ask = Request.from_json(ask) if ask else None
         h.spawn_hook_done = item["spawn_hook_done"]
         parent.children.append(h)
         rt._handles[h.id] = h

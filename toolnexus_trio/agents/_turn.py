@@ -31,6 +31,7 @@ from ..loop._results import GenerateRequest, InProcessOptions, RunError, RunResu
 from ..loop._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
 from ..models._source import HttpTurns
 from . import _budget
+from ._escalation import stamp
 from ._task import task_tool
 from ._types import (
     LIMIT_MAX_TURNS,
@@ -110,6 +111,14 @@ class Turns:
                 verdict = await verdict
         if verdict == "suspend":
             verdict = await self._ask_to_extend(h, limit, used, cap)
+            if verdict == "suspend":
+                # No interpreter on the chain: the handle suspends on the approval and
+                # the request travels up like a tool's (the root returns pending).
+                h.budget_ask = Request(
+                    kind="approval",
+                    prompt=f"{h.id} reached {limit} ({used:g} of {cap:g}): continue?",
+                    data={"limit": limit},
+                )
         if verdict == "extend":
             h.extended.add(limit)
             return
@@ -128,7 +137,7 @@ class Turns:
                 )
                 answer = await node.defn.wait_for(request)
                 return "extend" if answer is not None and answer.ok else "stop"
-        return "stop"
+        return "suspend"
 
     # -- the client and the toolkit of a handle -------------------------------------------
 
@@ -218,14 +227,37 @@ class Turns:
 
     async def resumed(self, h: Handle, answer: Answer) -> None:
         """The halted run of suspended *h* goes on with *answer* (SPEC §10 resume)."""
-        halted: RunResult = h.pending_run
+        halted: RunResult | None = h.pending_run
         h.pending = h.pending_run = None
+        asked, h.budget_ask = h.budget_ask, None
+        if asked is not None:
+            await self._after_budget_answer(h, asked, halted, answer)
+            return
+        assert halted is not None
 
         async def body(token: CancelToken) -> RunResult | None:
             client = self.client(h, self._max_turns(h, halted.turns))
             return await client.resume(
                 halted, {answer.id: answer}, toolkit=self.toolkit(h), cancel=token
             )
+
+        await self._drive(h, body)
+
+    async def _after_budget_answer(
+        self, h: Handle, asked: Request, halted: RunResult | None, answer: Answer
+    ) -> None:
+        """The answer to an on_budget "suspend": go on past the limit, or stop there."""
+        limit = str((asked.data or {}).get("limit", ""))
+
+        async def body(token: CancelToken) -> RunResult | None:
+            if not answer.ok:
+                h.stop_reason, h.stop_limit = "limit", limit
+                return None
+            h.extended.add(limit)
+            history = halted.messages if halted is not None else await self.rt._store.get(h.id)
+            client = self.client(h, self._max_turns(h))
+            note = f"The budget limit {limit} was extended; continue the task."
+            return await client.run(note, self.toolkit(h), history=history, cancel=token)
 
         await self._drive(h, body)
 
@@ -277,6 +309,19 @@ class Turns:
             text = f"error: {error}"
             return rt._result(h, text, "error"), False, partial.messages if partial else None
         h.error = None
+        if (run is None or run.status == "cancelled") and h.budget_ask is not None:
+            h.pending = stamp(h.budget_ask, h)
+            h.pending_run = run
+            result = TaskResult(
+                h.pending.prompt,
+                True,
+                "pending",
+                pending=h.pending,
+                turns=h.turns,
+                total_tokens=h.tokens,
+                own_tokens=h.own_tokens,
+            )
+            return result, False, None
         if run is None or run.status == "cancelled":
             if h.stop_limit is not None:
                 limit = h.stop_limit
@@ -290,7 +335,7 @@ class Turns:
             return rt._result(h, "interrupted", "interrupted"), True, None
         if run.status == "pending":
             assert run.pending is not None
-            h.pending = rt.stamp(run.pending, h)
+            h.pending = stamp(run.pending, h)
             h.pending_run = run
             # Rewind: the stored transcript stays the pre-turn checkpoint.
             result = TaskResult(

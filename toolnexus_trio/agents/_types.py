@@ -212,7 +212,7 @@ class Handle:
         self.task_children: dict[tuple[str, str], Handle] = {}
         self.pending: Request | None = None  # the relayed request while suspended
         self.pending_run: Any = None  # the halted RunResult while suspended
-        self.pending_input: str | None = None  # the turn input of the suspended turn
+        self.budget_ask: Request | None = None  # on_budget "suspend" with no interpreter
         self.drained: list[InboxItem] = []  # taken by the running turn, not yet consumed
         self.queued_prompt: str | None = None
         self.queued = False
