@@ -136,3 +136,9 @@ def test_text_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
 async def test_async_composition_runs_off_the_event_loop(tmp_path: Path) -> None:
     (tmp_path / "SOUL.md").write_text("async", encoding="utf-8")
     assert await compose_soul_async(tmp_path) == ("## SOUL.md\n\nasync", ["SOUL.md"])
+
+
+def test_a_home_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "home").write_text("not a folder", encoding="utf-8")
+    with pytest.raises(ValueError, match="is not a directory"):
+        compose_soul(tmp_path / "home")

@@ -126,14 +126,15 @@ async def start_agent(
     (``generate=`` or ``llm=`` is required there). The block is one session: a persona
     from :func:`~toolnexus_trio.agents.agent_from_dir` has its soul composed from its
     home on entry (off the event loop, before the clock starts) and keeps it to the end.
-    The persona is spawned under the runtime's root and stays idle until woken. With ``every_ms`` (milliseconds of Trio
-    time, > 0) it has a heartbeat: each interval a tick goes to its own inbox and, only
-    when it is idle, it is woken with :data:`HEARTBEAT_PROMPT`; ticks that arrive while a
-    turn runs are drained together by the next idle wake. A reply other than
-    :data:`HEARTBEAT_OK` is passed to ``on_report`` (sync or async; an exception from it
-    ends the block); a beat the host interrupted or closed is silent, and closing the
-    persona stops its clock. Without ``every_ms`` there is no clock: the host drives the persona
-    with ``started.runtime.post``/``wake``/``wait`` on ``started.handle``.
+    The persona is spawned under the runtime's root and stays idle until woken. With
+    ``every_ms`` (milliseconds of Trio time, > 0) it has a heartbeat: each interval a
+    tick goes to its own inbox and, only when it is idle, it is woken with
+    :data:`HEARTBEAT_PROMPT`; ticks that arrive while a turn runs are drained together
+    by the next idle wake. A reply other than :data:`HEARTBEAT_OK` is passed to
+    ``on_report`` (sync or async; an exception from it ends the block); a beat the host
+    interrupted or closed is silent, and closing the persona stops its clock. Without
+    ``every_ms`` there is no clock: the host drives the persona with
+    ``started.runtime.post``/``wake``/``wait`` on ``started.handle``.
 
     Leaving the block cancels the heartbeat and any beat turn, then closes the runtime;
     nothing started here outlives it.

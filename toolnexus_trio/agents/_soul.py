@@ -105,16 +105,18 @@ def compose_soul(dir: str | os.PathLike[str]) -> tuple[str, list[str]]:
 
     Each present file of :data:`BOOTSTRAP_ORDER` becomes a section ``## <file>``, a
     blank line, and the file's text with surrounding whitespace stripped; sections are
-    separated by a blank line. Absent files are skipped (a home with none gives
-    ``("", [])``); a file over :data:`MAX_BOOTSTRAP_BYTES` bytes is cut there and
-    followed by :data:`TRUNCATION_NOTICE` on its own line. Raises
+    separated by a blank line. Absent files are skipped (a home with none, or a home
+    that does not exist, gives ``("", [])``); a file over :data:`MAX_BOOTSTRAP_BYTES`
+    bytes is cut there and followed by :data:`TRUNCATION_NOTICE` on its own line. Raises
     :class:`ValueError` for a file that is present but unusable (a directory, a FIFO, a
-    symlink leading out of the home, text that is not UTF-8).
+    symlink leading out of the home, text that is not UTF-8), or a home that is a file.
 
     It reads files and so blocks: call it before the event loop starts, or in a worker
     thread (``await trio.to_thread.run_sync(compose_soul, dir)``), as
     :func:`~toolnexus_trio.agents.agent_from_dir` does.
     """
+    if os.path.exists(dir) and not os.path.isdir(dir):
+        raise HomeFileError(f"the agent home {os.fspath(dir)} is not a directory")
     sections: list[str] = []
     loaded: list[str] = []
     for name in BOOTSTRAP_ORDER:
