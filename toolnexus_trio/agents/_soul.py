@@ -74,7 +74,10 @@ def home_path(home: str | os.PathLike[str], name: str) -> str | None:
 def read_capped(path: str, cap: int) -> tuple[bytes, bool]:
     """At most *cap* bytes of the regular file *path*, and whether it was longer. Blocking."""
     # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    # O_NOFOLLOW: *path* comes from home_path (never a symlink), so a symlink found
+    # here was swapped in after the check, and is refused (ELOOP).
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
     try:
         # Checked on the descriptor, not the name: the file read is the file checked.
         if not stat.S_ISREG(os.fstat(fd).st_mode):
