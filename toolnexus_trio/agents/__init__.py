@@ -6,16 +6,27 @@ agent handles whose turns run in one Trio task tree: ``spawn``, ``post``, ``wake
 and a child's §10 suspension escalates to the nearest ``wait_for`` or up to the host
 (``resume(answer)``). The Level-1 surface is :func:`agent` (``run``, ``as_tool``).
 
-Modules: ``_types`` (the data), ``_inbox`` (the unsolicited rail's block),
-``_budget`` (carve and live checks), ``_escalation`` (``data.path`` and answer
-routing), ``_task`` (the ``task`` tool), ``_turn`` (one turn on the shared loop),
-``_runtime`` (the verbs), ``_snapshot`` (the table as JSON) and ``_level1`` (``agent``).
+Modules: ``_types`` (the data), ``_inbox`` (the unsolicited rail's block), ``_budget``
+(carve and live checks), ``_escalation`` (``data.path`` and answer routing), ``_task``
+(the ``task`` tool), ``_turn`` (one turn on the shared loop), ``_runtime`` (the verbs),
+``_snapshot`` (the table as JSON) and ``_level1`` (``agent``).
+
+Personas (SPEC §7E) ride on it: ``_soul`` (:func:`compose_soul`), ``_memory``
+(:func:`memory_tool`), ``_persona`` (:func:`agent_from_dir`) and ``_heartbeat``
+(:func:`start_agent`).
 """
 
+from ._heartbeat import StartedAgent as StartedAgent
+from ._heartbeat import start_agent as start_agent
 from ._level1 import Agent as Agent
 from ._level1 import agent as agent
+from ._memory import memory_tool as memory_tool
+from ._persona import agent_from_dir as agent_from_dir
 from ._runtime import AgentRuntime as AgentRuntime
 from ._runtime import open_agent_runtime as open_agent_runtime
+from ._soul import BOOTSTRAP_ORDER as BOOTSTRAP_ORDER
+from ._soul import HEARTBEAT_OK as HEARTBEAT_OK
+from ._soul import compose_soul as compose_soul
 from ._types import LIMIT_MAX_CHILDREN as LIMIT_MAX_CHILDREN
 from ._types import LIMIT_MAX_CONCURRENT as LIMIT_MAX_CONCURRENT
 from ._types import LIMIT_MAX_DEPTH as LIMIT_MAX_DEPTH
@@ -35,6 +46,8 @@ from ._types import SpawnError as SpawnError
 from ._types import TaskResult as TaskResult
 
 __all__ = [
+    "BOOTSTRAP_ORDER",
+    "HEARTBEAT_OK",
     "LIMIT_MAX_CHILDREN",
     "LIMIT_MAX_CONCURRENT",
     "LIMIT_MAX_DEPTH",
@@ -53,7 +66,12 @@ __all__ = [
     "InboxItem",
     "PostResult",
     "SpawnError",
+    "StartedAgent",
     "TaskResult",
     "agent",
+    "agent_from_dir",
+    "compose_soul",
+    "memory_tool",
     "open_agent_runtime",
+    "start_agent",
 ]
