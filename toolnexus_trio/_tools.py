@@ -49,6 +49,7 @@ class ToolSource(enum.Enum):
     MCP = "mcp"
     HTTP = "http"
     TESSERON = "tesseron"
+    A2A = "a2a"
 
 
 @attrs.frozen

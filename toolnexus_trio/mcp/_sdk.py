@@ -15,3 +15,12 @@ def require_sdk(feature: str) -> None:
         raise ImportError(
             f"{feature} needs the optional MCP support (the mcp SDK and hypercorn): {EXTRA_HINT}"
         ) from exc
+
+
+def sdk_present() -> bool:
+    """Whether the ``mcp`` SDK is installed."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        return False
+    return True
