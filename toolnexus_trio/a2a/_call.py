@@ -9,6 +9,7 @@ task before it returns (bounded, shielded): the remote task does not run on for 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
@@ -124,9 +125,7 @@ class RemoteAgent:
     async def run(self, text: str) -> ToolResult:
         """Send *text* as a task and poll it to its end (the SPEC's result strings)."""
         started = trio.current_time()
-        task = task_from_result(
-            await self.rpc(send_message(str(uuid.uuid4()), str(uuid.uuid4()), text, self.version))
-        )
+        task = await self._submit(text)
         task_id = str(task.get("id", ""))
         state = task_state(task)
         polls = 0
@@ -159,6 +158,47 @@ class RemoteAgent:
             return ToolResult.ok(completed_text(task), meta())
         why = status_text(task)
         return ToolResult.error(f"A2A task {task_id} {state}" + (f": {why}" if why else ""), meta())
+
+    async def _submit(self, text: str) -> dict[str, Any]:
+        """``SendMessage``; the task it created.
+
+        A cancel that comes while the request is on the wire would lose the task's id
+        (and leave the remote task running), so the request finishes in a shielded task
+        of its own: the caller's cancel gives it :data:`CANCEL_GRACE` more, then cancels
+        the remote task it created, then goes on being cancelled.
+        """
+        payload = send_message(str(uuid.uuid4()), str(uuid.uuid4()), text, self.version)
+        shield = trio.CancelScope(shield=True)
+        done = trio.Event()
+        box: list[Any] = []
+
+        async def send() -> None:
+            try:
+                with shield:
+                    box.append(await self.rpc(payload))
+            except Exception as exc:
+                box.append(exc)
+            finally:
+                done.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send)
+            try:
+                await done.wait()
+            except trio.Cancelled:
+                shield.deadline = trio.current_time() + CANCEL_GRACE
+                with trio.CancelScope(shield=True):
+                    await done.wait()
+                    if box and not isinstance(box[0], BaseException):
+                        with contextlib.suppress(A2AError):
+                            task = task_from_result(box[0])
+                            await self._cancel_remote(str(task.get("id", "")))
+                raise
+        if not box:
+            raise A2AError(f"A2A SendMessage to {self.name} timed out")
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return task_from_result(box[0])
 
     async def _cancel_remote(self, task_id: str) -> None:
         """``CancelTask`` for *task_id*; a failure is only logged (the call is over)."""

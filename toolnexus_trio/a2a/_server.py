@@ -374,38 +374,38 @@ class A2AServer:
     ) -> None:
         result: Any = None
         try:
-            with scope:
-                task["status"] = {"state": "working"}
-                await self.store.save(task)
-                result = await self.client.run(text, self.toolkit)
-                status = getattr(result, "status", "done")
-                answer = str(getattr(result, "text", result))
-                if status == "done":
-                    task["status"] = {"state": "completed"}
-                    task["artifacts"] = [
-                        {"artifactId": str(uuid.uuid4()), "parts": text_parts(answer, "0.3")}
-                    ]
-                else:
-                    task["status"] = _failed(
-                        f"the run ended {status}" + (f": {answer}" if answer else "")
-                    )
-            if scope.cancelled_caught:
+            try:
+                with scope:
+                    task["status"] = {"state": "working"}
+                    await self.store.save(task)
+                    result = await self.client.run(text, self.toolkit)
+                    status = getattr(result, "status", "done")
+                    answer = str(getattr(result, "text", result))
+                    if status == "done":
+                        task["status"] = {"state": "completed"}
+                        task["artifacts"] = [
+                            {"artifactId": str(uuid.uuid4()), "parts": text_parts(answer, "0.3")}
+                        ]
+                    else:
+                        task["status"] = _failed(
+                            f"the run ended {status}" + (f": {answer}" if answer else "")
+                        )
+                if scope.cancelled_caught:
+                    task["status"] = {"state": "canceled"}
+            except trio.Cancelled:
+                # The server is stopping: record it, bounded, then go.
                 task["status"] = {"state": "canceled"}
-        except trio.Cancelled:
-            # The server is stopping: record it, bounded, then go.
-            task["status"] = {"state": "canceled"}
-            with trio.move_on_after(SAVE_GRACE, shield=True):
-                await self._finish(task, text, skill, None)
-            raise
-        except Exception as exc:
-            logger.warning("A2A task %s failed: %s", task["id"], exc)
-            task["status"] = _failed(str(exc) or type(exc).__name__)
+                with trio.move_on_after(SAVE_GRACE, shield=True):
+                    await self._finish(task, text, skill, None)
+                raise
+            except Exception as exc:
+                logger.warning("A2A task %s failed: %s", task["id"], exc)
+                task["status"] = _failed(str(exc) or type(exc).__name__)
+            completed = task["status"]["state"] == "completed"
+            await self._finish(task, text, skill, result if completed else None)
         finally:
             self._running.pop(task["id"], None)
             done.set()
-        await self._finish(
-            task, text, skill, result if task["status"]["state"] == "completed" else None
-        )
 
     async def _finish(
         self, task: dict[str, Any], text: str, skill: str | None, result: Any
