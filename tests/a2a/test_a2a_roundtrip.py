@@ -13,7 +13,13 @@ from a2a_helpers import served_agent
 from helpers import TaskCensus
 
 from toolnexus_trio import CancelToken, ToolContext, ToolkitOptions, ToolSource, create_toolkit
-from toolnexus_trio.a2a import A2AServeConfig, FileTaskStore, agent, parse_agents_config
+from toolnexus_trio.a2a import (
+    A2AServeConfig,
+    FileTaskStore,
+    InMemoryTaskStore,
+    agent,
+    parse_agents_config,
+)
 
 pytest.importorskip("hypercorn")
 
@@ -193,8 +199,22 @@ async def test_timeout_string_and_remote_cancel() -> None:
         assert ended[-1].state == "canceled"
 
 
-async def test_cancelled_call_cancels_the_remote_task() -> None:
-    async with served_agent() as (served, model, ended, _):
+class PolledStore(InMemoryTaskStore):
+    """Sets ``polled`` once a task is read (a ``GetTask`` arrived)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.polled = trio.Event()
+
+    async def get(self, task_id: str) -> dict[str, Any] | None:
+        self.polled.set()
+        return await super().get(task_id)
+
+
+@pytest.mark.parametrize("when", ["submitting", "polling"])
+async def test_cancelled_call_cancels_the_remote_task(when: str) -> None:
+    store = PolledStore()
+    async with served_agent(A2AServeConfig(store=store)) as (served, model, ended, _):
         card = served.base_url + "/.well-known/agent-card.json"
         caller = await create_toolkit(
             ToolkitOptions(builtins=False, agents=[agent(card, poll_every=20)])
@@ -214,9 +234,12 @@ async def test_cancelled_call_cancels_the_remote_task() -> None:
                     results: list[Any] = []
                     nursery.start_soon(call)
                     await model.started.wait()
+                    if when == "polling":
+                        await store.polled.wait()
                     token.cancel("stop")
             # The server's own tasks (a kept-alive connection) live on; the call's are gone.
-            stray = [t.name for t in census.new_tasks() if not t.name.startswith("hypercorn")]
+            server = ("hypercorn", "trio._highlevel_serve_listeners")
+            stray = [t.name for t in census.new_tasks() if not t.name.startswith(server)]
             assert stray == []
         assert results[0].output == "cancelled"
         assert model.cancelled == ["slow two"]
