@@ -25,8 +25,8 @@ from toolnexus_trio.a2a import agent
 
 pytest.importorskip("a2a")
 
-from a2a.client import ClientConfig, create_client  # noqa: E402
-from a2a.types import (  # noqa: E402
+from a2a.client import ClientConfig, create_client
+from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     Message,
