@@ -27,6 +27,9 @@ pytest.importorskip("a2a")
 
 from a2a.client import ClientConfig, create_client
 from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
     CancelTaskRequest,
     GetTaskRequest,
     Message,
@@ -75,6 +78,45 @@ async def test_sdk_client_sends_polls_and_cancels_on_our_server() -> None:
     assert model.seen == ["hello sdk", "slow sdk"]  # the 1.0 text part reached the model
     assert model.cancelled == ["slow sdk"]
     assert [t.state for t in ended] == ["completed", "canceled"]
+
+
+async def test_sdk_client_in_the_1_0_shapes() -> None:
+    # Handed a 1.0 card for our endpoint, the SDK speaks 1.0 JSON-RPC (SendMessage with
+    # A2A-Version: 1.0, ROLE_USER, parts without kind); our server answers in kind.
+    async with served_agent() as (served, model, _, _):
+        card = AgentCard(
+            name="ours",
+            description="",
+            version="0.1.0",
+            supported_interfaces=[
+                AgentInterface(
+                    url=served.base_url + "/", protocol_binding="JSONRPC", protocol_version="1.0"
+                )
+            ],
+            capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+            default_input_modes=["text"],
+            default_output_modes=["text"],
+        )
+        client = await create_client(card, ClientConfig(streaming=False))
+        try:
+            events = [ev async for ev in client.send_message(_request("one dot oh", "m1"))]
+            task = events[-1].task
+            while task.status.state in (
+                TaskState.TASK_STATE_SUBMITTED,
+                TaskState.TASK_STATE_WORKING,
+            ):
+                await trio.sleep(0.01)
+                task = await client.get_task(GetTaskRequest(id=task.id))
+            assert task.status.state == TaskState.TASK_STATE_COMPLETED
+            assert [p.text for a in task.artifacts for p in a.parts] == ["echo: one dot oh"]
+            events = [ev async for ev in client.send_message(_request("slow 1.0", "m2"))]
+            await model.started.wait()
+            cancelled = await client.cancel_task(CancelTaskRequest(id=events[-1].task.id))
+            assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+        finally:
+            await client.close()
+    assert model.seen == ["one dot oh", "slow 1.0"]
+    assert model.cancelled == ["slow 1.0"]
 
 
 class SdkServer:
