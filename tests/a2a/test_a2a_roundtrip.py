@@ -9,12 +9,22 @@ from typing import Any
 import httpx2
 import pytest
 import trio
-from a2a_helpers import served_agent
+from a2a_helpers import SKILLS, Model, served_agent
 from helpers import TaskCensus
 
-from toolnexus_trio import CancelToken, ToolContext, ToolkitOptions, ToolSource, create_toolkit
+from toolnexus_trio import (
+    CancelToken,
+    InProcessOptions,
+    ToolContext,
+    ToolkitOptions,
+    ToolSource,
+    create_in_process_client,
+    create_toolkit,
+)
 from toolnexus_trio.a2a import (
     A2AServeConfig,
+    A2AServer,
+    A2AServing,
     FileTaskStore,
     InMemoryTaskStore,
     agent,
@@ -286,3 +296,24 @@ async def test_file_store_keeps_tasks(tmp_path: Any) -> None:
     saved = json.loads((tmp_path / f"{task_id}.json").read_text())
     assert saved["status"]["state"] == "completed"
     assert await store.get("../etc") is None
+
+
+async def test_a2a_alone_without_the_mcp_server() -> None:
+    # What Toolkit.serve(a2a=...) gives when the mcp extra is missing: A2A on hypercorn alone.
+    model = Model()
+    client = create_in_process_client(InProcessOptions(model="scripted", generate=model.generate))
+    toolkit = await create_toolkit(ToolkitOptions(skills=SKILLS, builtins=False))
+    server = A2AServer(toolkit, client, A2AServeConfig(name="solo"))
+    async with toolkit, A2AServing(server) as served:
+        assert served.url == served.base_url + "/"
+        assert (await get(served.base_url + "/mcp")).status_code == 404
+        caller = await create_toolkit(
+            ToolkitOptions(builtins=False, agents=[agent(served.card_url, poll_every=10)])
+        )
+        async with caller:
+            tool = caller.get("solo_echo")
+            assert tool is not None
+            result = await tool.call({"task": "alone"})
+    assert result.output == "echo: alone"
+    with pytest.raises(ValueError, match="loopback"):
+        A2AServing(server, "0.0.0.0")
