@@ -18,9 +18,11 @@ def require_sdk(feature: str) -> None:
 
 
 def sdk_present() -> bool:
-    """Whether the ``mcp`` SDK is installed."""
+    """Whether the ``mcp`` SDK we use (2.x, which brings ``mcp_types``) is installed; a
+    1.x SDK (another package's pin) does not count."""
     try:
         import mcp  # noqa: F401
+        import mcp_types  # noqa: F401
     except ImportError:
         return False
     return True
