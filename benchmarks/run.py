@@ -198,6 +198,10 @@ def collect(cfg: Config, only: set[int]) -> Raw:
         figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
         add("gateway_mcp", "ours", figures)  # rows: benchmarks.mcp_gateway.gateway_mcp_rows
         _progress("gateway --mcp", t0)
+    if 14 in only:  # A2A: the peer from BENCH_A2A_PEER_PYTHON, ours as scenario 13
+        from benchmarks.a2a import collect_a2a
+
+        collect_a2a(cfg.host_rounds, add, lambda label: _progress(label, t0))
     return raw
 
 
@@ -205,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 14)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 15)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"
