@@ -24,26 +24,69 @@ pytest.importorskip("hypercorn")
 
 
 class Recording(A2AServer):
-    """Our server, remembering the ``x-key`` header of every request."""
+    """Our server, remembering the ``x-key`` header of every request, whether it had an
+    ``a2a-version`` header, and every request body."""
 
     seen: list[str]
+    versions: list[bytes | None]
+    bodies: list[bytes]
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = dict(scope["headers"])
             self.seen.append(headers.get(b"x-key", b"").decode())
+            self.versions.append(headers.get(b"a2a-version"))
+
+            async def recording_receive() -> Any:
+                message = await receive()
+                self.bodies.append(message.get("body", b""))
+                return message
+
+            await super().__call__(scope, recording_receive, send)
+            return
         await super().__call__(scope, receive, send)
+
+
+def recording_server(toolkit: Any, model: Model) -> Recording:
+    client = create_in_process_client(InProcessOptions(model="scripted", generate=model.generate))
+    server = Recording(toolkit, client, A2AServeConfig(name="rec"))
+    server.seen, server.versions, server.bodies = [], [], []
+    return server
+
+
+async def test_the_spec_wire_byte_for_byte() -> None:
+    # Against a 0.3 card (ours), the requests are the SPEC's JSON, keys in its order, and
+    # no A2A-Version header.
+    toolkit = await create_toolkit(ToolkitOptions(skills=SKILLS, builtins=False))
+    server = recording_server(toolkit, Model())
+    async with toolkit, A2AServing(server) as served:
+        caller = await create_toolkit(
+            ToolkitOptions(builtins=False, agents=[agent(served.card_url, poll_every=10)])
+        )
+        async with caller:
+            tool = caller.get("rec_echo")
+            assert tool is not None
+            result = await tool.call({"task": "exact"})
+    task_id = (result.metadata or {})["taskId"]
+    raw = [b for b in server.bodies if b]
+    send, poll = json.loads(raw[0]), json.loads(raw[-1])
+    rid, mid = send["id"], send["params"]["message"]["messageId"]
+    assert raw[0] == (
+        b'{"jsonrpc":"2.0","id":"' + rid.encode() + b'","method":"SendMessage","params":'
+        b'{"message":{"role":"user","messageId":"' + mid.encode() + b'","parts":'
+        b'[{"kind":"text","text":"exact"}]},"configuration":{"blocking":false}}}'
+    )
+    assert list(poll) == ["jsonrpc", "id", "method", "params"]
+    assert (poll["method"], poll["params"]) == ("GetTask", {"id": task_id})
+    assert set(server.versions) == {None}
 
 
 async def test_env_headers_are_expanded_per_request_and_never_logged(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    model = Model()
-    client = create_in_process_client(InProcessOptions(model="scripted", generate=model.generate))
     toolkit = await create_toolkit(ToolkitOptions(skills=SKILLS, builtins=False))
-    server = Recording(toolkit, client, A2AServeConfig(name="rec"))
-    server.seen = []
+    server = recording_server(toolkit, Model())
     monkeypatch.setenv("A2A_TEST_KEY", "first-s3cret")
     async with toolkit, A2AServing(server) as served:
         helper = agent(served.card_url, headers={"X-Key": "k=${A2A_TEST_KEY}"}, poll_every=10)
