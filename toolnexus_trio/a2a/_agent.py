@@ -315,11 +315,14 @@ class A2ASource:
             if not isinstance(name, str) or not name:
                 raise A2AError("the card has no name")
             skills = _skills(card)
-        except (A2AError, httpx2.HTTPError, OSError, ValueError, trio.TooSlowError) as exc:
-            why = redact(
-                error_text(exc) if isinstance(exc, httpx2.HTTPError) else str(exc) or "timed out",
-                headers.secrets,
-            )
+        except Exception as exc:  # any failure of one agent: logged, no tools, never fatal
+            if isinstance(exc, httpx2.HTTPError):
+                text = error_text(exc)
+            elif isinstance(exc, trio.TooSlowError):
+                text = f"reading the card took over {CARD_TIMEOUT:g} s"
+            else:
+                text = str(exc) or type(exc).__name__
+            why = redact(text, headers.secrets)
             logger.warning("A2A agent %s failed: %s", ag.key, why)
             self.status[ag.key] = A2AStatus("failed", error=why)
             return []
