@@ -247,7 +247,13 @@ class A2AServer:
                 await _respond(send, 413, b"request body too large", "text/plain")
                 return
             v1 = headers.get(VERSION_HEADER.lower(), "").startswith("1.")
-            await _respond(send, 200, dumps(await self.rpc(body, v1=v1)))
+            # A task sent here starts once its answer is on the wire: the caller gets the
+            # "submitted" task at once, not after the fulfilment's first steps.
+            sent = trio.Event()
+            try:
+                await _respond(send, 200, dumps(await self.rpc(body, v1=v1, sent=sent)))
+            finally:
+                sent.set()
         elif path in (CARD_PATH, "/"):
             await _respond(send, 405, b"method not allowed", "text/plain")
         else:
@@ -273,8 +279,8 @@ class A2AServer:
 
     # ------------------------------------------------------------------ JSON-RPC
 
-    async def rpc(self, body: bytes, *, v1: bool) -> dict[str, Any]:
-        """One JSON-RPC request's reply."""
+    async def rpc(self, body: bytes, *, v1: bool, sent: trio.Event | None = None) -> dict[str, Any]:
+        """One JSON-RPC request's reply; a task it creates waits for *sent*, if given."""
         try:
             request = json.loads(body)
         except ValueError:
@@ -290,7 +296,7 @@ class A2AServer:
             params = {}
         try:
             if method in _SEND:
-                task = await self._send(params)
+                task = await self._send(params, sent)
                 result: Any = {"task": task_v1(task)} if v1 else task
             elif method in _GET:
                 task = await self._get(params)
@@ -304,7 +310,7 @@ class A2AServer:
             return _error(rid, exc.code, str(exc))
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
-    async def _send(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _send(self, params: dict[str, Any], sent: trio.Event | None) -> dict[str, Any]:
         message = params.get("message")
         if not isinstance(message, dict):
             raise _Rpc(INVALID_PARAMS, "SendMessage needs params.message")
@@ -334,9 +340,8 @@ class A2AServer:
         )
         scope, done = trio.CancelScope(), trio.Event()
         self._running[task["id"]] = (scope, done)
-        self._nursery.start_soon(
-            self._fulfil, dict(task), text, skill if isinstance(skill, str) else None, scope, done
-        )
+        skill = skill if isinstance(skill, str) else None
+        self._nursery.start_soon(self._fulfil, dict(task), text, skill, scope, done, sent)
         return task
 
     async def _get(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -371,11 +376,14 @@ class A2AServer:
         skill: str | None,
         scope: trio.CancelScope,
         done: trio.Event,
+        sent: trio.Event | None = None,
     ) -> None:
         result: Any = None
         try:
             try:
                 with scope:
+                    if sent is not None:
+                        await sent.wait()
                     task["status"] = {"state": "working"}
                     await self.store.save(task)
                     result = await self.client.run(text, self.toolkit)
