@@ -15,8 +15,9 @@ PACKAGE = "toolnexus_trio"
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite (pytest-trio, trio_mode), with the ``mcp`` extra so the MCP tests run."""
-    session.install("-e", ".[test,mcp]")
+    """Run the test suite (pytest-trio, trio_mode), with the ``mcp`` extra so the MCP tests run
+    and the ``postgres`` extra so the PostgreSQL store tests run (against pgserver's binaries)."""
+    session.install("-e", ".[test,mcp,postgres]")
     session.run("pytest", "-q", *session.posargs)
 
 
@@ -40,7 +41,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install("-e", ".[test,dev,mcp]")
+    session.install("-e", ".[test,dev,mcp,postgres]")
     session.run("mypy", "--strict", PACKAGE)
 
 
@@ -76,6 +77,10 @@ def bench(session: nox.Session) -> None:
         *session.posargs,
         env={"BENCH_MCP_OURS_PYTHON": str(ours_python)},  # the peer: this session's python
     )
+    # Store scaling (answers/s with 1, 2, 4 worker processes on one PostgreSQL store, and
+    # on SQLite); prints its own table. pgserver: the PostgreSQL binaries, as in the tests.
+    session.install("-e", ".[postgres]", "pgserver>=0.1.4")
+    session.run("python", "-m", "benchmarks.stores")
 
 
 @nox.session

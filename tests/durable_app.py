@@ -11,7 +11,8 @@ After the tools of a turn the model answers ``finished: <their outputs, joined>`
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,14 @@ from toolnexus_trio import (
     Client,
     ConversationStore,
     GenerateRequest,
+    InMemoryConversationStore,
     InProcessOptions,
     InProcessResponse,
     InProcessToolCall,
+    PendingStore,
+    PostgresConversationStore,
     Request,
+    SqliteConversationStore,
     Tool,
     ToolContext,
     Toolkit,
@@ -123,3 +128,16 @@ def client(store: ConversationStore) -> Client:
 
 def ledger_lines(ledger: Path) -> list[str]:
     return ledger.read_text().split() if ledger.exists() else []
+
+
+@asynccontextmanager
+async def open_store(where: str) -> AsyncIterator[PendingStore]:
+    """``"memory"``, a ``postgresql://`` DSN, or else a SQLite file path."""
+    if where == "memory":
+        yield InMemoryConversationStore()
+    elif where.startswith("postgresql://"):
+        async with PostgresConversationStore(where) as pg:
+            yield pg
+    else:
+        async with SqliteConversationStore(where) as sqlite:
+            yield sqlite

@@ -1,8 +1,10 @@
-"""A child process for test_durable_processes.py: one agent on a shared SQLite file.
+"""A child process for test_durable_processes.py: one agent on a shared store
+(DB: a SQLite file, or a ``postgresql://`` DSN).
 
     durable_child.py DB LEDGER halt ID PROMPT
     durable_child.py DB LEDGER answer ID REQUEST_ID [--decline] [--pause POINT]
     durable_child.py DB LEDGER load PREFIX COUNT
+    durable_child.py DB LEDGER take WORKER COUNT
 
 ``halt`` asks PROMPT under ID and exits (the run halts pending). ``answer`` answers
 it. ``load`` runs COUNT tasks, each asking ``deploy PREFIX-i`` under its own id and
@@ -12,7 +14,10 @@ answering it. The last stdout line is a JSON summary; AlreadyAnswered exits 3.
 ``resumed``, ``saved``) or in the tool right after it ran (``tool``): the child prints
 ``paused POINT`` and waits for SIGUSR1, so the test can kill it exactly there or let
 it go. ``load`` prints ``ready`` and waits for SIGUSR1 before starting, so that two
-processes start together.
+processes start together. ``take`` reads the keys of the pending states ``id-0`` ..
+``id-<COUNT-1>``, prints ``ready``, and on SIGUSR1 runs COUNT/4 tasks, task t calling
+``take_pending`` on ids 4t..4t+3 (in an order rotated by WORKER); it reports the ids
+it won.
 """
 
 from __future__ import annotations
@@ -24,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from durable_app import client, toolkit
+from durable_app import client, open_store, toolkit
 
 import toolnexus_trio.loop._durable as durable
-from toolnexus_trio import AlreadyAnswered, Answer, SqliteConversationStore
+from toolnexus_trio import AlreadyAnswered, Answer
 
 
 async def wait_for_go(message: str) -> None:
@@ -52,7 +57,7 @@ async def main(argv: list[str]) -> int:
             await wait_for_go(f"paused {point}")
 
     durable._pause_hook = pause
-    async with SqliteConversationStore(db) as store:
+    async with open_store(db) as store:
         tk = await toolkit(Path(ledger), pause=pause)
         agent = client(store)
         if command == "halt":
@@ -84,6 +89,31 @@ async def main(argv: list[str]) -> int:
                 for i in range(count):
                     nursery.start_soon(one, f"{prefix}-{i}")
             say({"done": count})
+            return 0
+        if command == "take":
+            # Store-level contention: every id is taken by one task of each process.
+            worker, count = int(rest[0]), int(rest[1])
+            ids = [f"id-{i}" for i in range(count)]
+            keys = {}
+            for thread in ids:
+                state = await store.get_pending(thread)
+                assert state is not None
+                keys[thread] = state.key
+            await wait_for_go("ready")
+            won: list[str] = []
+
+            async def take(task: int) -> None:
+                mine = ids[4 * task : 4 * task + 4]
+                shift = worker % len(mine)
+                for thread in mine[shift:] + mine[:shift]:
+                    taken = [{"role": "user", "content": f"taken by {worker}-{task}"}]
+                    if await store.take_pending(thread, keys[thread], taken):
+                        won.append(thread)
+
+            async with trio.open_nursery() as nursery:
+                for task in range(count // 4):
+                    nursery.start_soon(take, task)
+            say({"won": won})
             return 0
     raise SystemExit(f"unknown command {command!r}")
 

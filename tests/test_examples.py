@@ -6,6 +6,7 @@ Examples that serve (they print a URL and wait for a gateway) carry the marker
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,10 +31,27 @@ def test_the_seed_examples_are_present() -> None:
     } <= names
 
 
+# Examples that need a PostgreSQL database get one through the standard PG* variables.
+NEEDS_POSTGRES = {"many_machines.py"}
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
-def test_example_runs(script: Path) -> None:
+def test_example_runs(script: Path, request: pytest.FixtureRequest) -> None:
+    env = None
+    if script.name in NEEDS_POSTGRES:
+        import psycopg
+
+        params = psycopg.conninfo.conninfo_to_dict(request.getfixturevalue("pg_dsn"))
+        names = {"host": "PGHOST", "port": "PGPORT", "user": "PGUSER"}
+        names |= {"password": "PGPASSWORD", "dbname": "PGDATABASE"}
+        env = {**os.environ, **{names[k]: str(v) for k, v in params.items() if k in names}}
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     assert "ok" in done.stdout

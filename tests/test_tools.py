@@ -56,6 +56,7 @@ def test_public_names_are_pinned() -> None:
         "empty_schema", "http_tool", "list_skills", "open_toolkit", "pending", "pending_of",
         "tool", "AlreadyAnswered", "PendingExpired", "PendingState", "PendingStore",
         "SqliteConversationStore",
+        "PostgresConversationStore",
     }  # fmt: skip
     assert set(tn.__all__) == expected
     assert tn.Tool.__module__ == "toolnexus_trio"

@@ -61,6 +61,7 @@ from .stores import ConversationStore as ConversationStore
 from .stores import InMemoryConversationStore as InMemoryConversationStore
 from .stores import PendingState as PendingState
 from .stores import PendingStore as PendingStore
+from .stores import PostgresConversationStore as PostgresConversationStore
 from .stores import SqliteConversationStore as SqliteConversationStore
 
 __all__ = [
@@ -84,6 +85,7 @@ __all__ = [
     "PendingExpired",
     "PendingState",
     "PendingStore",
+    "PostgresConversationStore",
     "Request",
     "RunError",
     "RunResult",

@@ -1,5 +1,6 @@
 """Durable approvals in one process: ``ask`` keeps the pending run, ``Client.answer``
-continues it exactly once, and both stores (in memory, SQLite) keep the take-once rule.
+continues it exactly once, and every store (in memory, SQLite, PostgreSQL) keeps the
+take-once rule.
 
 Cross-process behaviour (real subprocesses on one SQLite file) is in
 test_durable_processes.py.
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from durable_app import client, ledger_lines, toolkit
+from durable_app import client, ledger_lines, open_store, toolkit
 
 import toolnexus_trio.loop._durable as durable
 from toolnexus_trio import (
@@ -35,13 +36,11 @@ PAST = "2001-02-03T04:05:06Z"
 FUTURE = "2999-01-01T00:00:00+00:00"
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    if request.param == "memory":
-        yield InMemoryConversationStore()
-    else:
-        async with SqliteConversationStore(tmp_path / "threads.db") as sqlite_store:
-            yield sqlite_store
+@pytest.fixture
+async def store(store_place: str) -> AsyncIterator[Any]:
+    """Every test taking ``store`` runs on the in-memory, SQLite and PostgreSQL stores."""
+    async with open_store(store_place) as opened:
+        yield opened
 
 
 def tool_contents(messages: Sequence[dict[str, Any]]) -> list[str]:

@@ -1,4 +1,5 @@
-"""Durable approvals across real processes sharing one SQLite file (durable_child.py).
+"""Durable approvals across real processes sharing one SQLite file or one PostgreSQL
+database (durable_child.py).
 
 Each child runs in its own process group with stdin from /dev/null and is killed with
 its group when the test ends; a child stopped at a named point says ``paused POINT``
@@ -20,9 +21,9 @@ from typing import IO, Any
 
 import pytest
 import trio
-from durable_app import client, ledger_lines, toolkit
+from durable_app import client, ledger_lines, open_store, toolkit
 
-from toolnexus_trio import AlreadyAnswered, Answer, SqliteConversationStore
+from toolnexus_trio import AlreadyAnswered, Answer, PendingState, SqliteConversationStore
 
 CHILD = Path(__file__).resolve().parents[1] / "durable_child.py"
 LIMIT_S = 60  # a safety net against a hung child, not a timing assertion
@@ -155,13 +156,16 @@ KILL_POINTS = {
 }
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 @pytest.mark.parametrize("point", list(KILL_POINTS))
 async def test_a_process_killed_in_the_middle_of_answer_leaves_the_store_consistent(
-    point: str, tmp_path: Path
+    point: str, backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     db, ledger = sqlite_args(tmp_path)
+    if backend == "postgres":
+        db = request.getfixturevalue("pg_dsn")
     tk = await toolkit(Path(ledger))
-    async with SqliteConversationStore(db) as store:
+    async with open_store(db) as store:
         await client(store).ask("deploy v1", tk, id="t")
     with trio.fail_after(LIMIT_S):
         async with spawn(
@@ -172,7 +176,7 @@ async def test_a_process_killed_in_the_middle_of_answer_leaves_the_store_consist
             assert await b.process.wait() == -signal.SIGKILL
 
     answerable, message, ran = KILL_POINTS[point]
-    async with SqliteConversationStore(db) as store:
+    async with open_store(db) as store:
         state = await store.get_pending("t")
         saved = await store.get("t")
         assert state is not None and saved is not None
@@ -233,6 +237,43 @@ async def test_two_processes_and_many_tasks_lose_nothing(tmp_path: Path) -> None
             state = await store.get_pending(thread)
             assert saved is not None and saved[-1]["content"] == f"finished: deployed {thread}"
             assert state is not None and state.status == "answered"
+
+
+# Take-once under contention: 4 processes x 25 tasks on one PostgreSQL database ---------
+
+
+async def test_four_processes_of_25_tasks_take_every_pending_state_exactly_once(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    count = 100  # 4 processes x 25 tasks, each task taking 4 ids: every id raced 4 ways
+    async with open_store(pg_dsn) as store:
+        for i in range(count):
+            await store.save_pending(f"id-{i}", [], PendingState(f"key-{i}", "pending", {}))
+    ledger = str(tmp_path / "ledger")
+    with trio.fail_after(LIMIT_S):
+        async with (
+            spawn(tmp_path, pg_dsn, ledger, "take", "0", str(count)) as a,
+            spawn(tmp_path, pg_dsn, ledger, "take", "1", str(count)) as b,
+            spawn(tmp_path, pg_dsn, ledger, "take", "2", str(count)) as c,
+            spawn(tmp_path, pg_dsn, ledger, "take", "3", str(count)) as d,
+        ):
+            children = [a, b, c, d]
+            for child in children:
+                assert await child.line() == "ready"
+            for child in children:
+                child.signal(signal.SIGUSR1)
+            won = [(await child.summary())[1]["won"] for child in children]
+    every = [thread for ids in won for thread in ids]
+    assert len(every) == len(set(every))  # nothing taken twice
+    assert sorted(every) == sorted(f"id-{i}" for i in range(count))  # nothing lost
+    async with open_store(pg_dsn) as store:
+        for worker, ids in enumerate(won):
+            for thread in ids:
+                assert await store.get_pending(thread) == PendingState(
+                    f"key-{thread.removeprefix('id-')}", "taken"
+                )
+                [message] = await store.get(thread) or []
+                assert message["content"].startswith(f"taken by {worker}-")
 
 
 # The demo command -------------------------------------------------------------------

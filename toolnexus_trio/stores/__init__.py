@@ -3,13 +3,16 @@
 :class:`ConversationStore` keeps a thread's transcript; :class:`PendingStore` adds the
 pending state that :meth:`~toolnexus_trio.Client.answer` continues, exactly once, in any
 process. :class:`InMemoryConversationStore` is the default; :class:`SqliteConversationStore`
-keeps everything in one SQLite file shared by processes.
+keeps everything in one SQLite file shared by processes;
+:class:`PostgresConversationStore` (the ``[postgres]`` extra) in one PostgreSQL database
+shared by many machines.
 """
 
 from ._base import ConversationStore as ConversationStore
 from ._base import PendingState as PendingState
 from ._base import PendingStore as PendingStore
 from ._memory import InMemoryConversationStore as InMemoryConversationStore
+from ._postgres import PostgresConversationStore as PostgresConversationStore
 from ._sqlite import SqliteConversationStore as SqliteConversationStore
 
 __all__ = [
@@ -17,5 +20,6 @@ __all__ = [
     "InMemoryConversationStore",
     "PendingState",
     "PendingStore",
+    "PostgresConversationStore",
     "SqliteConversationStore",
 ]

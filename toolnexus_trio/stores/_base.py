@@ -80,8 +80,8 @@ class PendingStore(ConversationStore, Protocol):
     :meth:`Client.answer` needs it. Three methods beyond ``get``/``save``, each one
     atomic write or read; ``save`` must also turn a ``"pending"`` state into
     ``"superseded"`` (with ``result`` dropped) in the same write, so that an old answer
-    cannot resume a thread that has moved on. See the "Durable approvals" docs for a
-    PostgreSQL version.
+    cannot resume a thread that has moved on. :class:`PostgresConversationStore` is one
+    over PostgreSQL; see the "Durable approvals" docs to write another.
     """
 
     async def get_pending(self, id: str) -> PendingState | None:

@@ -1,0 +1,363 @@
+"""``PostgresConversationStore``: one :class:`PendingStore` shared by many machines.
+
+The SQLite store's semantics over PostgreSQL (psycopg 3, the ``[postgres]`` extra):
+the same one table, the same single-statement writes, the same take-once conditional
+``UPDATE``. PostgreSQL re-checks an ``UPDATE``'s ``WHERE`` on the row it has locked,
+so of any number of takes of one state, from any number of machines, one changes it.
+
+psycopg's async API is asyncio-only, so the synchronous driver runs in Trio worker
+threads, at most *max_connections* at a time (a ``CapacityLimiter``), each call on a
+connection borrowed from a ``psycopg_pool.ConnectionPool`` (checked before use, so a
+server restart costs one reconnect, not an error). Connections are in autocommit mode:
+every statement is its own transaction.
+
+**Cancellation.** A call waiting for a thread (the limiter is full) is cancelled at
+once and nothing ran. A call whose statement is running is *not* abandoned: the
+caller waits for the statement to end (bounded by the server's ``statement_timeout``,
+*timeout* seconds) and gets its result; the cancellation is delivered at its next
+checkpoint. So a take either committed (the thread then shows ``"taken"`` and the
+interrupted outcome, to whoever reads it by id) or never ran; never half-done.
+
+**Encoding.** Transcripts and results are stored as ASCII JSON in ``text`` columns,
+not ``jsonb``: ``jsonb`` (and ``text`` itself) refuse U+0000, and a lone surrogate
+cannot be encoded to UTF-8 at all; as JSON escapes (``\\u0000``, ``\\ud800``) both are
+kept exactly, as the SQLite store keeps them.
+
+**Schema.** ``toolnexus_schema(schema_version)`` holds the version; the first call of
+each store creates or checks it inside a transaction holding an advisory lock, so
+processes starting together create it once; a newer version is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import trio
+
+from ._base import PendingState
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+    from ..loop._results import Message
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+"""The ``schema_version`` this store writes; a database with a newer one is refused."""
+
+_LOCK_KEY = 0x746E5F7374_6F7265  # "tn_store": the advisory lock around schema creation
+
+_SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS toolnexus_schema (
+        schema_version integer NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS toolnexus_threads (
+        id text PRIMARY KEY,
+        messages text NOT NULL,
+        pending_key text,
+        pending_status text,
+        pending_result text,
+        updated_at timestamptz NOT NULL DEFAULT now()
+    )
+    """,
+)
+
+# As in the SQLite store: a plain save moves a thread on, so a pending state still
+# waiting becomes superseded (SET expressions read the row as it was before).
+_SAVE = """
+INSERT INTO toolnexus_threads AS t (id, messages) VALUES (%s, %s)
+ON CONFLICT (id) DO UPDATE SET
+    messages = excluded.messages,
+    updated_at = now(),
+    pending_status = CASE WHEN t.pending_status = 'pending' THEN 'superseded'
+                          ELSE t.pending_status END,
+    pending_result = CASE WHEN t.pending_status = 'pending' THEN NULL
+                          ELSE t.pending_result END
+"""
+
+_SAVE_PENDING = """
+INSERT INTO toolnexus_threads AS t
+    (id, messages, pending_key, pending_status, pending_result)
+VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (id) DO UPDATE SET
+    messages = excluded.messages,
+    pending_key = excluded.pending_key,
+    pending_status = excluded.pending_status,
+    pending_result = excluded.pending_result,
+    updated_at = now()
+"""
+
+_TAKE = """
+UPDATE toolnexus_threads
+SET pending_status = 'taken', pending_result = NULL, messages = %s, updated_at = now()
+WHERE id = %s AND pending_key = %s AND pending_status = 'pending'
+"""
+
+
+def _dumps(value: Any, what: str) -> str:
+    try:
+        # ASCII output: U+0000 and lone surrogates survive as escapes.
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} is not JSON: {exc}") from None
+
+
+def _loads(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{what} in the database is damaged: {exc}") from None
+
+
+def _import_driver() -> tuple[Any, Any]:
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise ImportError(
+            "PostgresConversationStore needs psycopg 3 and psycopg-pool: "
+            "pip install 'toolnexus-trio[postgres]'"
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+class PostgresConversationStore:
+    """A :class:`PendingStore` in PostgreSQL: threads and pending runs for many machines.
+
+    *dsn* is a libpq connection string (``postgresql://user@host/db`` or
+    ``host=... dbname=...``); without one, the standard ``PG*`` environment variables
+    (``PGHOST``, ``PGDATABASE``, ``PGPASSWORD``...) say where, as for ``psql``. TLS is
+    psycopg's: ``sslmode``, ``sslrootcert`` and the rest in the DSN or ``PGSSLMODE``.
+    The password never appears in the store's ``repr`` or in the errors it raises.
+
+    At most *max_connections* calls run at a time (each in a worker thread, on its own
+    connection); *timeout* bounds the wait for a connection and, as the server's
+    ``statement_timeout``, each statement. Use it as ``async with`` or call
+    :meth:`aclose`. The first call creates the tables (or checks their
+    ``schema_version``; a newer one is refused with :class:`RuntimeError`).
+
+    A call that loses its connection while running raises :class:`ConnectionError`
+    (a write may or may not have been applied: read the thread to know); the next call
+    reconnects. See the module notes for what cancellation does.
+    """
+
+    def __init__(
+        self, dsn: str | None = None, *, max_connections: int = 8, timeout: float = 30.0
+    ) -> None:
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        driver, pool_module = _import_driver()
+        try:
+            params = driver.conninfo.conninfo_to_dict(dsn or "")
+        except driver.Error:
+            # Not the driver's message: it may quote the string, password included.
+            raise ValueError(
+                "the PostgreSQL DSN could not be parsed (it is not shown: it may hold a password)"
+            ) from None
+        # Scrubbed from any message we raise (libpq does not echo it; this makes sure).
+        self._secret = str(params.get("password") or os.environ.get("PGPASSWORD") or "")
+        shown = {k: v for k, v in params.items() if k != "password"}
+        self._shown = driver.conninfo.make_conninfo(**shown) if shown else ""
+        self.max_connections = max_connections
+        self.timeout = timeout
+        self._psycopg = driver
+        self._pool_timeout: type[Exception] = pool_module.PoolTimeout
+        self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = (
+            pool_module.ConnectionPool(
+                dsn or "",
+                min_size=1,
+                max_size=max_connections,
+                open=False,
+                timeout=timeout,
+                kwargs={"autocommit": True},
+                configure=self._configure,
+                check=pool_module.ConnectionPool.check_connection,
+                name="toolnexus-store",
+            )
+        )
+        self._lock = threading.Lock()
+        self._opened = False
+        self._closed = False
+        self._schema_checked = False
+        self._limiter = trio.CapacityLimiter(max_connections)
+
+    def __repr__(self) -> str:
+        where = repr(self._shown) if self._shown else "PG* environment"
+        return f"PostgresConversationStore({where})"
+
+    # -- lifecycle ----------------------------------------------------------
+
+    async def __aenter__(self) -> PostgresConversationStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with trio.move_on_after(self.timeout + 5, shield=True):
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the pool and its connections; later calls raise :class:`RuntimeError`."""
+        await trio.to_thread.run_sync(self._close)
+
+    def _close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._opened:
+                self._pool.close(timeout=self.timeout)
+                self._opened = False
+
+    # -- the worker-thread side ---------------------------------------------
+
+    def _configure(self, connection: psycopg.Connection[Any]) -> None:
+        milliseconds = max(1, int(self.timeout * 1000))
+        connection.execute(
+            "SELECT set_config('statement_timeout', %s, false)", (str(milliseconds),)
+        )
+
+    async def _call(self, what: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        # Not abandoned on cancel (see the module notes): a statement that started runs
+        # to its end and its result is returned; waiting for a thread is cancellable.
+        return await trio.to_thread.run_sync(self._in_thread, what, fn, limiter=self._limiter)
+
+    def _in_thread(self, what: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this PostgresConversationStore is closed")
+            if not self._opened:
+                self._pool.open(wait=False)
+                self._opened = True
+        psycopg = self._psycopg
+        try:
+            with self._pool.connection() as connection:
+                if not self._schema_checked:
+                    self._ensure_schema(connection)
+                return fn(connection)
+        except psycopg.errors.QueryCanceled as exc:
+            # statement_timeout (or an administrator): the statement was rolled back.
+            message = self._hide(str(exc).strip())
+            raise TimeoutError(
+                f"PostgreSQL store: {what} was cancelled by the server (nothing was "
+                f"applied): {message}"
+            ) from None
+        except psycopg.OperationalError as exc:
+            # The connection (or the server) went away, or none could be had.
+            message = self._hide(self._why(exc))
+            raise ConnectionError(
+                f"PostgreSQL store: {what} failed, the connection was lost or could not "
+                f"be made (a write may or may not have been applied): {message}"
+            ) from None
+        except psycopg.Error as exc:
+            message = self._hide(str(exc).strip())
+            raise RuntimeError(f"PostgreSQL store: {what} failed: {message}") from None
+
+    def _why(self, exc: Exception) -> str:
+        """The driver's message; for a pool timeout, why connecting fails (one try)."""
+        if not isinstance(exc, self._pool_timeout):
+            return str(exc).strip()
+        try:
+            direct = self._psycopg.connect(
+                self._pool.conninfo, connect_timeout=max(2, int(self.timeout))
+            )
+        except self._psycopg.Error as cause:
+            return f"{str(exc).strip()}: {str(cause).strip()}"
+        direct.close()
+        return str(exc).strip()
+
+    def _hide(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def _ensure_schema(self, connection: psycopg.Connection[Any]) -> None:
+        with connection.transaction():
+            # Transaction-scoped: released at commit, or when a dead session ends.
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            connection.execute(_SCHEMA[0])
+            row = connection.execute("SELECT max(schema_version) FROM toolnexus_schema").fetchone()
+            version = row[0] if row is not None else None
+            if version is not None and version > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"the PostgreSQL database holds a newer toolnexus_trio schema "
+                    f"(schema_version {version}, this one knows up to {SCHEMA_VERSION})"
+                )
+            if version is None or version < SCHEMA_VERSION:
+                connection.execute(_SCHEMA[1])
+                connection.execute("DELETE FROM toolnexus_schema")
+                connection.execute(
+                    "INSERT INTO toolnexus_schema (schema_version) VALUES (%s)", (SCHEMA_VERSION,)
+                )
+        self._schema_checked = True
+
+    # -- ConversationStore ----------------------------------------------------
+
+    async def get(self, id: str) -> list[Message] | None:
+        """The transcript saved under *id*, or ``None``."""
+
+        def read(db: psycopg.Connection[Any]) -> list[Message] | None:
+            row = db.execute("SELECT messages FROM toolnexus_threads WHERE id = %s", (id,))
+            found = row.fetchone()
+            if found is None:
+                return None
+            messages = _loads(found[0], f"the transcript of {id!r}")
+            if not isinstance(messages, list):
+                raise ValueError(f"the transcript of {id!r} in the database is not a list")
+            return messages
+
+        return await self._call("get", read)
+
+    async def save(self, id: str, messages: Sequence[Message]) -> None:
+        """Replace the transcript of *id* (a waiting pending state becomes superseded)."""
+        text = _dumps(list(messages), f"the transcript of {id!r}")
+
+        def write(db: psycopg.Connection[Any]) -> None:
+            db.execute(_SAVE, (id, text))
+
+        await self._call("save", write)
+
+    # -- PendingStore ---------------------------------------------------------
+
+    async def get_pending(self, id: str) -> PendingState | None:
+        """The pending state of *id*, or ``None`` if it never had one."""
+
+        def read(db: psycopg.Connection[Any]) -> PendingState | None:
+            row = db.execute(
+                "SELECT pending_key, pending_status, pending_result FROM toolnexus_threads "
+                "WHERE id = %s AND pending_key IS NOT NULL",
+                (id,),
+            ).fetchone()
+            if row is None:
+                return None
+            key, status, result = row
+            data = {
+                "key": key,
+                "status": status,
+                "result": None if result is None else _loads(result, f"the pending run of {id!r}"),
+            }
+            return PendingState.from_json(data)
+
+        return await self._call("get_pending", read)
+
+    async def save_pending(self, id: str, messages: Sequence[Message], state: PendingState) -> None:
+        """Replace the transcript and the pending state of *id* in one statement."""
+        text = _dumps(list(messages), f"the transcript of {id!r}")
+        result = None if state.result is None else _dumps(state.result, "the pending run")
+
+        def write(db: psycopg.Connection[Any]) -> None:
+            db.execute(_SAVE_PENDING, (id, text, state.key, state.status, result))
+
+        await self._call("save_pending", write)
+
+    async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
+        """The take-once mark: one conditional ``UPDATE`` (see :class:`PendingStore`)."""
+        text = _dumps(list(messages), f"the transcript of {id!r}")
+
+        def take(db: psycopg.Connection[Any]) -> bool:
+            return db.execute(_TAKE, (text, id, key)).rowcount == 1
+
+        return await self._call("take_pending", take)
