@@ -86,11 +86,25 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def interop(session: nox.Session) -> None:
     """Our gateway against the PyPI tesseron 0.2.0 host (asyncio); our MCP source and
-    ``serve`` against the npm MCP reference server (skipped without node/npm).
+    ``serve`` against the npm MCP reference server (skipped without node/npm); our A2A
+    against toolnexus 0.21 both ways.
 
     Claim, invoke, cancel, sample, confirm, elicit; see interop/run_interop.py. Sampling
-    and relayed elicitation; see interop/run_mcp_everything.py.
+    and relayed elicitation; see interop/run_mcp_everything.py. A2A peer to peer; see
+    interop/run_a2a_interop.py.
     """
-    session.install("-e", ".[mcp]", "tesseron==0.2.0")
+    session.install("-e", ".[mcp,a2a]", "tesseron==0.2.0")
     session.run("python", "interop/run_interop.py")
     session.run("python", "interop/run_mcp_everything.py")
+    # A2A peer to peer with toolnexus 0.21 (interop/run_a2a_interop.py): the peer pins
+    # mcp<2, so it gets a virtualenv of its own next to this one.
+    peer = Path(session.virtualenv.location).parent / "interop-a2a-peer"
+    peer_python = peer / "bin" / "python"
+    if not peer_python.exists():
+        session.run("python", "-m", "venv", str(peer))
+    session.run(str(peer_python), "-m", "pip", "install", "-q", "toolnexus==0.21.0", external=True)
+    session.run(
+        "python",
+        "interop/run_a2a_interop.py",
+        env={"TOOLNEXUS_PEER_PYTHON": str(peer_python)},
+    )

@@ -22,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks.a2a import SCENARIO_TEXT as A2A_SCENARIO_TEXT
 from benchmarks.agent import FANOUT_SLEEP_S
 from benchmarks.compaction import SCENARIO_TEXT as COMPACTION_SCENARIO_TEXT
 from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
@@ -547,6 +548,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
         from benchmarks import agents_runtime
 
         rows.extend(agents_runtime.rows(raw))
+    from benchmarks.a2a import a2a_rows  # scenario 16 (A2A)
+
+    rows.extend(a2a_rows(raw))
     return rows
 
 
@@ -911,6 +915,7 @@ def _rst(
         *MCP_SCENARIO_TEXT,
         *GATEWAY_MCP_SCENARIO_TEXT,
         *COMPACTION_SCENARIO_TEXT,
+        *A2A_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

@@ -207,6 +207,10 @@ def collect(cfg: Config, only: set[int]) -> Raw:
 
         rounds = 2 if cfg.agent_rounds > 2 else 1
         agents_runtime.collect(rounds, add, _json_child, lambda label: _progress(label, t0))
+    if 16 in only:  # A2A: the peer from BENCH_A2A_PEER_PYTHON, ours as scenario 13
+        from benchmarks.a2a import collect_a2a
+
+        collect_a2a(cfg.host_rounds, add, lambda label: _progress(label, t0))
     return raw
 
 
@@ -214,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 16)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 17)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"

@@ -45,7 +45,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "_wire",
         },
     ),
-    ("tool sources and the host", {"builtins", "skills", "mcp", "http_tools", "tesseron"}),
+    ("tool sources and the host", {"builtins", "skills", "mcp", "http_tools", "tesseron", "a2a"}),
     ("toolkit", {"_toolkit"}),
     ("stores", {"stores"}),
     ("loop", {"loop"}),

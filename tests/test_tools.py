@@ -75,7 +75,7 @@ def test_result_and_context_defaults() -> None:
     assert (ctx.call_id, ctx.timeout_ms, ctx.answer) == (None, 0, None)
     assert ToolContext().cancel is not ctx.cancel
     assert [s.value for s in ToolSource] == [
-        "custom", "native", "builtin", "skill", "mcp", "http", "tesseron", "relay",
+        "custom", "native", "builtin", "skill", "mcp", "http", "tesseron", "relay", "a2a",
     ]  # fmt: skip
     hints = tn.ToolHints()
     assert (hints.read_only, hints.destructive, hints.idempotent, hints.open_world) == (

@@ -16,8 +16,12 @@ from ._groups import collapse_groups
 from ._sampling import Sampler, SamplingLimits
 from ._tools import Tool, ToolContext, ToolResult, ToolSource
 from ._wire import Answer, Request
+from .a2a._agent import A2AAgent, A2ASource, A2AStatus, AgentsInput, agent, agents_of
+from .a2a._server import A2AServeConfig, A2AServer, OnTask, TaskClient
+from .a2a._serving import A2AServing
 from .builtins import BUILTIN_ORDER, BuiltinsConfig, builtin_tools
 from .mcp._config import McpConfigInput
+from .mcp._sdk import sdk_present as mcp_sdk_present
 from .mcp._types import MCPServeConfig, McpStatus, OnCall
 from .skills._source import PathArg, SkillCatalog, load_catalog
 from .skills._types import SkillDef, SkillProvider
@@ -136,6 +140,11 @@ class ToolkitOptions:
     needs the ``mcp`` extra and a nursery: use :func:`open_toolkit`). ``wait_for``
     answers the servers' elicitations (the SPEC §2 bridge; without it the capability
     is not advertised).
+
+    ``agents`` are remote A2A agents (SPEC §7A): :func:`toolnexus_trio.a2a.agent`
+    objects (or card URLs), or the config file's ``agents`` block; each skill of each
+    card becomes a tool, after the extra tools. A failing agent gives no tools and a
+    ``failed`` entry in :meth:`Toolkit.a2a_status`.
     """
 
     extra_tools: Sequence[Tool] = ()
@@ -161,6 +170,7 @@ class ToolkitOptions:
     """Advertise elicitation and sampling to the MCP servers even without ``wait_for`` /
     ``sample``, for ``serve`` to relay them to its client (what no client can take is
     answered ``cancel`` / refused)."""
+    agents: AgentsInput = ()
 
 
 def _skills_configured(options: ToolkitOptions) -> bool:
@@ -209,6 +219,7 @@ class Toolkit:
         self._seen: tuple[int, ...] | None = None
         self._closed = False
         self._skills: SkillCatalog | None = None
+        self._a2a: A2ASource | None = None
         # The change signal: register() bumps _registered and wakes _lot's parked
         # waiters; `version` moves when that or any source's version moves.
         self._registered = 0
@@ -401,6 +412,27 @@ class Toolkit:
         empty without ``ToolkitOptions.mcp``."""
         return {} if self._mcp is None else self._mcp.status()
 
+    def a2a_status(self) -> dict[str, A2AStatus]:
+        """Each remote A2A agent's status (``connected | disabled | failed`` and why),
+        keyed by its config id (or card URL); empty without agents."""
+        return {} if self._a2a is None else dict(self._a2a.status)
+
+    async def add_agent(self, agent_or_card_url: A2AAgent | str) -> list[str]:
+        """Add a remote A2A agent now (SPEC §7A ``addAgent``): read its card and
+        register one tool per skill. Returns the new tools' names; a failing agent adds
+        none (see :meth:`a2a_status`), and never raises for the peer's fault."""
+        if self._closed:
+            raise RuntimeError("the toolkit is closed")
+        ag = agent(agent_or_card_url) if isinstance(agent_or_card_url, str) else agent_or_card_url
+        if not isinstance(ag, A2AAgent):
+            raise TypeError("add_agent takes agent(...) or a card URL")
+        if self._a2a is None:
+            self._a2a = A2ASource()
+        tools = await self._a2a.resolve(ag)
+        fresh = [t for t in tools if t.name not in self._tools]
+        self.register(*tools)
+        return [t.name for t in fresh]
+
     def serve(
         self,
         host: str = "127.0.0.1",
@@ -411,15 +443,41 @@ class Toolkit:
         allow_remote: bool = False,
         allowed_hosts: Sequence[str] = (),
         allowed_origins: Sequence[str] = (),
-    ) -> McpServing:
-        """Serve this toolkit as an MCP server over streamable HTTP at ``/mcp`` (SPEC §7C).
+        client: TaskClient | None = None,
+        a2a: A2AServeConfig | None = None,
+        on_task: OnTask | None = None,
+    ) -> McpServing | A2AServing:
+        """Serve this toolkit as an MCP server over streamable HTTP at ``/mcp`` (SPEC §7C),
+        and, with *a2a*, as an A2A agent on the same port (SPEC §7B).
 
         ``async with toolkit.serve() as served:`` (or ``await nursery.start(toolkit.serve())``)
         gives :class:`~toolnexus_trio.mcp.McpServing` with ``url`` and ``aclose()``. Needs
         the ``mcp`` extra. ``Host`` and ``Origin`` are checked on every bind (more names
         with *allowed_hosts*/*allowed_origins*); a *host* that is not loopback needs
         ``allow_remote=True``.
+
+        With ``a2a=A2AServeConfig(...)`` and ``client=`` (the loop's client that fulfils
+        each task; *on_task* is told when one ends), the agent card is at
+        ``/.well-known/agent-card.json`` and the JSON-RPC endpoint at ``/``
+        (``served.base_url + "/"``); without *a2a* those paths 404. With the ``mcp``
+        extra missing, ``a2a`` alone is served (an
+        :class:`~toolnexus_trio.a2a.A2AServing`; the ``a2a`` extra).
         """
+        side: A2AServer | None = None
+        if a2a is not None:
+            if client is None:
+                raise TypeError("serve(a2a=...) needs client=, the client that runs each task")
+            side = A2AServer(
+                self,
+                client,
+                a2a,
+                on_task,
+                host=host,
+                allowed_hosts=allowed_hosts,
+                allowed_origins=allowed_origins,
+            )
+            if not mcp_sdk_present():
+                return A2AServing(side, host, port, allow_remote=allow_remote)
         from .mcp._sdk import require_sdk
 
         require_sdk("Toolkit.serve")
@@ -434,6 +492,7 @@ class Toolkit:
             allow_remote=allow_remote,
             allowed_hosts=allowed_hosts,
             allowed_origins=allowed_origins,
+            side=side,
         )
 
     async def serve_stdio(
@@ -455,6 +514,8 @@ class Toolkit:
         self._closed = True
         for src in self._sources:
             await src.aclose()
+        if self._a2a is not None:
+            await self._a2a.aclose()
 
     async def __aenter__(self) -> Toolkit:
         return self
@@ -529,12 +590,25 @@ async def create_toolkit(
             await mcp_source.aclose()  # shielded and bounded inside
         raise
     skill_tools = [catalog.tool] if catalog is not None else []
+    a2a_source: A2ASource | None = None
+    a2a_tools: list[Tool] = []
+    agents = agents_of(options.agents)
+    if agents:
+        a2a_source = A2ASource()
+        try:
+            a2a_tools = await a2a_source.resolve_all(agents)
+        except BaseException:
+            await a2a_source.aclose()
+            if mcp_source is not None:
+                await mcp_source.aclose()
+            raise
     # MCP tools (SPEC §4 slot 1) are dynamic: the toolkit lists them first.
-    assembled = [*skill_tools, *builtins, *options.extra_tools]
+    assembled = [*skill_tools, *builtins, *options.extra_tools, *a2a_tools]
     toolkit = Toolkit(
         (t for t in assembled if t.name not in disabled), sources, disabled, mcp=mcp_source
     )
     toolkit._skills = catalog
+    toolkit._a2a = a2a_source
     return toolkit
 
 

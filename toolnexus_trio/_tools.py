@@ -50,6 +50,7 @@ class ToolSource(enum.Enum):
     HTTP = "http"
     TESSERON = "tesseron"
     RELAY = "relay"
+    A2A = "a2a"
 
 
 @attrs.frozen

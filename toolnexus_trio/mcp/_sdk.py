@@ -15,3 +15,14 @@ def require_sdk(feature: str) -> None:
         raise ImportError(
             f"{feature} needs the optional MCP support (the mcp SDK and hypercorn): {EXTRA_HINT}"
         ) from exc
+
+
+def sdk_present() -> bool:
+    """Whether the ``mcp`` SDK we use (2.x, which brings ``mcp_types``) is installed; a
+    1.x SDK (another package's pin) does not count."""
+    try:
+        import mcp  # noqa: F401
+        import mcp_types  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -8,7 +8,7 @@ import ipaddress
 import logging
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 from hypercorn.config import Config
@@ -30,6 +30,36 @@ SHUTDOWN_GRACE: Final = 1.0
 MCP_PATH: Final = "/mcp"
 LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
 """Host names every bind accepts in ``Host`` (and, as ``http://`` origins, in ``Origin``)."""
+
+
+class SideApp(Protocol):
+    """An ASGI app served beside ``/mcp`` on the same port (the A2A routes): it gets
+    every HTTP request whose path is not ``/mcp``, and a service of its own."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """The ASGI app."""
+        ...
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = ...) -> None:
+        """Its service (a nursery for its work), started before serving."""
+        ...
+
+    def bound(self, base_url: str) -> None:
+        """Told the server's ``http://HOST:PORT`` once it listens."""
+        ...
+
+
+def _beside(mcp_app: Any, side: SideApp) -> Any:
+    """One ASGI app: ``/mcp`` (and the lifespan) to *mcp_app*, the rest to *side*."""
+
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "lifespan" or path == MCP_PATH or path.startswith(MCP_PATH + "/"):
+            await mcp_app(scope, receive, send)
+        else:
+            await side(scope, receive, send)
+
+    return asgi
 
 
 def is_loopback(host: str) -> bool:
@@ -98,6 +128,7 @@ class McpServing:
         allow_remote: bool = False,
         allowed_hosts: Sequence[str] = (),
         allowed_origins: Sequence[str] = (),
+        side: SideApp | None = None,
     ) -> None:
         if isinstance(allowed_hosts, str) or isinstance(allowed_origins, str):
             raise TypeError("allowed_hosts and allowed_origins are lists of names, not a string")
@@ -116,6 +147,7 @@ class McpServing:
         self.security = transport_security(host, allowed_hosts, allowed_origins)
         self.face = ServedToolkit(toolkit, mcp, on_call)
         self.host, self.port = host, port
+        self.side = side
         self._url: str | None = None
         self._stop = trio.Event()
         self._stopped = trio.Event()
@@ -128,6 +160,11 @@ class McpServing:
         if self._url is None:
             raise RuntimeError("not serving yet")
         return self._url
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT`` (the A2A routes, when served, are under it)."""
+        return self.url[: -len(MCP_PATH)]
 
     async def __call__(
         self, *, task_status: trio.TaskStatus[McpServing] = trio.TASK_STATUS_IGNORED
@@ -142,10 +179,16 @@ class McpServing:
         config.graceful_timeout = SHUTDOWN_GRACE
         config.accesslog = None
         config.errorlog = logging.getLogger("toolnexus_trio.mcp.http")
+        if self.side is not None:
+            app = _beside(app, self.side)
         try:
             async with trio.open_nursery() as nursery:
+                if self.side is not None:
+                    await nursery.start(self.side.run)
                 binds: list[str] = await nursery.start(self._hypercorn, app, config)
                 self._url = binds[0] + MCP_PATH
+                if self.side is not None:
+                    self.side.bound(binds[0])
                 nursery.start_soon(self.face.watch_changes)
                 task_status.started(self)
                 await self._stop.wait()
