@@ -49,8 +49,10 @@ def reap_later() -> Iterator[list[int]]:
 
 async def test_cancel_kills_the_whole_group_before_returning(tmp_path: Path) -> None:
     # A shell with two children; cancel the call once it runs: by the time the call has
-    # returned, no process of the group is alive (the grandchildren included).
-    command = "echo $$ > pid; sleep 30 & sleep 30 & wait"
+    # returned, no process of the group is alive (the grandchildren included). The pid
+    # file is written after both forks, so the count below never races them (it did,
+    # under load, when the file came first).
+    command = "sleep 30 & sleep 30 & echo $$ > pid; wait"
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_bash, tmp_path, {"command": command})
