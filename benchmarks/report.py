@@ -27,6 +27,7 @@ from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
 from benchmarks.http_suite import http_rows
 from benchmarks.mcp import SCENARIO_TEXT as MCP_SCENARIO_TEXT
 from benchmarks.mcp_gateway import SCENARIO_TEXT as GATEWAY_MCP_SCENARIO_TEXT
+from benchmarks.xframework import SCENARIO_TEXT as XFRAMEWORK_SCENARIO_TEXT
 
 if TYPE_CHECKING:
     from benchmarks.run import Config
@@ -538,6 +539,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.mcp_gateway import gateway_mcp_rows  # scenario 13 (gateway --mcp)
 
     rows.extend(gateway_mcp_rows(raw))
+    from benchmarks.xframework import xframework_rows  # scenario 14 (other frameworks)
+
+    rows.extend(xframework_rows(raw))
     return rows
 
 
@@ -901,6 +905,7 @@ def _rst(
         "    over a generated tree of 20,000 files, one in 100 binary.",
         *MCP_SCENARIO_TEXT,
         *GATEWAY_MCP_SCENARIO_TEXT,
+        *XFRAMEWORK_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",
