@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 from typing import Any
 
 import httpx2
@@ -90,3 +91,27 @@ async def test_a_refused_direct_connect_names_host_port_and_reason() -> None:
         with pytest.raises(GenerateError) as caught:
             await client.run("hi")
     assert f"cannot connect to 127.0.0.1:{port}: Connection refused" in str(caught.value)
+
+
+async def test_an_http_model_loads_no_ca_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse() -> ssl.SSLContext:
+        raise AssertionError("the CA bundle was loaded for a plain http model")
+
+    monkeypatch.setattr(factory, "_load_ssl_context", refuse)
+    monkeypatch.setattr(factory, "_ssl_context", None)
+    handler = lambda p: answer_each(p, response(ANSWER, JSON))  # noqa: E731
+    async with raw_server(handler) as server, create_client(model(server.url)) as client:
+        assert (await client.run("hi")).text == "hello"
+
+
+async def test_tls_through_a_plain_http_client_fails_closed() -> None:
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(context)
+    plain = await factory.new_client(plain_http=True)
+    async with raw_server(answer_each, tls=context) as server, plain as client:
+        with pytest.raises(httpx2.ConnectError) as caught:
+            await client.get(f"https://localhost:{server.port}/")
+    assert "CERTIFICATE_VERIFY_FAILED" in factory.error_text(caught.value)
+    assert server.requests == []
