@@ -39,7 +39,7 @@ import socket
 import ssl
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpcore2
@@ -92,6 +92,29 @@ def _direct_addresses(host: str) -> tuple[str, ...] | None:
     return None
 
 
+class _DirectStream(TrioStream):
+    """httpcore2's Trio stream, reading and writing without a cancel scope and an
+    exception-mapping context manager per call when there is no timeout (ours never
+    has a read or write timeout: the caller's scope bounds them). Same errors."""
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        if timeout is not None:
+            return await super().read(max_bytes, timeout)
+        try:
+            # A SocketStream reads with recv(): bytes (typed wider, for other streams).
+            return cast(bytes, await self._stream.receive_some(max_bytes))
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise httpcore2.ReadError(exc) from exc
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        if timeout is not None or not buffer:
+            return await super().write(buffer, timeout)
+        try:
+            await self._stream.send_all(buffer)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise httpcore2.WriteError(exc) from exc
+
+
 class _DirectBackend(httpcore2.AsyncNetworkBackend):
     """httpcore2's Trio backend, except that an IP literal or ``localhost`` is connected
     to directly (see the module doc)."""
@@ -124,7 +147,7 @@ class _DirectBackend(httpcore2.AsyncNetworkBackend):
                 except BaseException:
                     sock.close()
                     raise
-                return TrioStream(trio.SocketStream(sock))  # TCP_NODELAY, as trio sets it
+                return _DirectStream(trio.SocketStream(sock))  # TCP_NODELAY, as trio sets it
         if bound.cancelled_caught:
             raise httpcore2.ConnectTimeout(f"connecting to {host}:{port} timed out")
         assert failure is not None
