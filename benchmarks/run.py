@@ -53,7 +53,7 @@ class Config:
     http_overhead_warmup: int = 30
     http_burst_runs: int = 1
     http_cancel_runs: int = 5
-    xf_rounds: int = 3  # scenario 14: rounds x sides, one fresh process each
+    xf_rounds: int = 5  # scenario 14: rounds x sides, one fresh process each
     xf_runs: int = 30
     xf_warmup: int = 5
 

@@ -184,6 +184,13 @@ def xframework_rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Any
                 f"peer {peer_req.median - floor:.2f} ms; overhead ratio "
                 f"{(ours_req.median - floor) / max(peer_req.median - floor, 1e-9):.2f}"
             )
+        cpu_o = statistics.median(flat("ours", "cpu"))
+        cpu_p = statistics.median(flat(side, "cpu"))
+        notes.append(
+            f"CPU time of the framework's process per request (median): ours {cpu_o:.2f} ms, "
+            f"peer {cpu_p:.2f} ms; ratio {cpu_o / cpu_p:.2f} (the mock and the MCP server "
+            "are other processes)"
+        )
         target = Target("ratio", "<=", TARGETS[side]) if side in TARGETS else None
         rows.append(
             Row(

@@ -15,8 +15,10 @@ request. Printed, one JSON object: ``import_ms`` (the framework's imports in thi
 process; for ours also ``import_base_ms``, the package without the MCP extra),
 ``init_ms`` (agent built and its MCP server connected, tools listed where the framework
 does that eagerly), ``first_ms`` (the first request), ``samples`` (ms per request after
-the warm-up), ``done_at`` (``time.time()`` after the first request: the orchestrator's
-import + first request of a fresh process), ``peak_rss_kib``.
+the warm-up; ``cpu``: this process's CPU time per request, all threads, steadier
+than wall time on a shared machine), ``done_at`` (``time.time()`` after the first
+request: the orchestrator's import + first request of a fresh process),
+``peak_rss_kib``.
 
 ``floor``: the same work without a framework, on blocking sockets and pipes: the two
 model requests as raw HTTP bytes (the bodies a framework sends, on a new connection each,
@@ -66,7 +68,7 @@ class Timer:
 
     def __init__(self, runs: int, warmup: int) -> None:
         self.runs, self.warmup = runs, warmup
-        self.out: dict[str, Any] = {"samples": []}
+        self.out: dict[str, Any] = {"samples": [], "cpu": []}
 
     def imported(self, t0: float, **extra: float) -> None:
         self.out["import_ms"] = _ms(t0)
@@ -84,8 +86,9 @@ async def _drive_async(timer: Timer, init: Callable[[], Any], one: Callable[[], 
     for _ in range(timer.warmup):
         await one()
     for _ in range(timer.runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         await one()
+        timer.out["cpu"].append((time.process_time() - c0) * 1e3)
         timer.out["samples"].append(_ms(t0))
 
 
@@ -417,8 +420,9 @@ def floor(args: argparse.Namespace, timer: Timer) -> None:
         for _ in range(timer.warmup):
             one()
         for _ in range(timer.runs):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             one()
+            timer.out["cpu"].append((time.process_time() - c0) * 1e3)
             timer.out["samples"].append(_ms(t0))
     finally:
         state["proc"].stdin.close()
