@@ -11,6 +11,12 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_external_run = True
 
 PACKAGE = "toolnexus_trio"
+XBENCH_PEERS = {  # bench scenario 14: virtualenv -> its packages (benchmarks/xframework)
+    "xbench-toolnexus": ["toolnexus==0.21.0"],
+    "xbench-pydantic-ai": ["pydantic-ai-slim[openai,mcp]"],
+    "xbench-openai-agents": ["openai-agents"],
+    "xbench-langgraph": ["langgraph", "langchain-mcp-adapters", "langchain-openai"],
+}
 
 
 @nox.session
@@ -54,9 +60,11 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Benchmarks against the peers (toolnexus 0.21.0, tesseron 0.2.0); not part of the tests.
+    """Benchmarks against the peers (toolnexus 0.21.0, tesseron 0.2.0; scenario 14 also
+    pydantic-ai, the OpenAI Agents SDK, LangGraph); not part of the tests.
 
-    ``nox -s bench`` (about 3 minutes) or ``nox -s bench -- --quick``; writes
+    ``nox -s bench`` (about 3 minutes) or ``nox -s bench -- --quick``; one scenario:
+    ``nox -s bench -- --only 14 --no-write``; writes
     benchmarks/results/latest.json, docs/performance.rst and docs/_static/bench.png.
     """
     session.install("-e", ".", "toolnexus==0.21.0", "tesseron==0.2.0")
@@ -70,13 +78,17 @@ def bench(session: nox.Session) -> None:
     if not ours_python.exists():
         session.run("python", "-m", "venv", str(ours))
     session.run(str(ours_python), "-m", "pip", "install", "-q", "-e", ".[mcp]", external=True)
-    session.run(
-        "python",
-        "-m",
-        "benchmarks",
-        *session.posargs,
-        env={"BENCH_MCP_OURS_PYTHON": str(ours_python)},  # the peer: this session's python
-    )
+    # Scenario 17 (end to end against other frameworks): each peer in a virtualenv of its
+    # own next to this one (.nox/xbench-*), installed by package name.
+    env = {"BENCH_MCP_OURS_PYTHON": str(ours_python)}  # the peer: this session's python
+    for name, packages in XBENCH_PEERS.items():
+        venv = Path(session.virtualenv.location).parent / name
+        if not (venv / "bin" / "python").exists():
+            session.run("python", "-m", "venv", str(venv))
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+        session.run(*pip, *packages, external=True)
+        env[f"BENCH_XF_{name.upper().replace('-', '_')}_PYTHON"] = str(venv / "bin" / "python")
+    session.run("python", "-m", "benchmarks", *session.posargs, env=env)
     # Store scaling (answers/s with 1, 2, 4 worker processes on one PostgreSQL store, and
     # on SQLite); prints its own table. pgserver: the PostgreSQL binaries, as in the tests.
     session.install("-e", ".[postgres]", "pgserver>=0.1.4")

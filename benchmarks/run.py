@@ -53,6 +53,9 @@ class Config:
     http_overhead_warmup: int = 30
     http_burst_runs: int = 1
     http_cancel_runs: int = 5
+    xf_rounds: int = 5  # scenario 14: rounds x sides, one fresh process each
+    xf_runs: int = 30
+    xf_warmup: int = 5
 
 
 QUICK = dataclasses.replace(
@@ -65,6 +68,7 @@ QUICK = dataclasses.replace(
     stubborn_reps=2,
 )
 QUICK = dataclasses.replace(QUICK, http_rounds=1)  # scenarios 8-10
+QUICK = dataclasses.replace(QUICK, xf_rounds=1)  # scenario 14
 
 
 def _json_child(argv: list[str], timeout: float) -> dict[str, Any]:
@@ -211,6 +215,12 @@ def collect(cfg: Config, only: set[int]) -> Raw:
         from benchmarks.a2a import collect_a2a
 
         collect_a2a(cfg.host_rounds, add, lambda label: _progress(label, t0))
+    if 17 in only:  # end to end against other frameworks, each from its own virtualenv
+        from benchmarks.xframework import collect_xframework
+
+        collect_xframework(
+            cfg.xf_rounds, cfg.xf_runs, cfg.xf_warmup, add, lambda label: _progress(label, t0)
+        )
     return raw
 
 
@@ -218,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 17)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 18)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"

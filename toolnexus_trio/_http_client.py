@@ -15,6 +15,16 @@ Every client the package makes is an ``httpx2.AsyncClient`` on httpx2's own tran
   send plain HTTP to ``ws://`` and ``wss://`` URLs).
 - No timeout but the connect one the caller asks for: the caller's Trio cancel scope
   bounds the rest, and a cancel closes the socket at once.
+- A host that is an IP literal or ``localhost`` is connected to directly (one
+  non-blocking ``connect`` in the caller's task): no resolver, and no happy-eyeballs
+  nursery racing a single address (``trio.open_tcp_stream`` costs about twice a plain
+  connect on loopback). ``localhost`` is the loopback address (RFC 6761): ``127.0.0.1``,
+  then ``::1``. Any other host, and any connect with a local address or socket options,
+  takes httpcore2's own path.
+- A client that only ever sends plain ``http`` (``plain_http=True``; the model client
+  for an ``http://`` base URL) does not load the CA bundle at all: its origin TLS
+  context trusts no certificate, so a TLS handshake through it could only fail
+  (verification stays on). Proxies keep their own verified context.
 
 Also here, for the same three callers: closing a streamed response under a cancel,
 credentials in a URL (sent as basic auth, never printed), and one error text that
@@ -29,10 +39,16 @@ import socket
 import ssl
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import httpcore2
 import httpx2
 import trio
+
+# httpcore2 exports its Trio backend but not the stream type the backend returns; the
+# direct connect below hands back the same stream type.
+from httpcore2._backends.trio import TrioStream
 
 from ._groups import leaf_exceptions
 
@@ -50,6 +66,121 @@ def _load_ssl_context() -> ssl.SSLContext:
     return _ssl_context
 
 
+def _no_tls_context() -> ssl.SSLContext:
+    """An origin TLS context for a client that only sends plain ``http``: certificate and
+    host name verification on, no CA trusted (nothing loaded, so it costs nothing), so a
+    handshake through it fails closed."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, check_hostname
+    return context
+
+
+_LOOPBACK = {"localhost": ("127.0.0.1", "::1"), "localhost.": ("127.0.0.1", "::1")}
+
+
+def _direct_addresses(host: str) -> tuple[str, ...] | None:
+    """The addresses to connect to without a resolver (an IP literal, or localhost's
+    loopback), or ``None`` for a name that needs one."""
+    loopback = _LOOPBACK.get(host.lower())
+    if loopback is not None:
+        return loopback
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        return (host,)
+    return None
+
+
+class _DirectStream(TrioStream):
+    """httpcore2's Trio stream, reading and writing without a cancel scope and an
+    exception-mapping context manager per call when there is no timeout (ours never
+    has a read or write timeout: the caller's scope bounds them). Same errors."""
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        if timeout is not None:
+            return await super().read(max_bytes, timeout)
+        try:
+            # A SocketStream reads with recv(): bytes (typed wider, for other streams).
+            return cast(bytes, await self._stream.receive_some(max_bytes))
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise httpcore2.ReadError(exc) from exc
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        if timeout is not None or not buffer:
+            return await super().write(buffer, timeout)
+        try:
+            await self._stream.send_all(buffer)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise httpcore2.WriteError(exc) from exc
+
+
+class _DirectBackend(httpcore2.AsyncNetworkBackend):
+    """httpcore2's Trio backend, except that an IP literal or ``localhost`` is connected
+    to directly (see the module doc)."""
+
+    def __init__(self) -> None:
+        self._trio = httpcore2.TrioBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's backend interface
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        addresses = _direct_addresses(host)
+        if addresses is None or local_address is not None or socket_options:
+            return await self._trio.connect_tcp(host, port, timeout, local_address, socket_options)
+        failure: OSError | None = None
+        with trio.move_on_after(float("inf") if timeout is None else timeout) as bound:
+            for address in addresses:
+                family = socket.AF_INET6 if ":" in address else socket.AF_INET
+                sock = trio.socket.socket(family, socket.SOCK_STREAM)
+                try:
+                    await sock.connect((address, port))  # a cancel closes the socket
+                except OSError as exc:
+                    sock.close()
+                    failure = exc
+                    continue
+                except BaseException:
+                    sock.close()
+                    raise
+                return _DirectStream(trio.SocketStream(sock))  # TCP_NODELAY, as trio sets it
+        if bound.cancelled_caught:
+            raise httpcore2.ConnectTimeout(f"connecting to {host}:{port} timed out")
+        assert failure is not None
+        error = httpcore2.ConnectError(failure)
+        # httpcore2's pool re-raises ``from None``: the context keeps the OS's reason
+        # for error_text, as it does on httpcore2's own path.
+        error.__context__ = failure
+        raise error from failure
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's backend interface
+        socket_options: Any = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        return await self._trio.connect_unix_socket(path, timeout, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._trio.sleep(seconds)
+
+
+def _connect_directly(client: httpx2.AsyncClient) -> httpx2.AsyncClient:
+    """Give *client*'s own connection pool the direct-connect backend.
+
+    httpx2 has no ``network_backend`` argument, so the pool it made is given the backend
+    here (proxied URLs go through the proxy transports, untouched).
+    """
+    pool = getattr(client._transport, "_pool", None)
+    if isinstance(pool, httpcore2.AsyncConnectionPool):
+        pool._network_backend = _DirectBackend()
+    return client
+
+
 async def _only_http(request: httpx2.Request) -> None:
     """A request hook: refuse any scheme but http(s), on the first hop or a redirect."""
     if request.url.scheme not in _SCHEMES:
@@ -59,31 +190,41 @@ async def _only_http(request: httpx2.Request) -> None:
 
 
 def new_client_blocking(
-    *, connect_timeout: float | None = None, follow_redirects: bool = False
+    *,
+    connect_timeout: float | None = None,
+    follow_redirects: bool = False,
+    plain_http: bool = False,
 ) -> httpx2.AsyncClient:
     """:func:`new_client` for a caller outside Trio; the first call of the process
-    blocks while it loads the CA bundle."""
-    return httpx2.AsyncClient(
-        verify=_load_ssl_context(),
+    blocks while it loads the CA bundle (unless *plain_http*)."""
+    client = httpx2.AsyncClient(
+        verify=_no_tls_context() if plain_http else _load_ssl_context(),
         timeout=httpx2.Timeout(None, connect=connect_timeout),
         follow_redirects=follow_redirects,
         trust_env=True,
         event_hooks={"request": [_only_http]},
     )
+    return _connect_directly(client)
 
 
 async def new_client(
-    *, connect_timeout: float | None = None, follow_redirects: bool = False
+    *,
+    connect_timeout: float | None = None,
+    follow_redirects: bool = False,
+    plain_http: bool = False,
 ) -> httpx2.AsyncClient:
     """A new ``httpx2.AsyncClient`` with the rules of the module doc; close it with
     ``aclose``.
 
     *connect_timeout* (seconds, ``None``: none) bounds connecting; nothing else has a
-    limit of its own.
+    limit of its own. *plain_http*: the caller only ever sends ``http`` URLs without
+    redirects (no CA bundle is loaded; TLS through the client fails closed).
     """
-    if _ssl_context is None:  # the first client of the process: the CA bundle, off-loop
+    if _ssl_context is None and not plain_http:  # the first client: the CA bundle, off-loop
         await trio.to_thread.run_sync(_load_ssl_context)
-    return new_client_blocking(connect_timeout=connect_timeout, follow_redirects=follow_redirects)
+    return new_client_blocking(
+        connect_timeout=connect_timeout, follow_redirects=follow_redirects, plain_http=plain_http
+    )
 
 
 # -- responses ------------------------------------------------------------------

@@ -289,7 +289,10 @@ class Poster:
         # what bounds it is the run's cancel scope (run_timeout_ms, the run's token, an
         # enclosing scope). The first client of the process loads the CA bundle in a
         # worker thread, so another run may have made the pool meanwhile.
-        made = await new_client(connect_timeout=_CONNECT_TIMEOUT)
+        # An http:// model (a local server) never needs the CA bundle: no redirects are
+        # followed, so its client only ever sends plain http (TLS through it fails closed).
+        plain = url[:7].lower() == "http://"
+        made = await new_client(connect_timeout=_CONNECT_TIMEOUT, plain_http=plain)
         if self.http is None:
             self.http = made
         else:
