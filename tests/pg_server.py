@@ -125,9 +125,10 @@ class PgServer:
     def stop(self, mode: str = "fast") -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop")
 
-    def restart(self) -> None:
-        """Stop (``fast``: sessions are ended) and start again on the same port."""
-        self.stop()
+    def restart(self, mode: str = "fast") -> None:
+        """Stop (``fast``: sessions are ended; ``immediate``: every backend quits at once,
+        releasing nothing on its way out) and start again on the same port."""
+        self.stop(mode)
         self.start()
 
     def dsn(self, dbname: str = "postgres") -> str:
