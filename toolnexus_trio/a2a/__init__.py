@@ -7,6 +7,8 @@ card becomes a tool (source ``"a2a"``) that sends a task and polls it to its end
 
 Inbound: ``toolkit.serve(client=..., a2a=A2AServeConfig(...))`` serves the toolkit as
 an A2A agent (card and JSON-RPC) beside ``/mcp``; tasks live in a :class:`TaskStore`.
+:func:`serve` serves a §7D agent (a :class:`ServedAgent`; ``Agent.serve`` makes one)
+the same way, each task one run of the agent's tree.
 
 Both speak the SPEC's wire (A2A 0.3 shapes, methods ``SendMessage``/``GetTask``) and
 the a2a-sdk 1.x shapes (``A2A-Version: 1.0``); serving needs hypercorn (the ``a2a``
@@ -27,6 +29,9 @@ from ._server import A2AServer as A2AServer
 from ._server import OnTask as OnTask
 from ._server import TaskClient as TaskClient
 from ._server import TaskInfo as TaskInfo
+from ._serve_agent import AgentA2AServer as AgentA2AServer
+from ._serve_agent import ServedAgent as ServedAgent
+from ._serve_agent import serve as serve
 from ._serving import A2AServing as A2AServing
 from ._store import FileTaskStore as FileTaskStore
 from ._store import InMemoryTaskStore as InMemoryTaskStore
@@ -43,14 +48,17 @@ __all__ = [
     "A2AServer",
     "A2AServing",
     "A2AStatus",
+    "AgentA2AServer",
     "AgentsInput",
     "FileTaskStore",
     "InMemoryTaskStore",
     "OnTask",
+    "ServedAgent",
     "TaskClient",
     "TaskInfo",
     "TaskStore",
     "agent",
     "parse_agents_config",
     "resolve_store",
+    "serve",
 ]

@@ -2,7 +2,8 @@
 
 An :class:`Agent` is a definition plus its team; its registry is the transitive
 closure of the team graph. ``run`` opens a runtime for one prompt; ``as_tool`` makes
-the agent a tool for any toolkit (the axiom's other direction: an Agent is a Tool).
+the agent a tool for any toolkit (the axiom's other direction: an Agent is a Tool);
+``serve`` makes it an A2A agent that remote agents delegate to.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 import attrs
 
 from .._tools import Tool, ToolContext, ToolResult, ToolSource, pending
+from ..a2a import A2AServeConfig, A2AServing, OnTask
+from ..a2a import serve as serve_a2a
 from ._runtime import open_agent_runtime
 from ._types import AgentDef, Budget, Handle, OnBudget, TaskResult, WaitFor
 
@@ -66,6 +69,41 @@ class Agent:
                 raise top.error
             return result
 
+    def serve(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        a2a: A2AServeConfig | None = None,
+        on_task: OnTask | None = None,
+        allow_remote: bool = False,
+        allowed_hosts: Sequence[str] = (),
+        allowed_origins: Sequence[str] = (),
+        **runtime_options: Any,
+    ) -> A2AServing:
+        """Serve the agent as an A2A agent (SPEC §7B): ``async with agent.serve(generate=
+        model) as served:``, then a remote agent reads ``served.card_url``.
+
+        The card is named after the agent and described by its ``does`` (*a2a* overrides
+        them, and sets the store, version, provider and bounds as for ``Toolkit.serve``);
+        its one skill is the agent. Each A2A task is one :meth:`run` in a fresh runtime
+        (*runtime_options* as :func:`open_agent_runtime`), inside the task's cancel
+        scope: ``CancelTask`` cancels the running turn and every descendant's model call
+        and tool. A ``pending`` result (a §10 request nobody in the tree answers) ends
+        the task ``failed`` with a message naming the request. See
+        :func:`toolnexus_trio.a2a.serve`.
+        """
+        return serve_a2a(
+            _Served(self, runtime_options),
+            host,
+            port,
+            a2a=a2a,
+            on_task=on_task,
+            allow_remote=allow_remote,
+            allowed_hosts=allowed_hosts,
+            allowed_origins=allowed_origins,
+        )
+
     def as_tool(self, **runtime_options: Any) -> Tool:
         """The agent as a tool (``{prompt}`` in, its final text out, with metadata
         ``{agent, turns, totalTokens}``), for ``ToolkitOptions.extra_tools``. Each call
@@ -91,6 +129,25 @@ class Agent:
             source=ToolSource.NATIVE,
             execute=execute,
         )
+
+
+@attrs.frozen
+class _Served:
+    """An :class:`Agent` with its runtime options: what the A2A server runs."""
+
+    agent: Agent
+    options: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.agent.name
+
+    @property
+    def description(self) -> str:
+        return self.agent.definition.description
+
+    async def run(self, prompt: str, /) -> TaskResult:
+        return await self.agent.run(prompt, **self.options)
 
 
 def agent(
