@@ -91,7 +91,9 @@ async def _pid(path: Path) -> int:
 
 async def _members(pgid: int, count: int) -> None:
     # A process group has no event either: poll until the shell has forked.
-    while len(live_group_members(pgid)) < count:
+    while True:
+        if len(live_group_members(pgid)) >= count:
+            return
         await trio.sleep(0.005)
 
 

@@ -24,14 +24,14 @@ from ._agent import A2AStatus as A2AStatus
 from ._agent import AgentsInput as AgentsInput
 from ._agent import agent as agent
 from ._agent import parse_agents_config as parse_agents_config
+from ._serve_agent import AgentA2AServer as AgentA2AServer
+from ._serve_agent import ServedAgent as ServedAgent
+from ._serve_agent import serve as serve
 from ._server import A2AServeConfig as A2AServeConfig
 from ._server import A2AServer as A2AServer
 from ._server import OnTask as OnTask
 from ._server import TaskClient as TaskClient
 from ._server import TaskInfo as TaskInfo
-from ._serve_agent import AgentA2AServer as AgentA2AServer
-from ._serve_agent import ServedAgent as ServedAgent
-from ._serve_agent import serve as serve
 from ._serving import A2AServing as A2AServing
 from ._store import FileTaskStore as FileTaskStore
 from ._store import InMemoryTaskStore as InMemoryTaskStore
