@@ -193,9 +193,14 @@ async def test_a_pending_run_fails_the_task_naming_the_request(tmp_path: Path) -
     assert [i.state for i in ended] == ["failed"]
 
 
-def test_serve_refuses_a_remote_bind_unless_asked(tmp_path: Path) -> None:
+def test_serve_checks_its_arguments_at_once(tmp_path: Path) -> None:
+    lead, model = team(tmp_path), TeamModel(tmp_path / "pid")
     with pytest.raises(ValueError, match="loopback"):
-        team(tmp_path).serve("0.0.0.0", generate=TeamModel(tmp_path / "pid"))
+        lead.serve("0.0.0.0", generate=model)
+    with pytest.raises(TypeError, match="generat"):
+        lead.serve(generat=model)
+    with pytest.raises(ValueError, match="exactly one of generate= or llm="):
+        lead.serve()
 
 
 async def test_sdk_client_sends_polls_and_cancels_on_a_served_agent(tmp_path: Path) -> None:

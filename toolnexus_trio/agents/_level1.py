@@ -8,6 +8,7 @@ the agent a tool for any toolkit (the axiom's other direction: an Agent is a Too
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,10 @@ class Agent:
         the task ``failed`` with a message naming the request. See
         :func:`toolnexus_trio.a2a.serve`.
         """
+        # Every task opens its own runtime: check the options now, not at the first task.
+        inspect.signature(open_agent_runtime).bind({}, **runtime_options)
+        if (runtime_options.get("generate") is None) == (runtime_options.get("llm") is None):
+            raise ValueError("Agent.serve needs exactly one of generate= or llm=")
         return serve_a2a(
             _Served(self, runtime_options),
             host,
