@@ -1,6 +1,7 @@
 """A §7D agent served over A2A (``Agent.serve``): its card, tasks run by the agent tree,
-``CancelTask`` reaching the tree's running tool (a real process), a pending run, and
-a2a-sdk 1.3's client against it.
+``CancelTask`` reaching the tree's running tool (a real process), a pending run as
+``input-required`` resumed by the caller's next message, and a2a-sdk 1.3's client
+against it.
 
 The lead delegates each task to its ``worker`` with ``task``; the worker runs the real
 ``bash`` builtin. Real processes and HTTP on loopback, so the real clock (with
@@ -64,11 +65,14 @@ class TeamModel:
             return InProcessResponse(tool_calls=(call,))
         if not tools and prompt.startswith("ask"):
             return InProcessResponse(tool_calls=(InProcessToolCall("a1", "approve", {}),))
-        return InProcessResponse(content=f"worker did: {prompt}")
+        done = f" ({tools[-1]})" if tools else ""
+        return InProcessResponse(content=f"worker did: {prompt}{done}")
 
 
 async def _approve(args: dict[str, Any], ctx: ToolContext) -> Any:
-    return pending(Request(kind="approval", prompt="may I deploy?"))
+    if ctx.answer is None:
+        return pending(Request(kind="approval", prompt="may I deploy?"))
+    return "approved"  # a declined answer never re-runs the tool
 
 
 def team(tmp_path: Path) -> Agent:
@@ -171,11 +175,83 @@ async def test_cancel_reaches_the_agent_trees_running_tool(tmp_path: Path) -> No
     assert [(i.state, i.task, i.result) for i in ended] == [("canceled", "slow build", None)]
 
 
-async def test_a_pending_run_fails_the_task_naming_the_request(tmp_path: Path) -> None:
+async def rpc(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One JSON-RPC call on the SPEC's (0.3) wire."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    async with httpx2.AsyncClient() as http:
+        reply: dict[str, Any] = (await http.post(url, json=body)).json()
+    return reply
+
+
+def message(text: str, task_id: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "role": "user",
+        "messageId": "m",
+        "parts": [{"kind": "text", "text": text}],
+    }
+    if task_id is not None:
+        out["taskId"] = task_id
+    return out
+
+
+async def settled(url: str, task_id: str, *, until: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Poll ``GetTask`` until the task stops running (or waits for input), or until it
+    is in one of the states *until*."""
+    while True:
+        task: dict[str, Any] = (await rpc(url, "GetTask", {"id": task_id}))["result"]
+        state = task["status"]["state"]
+        if state in until or (not until and state not in ("submitted", "working")):
+            return task
+        await trio.sleep(0.01)
+
+
+APPROVED = "lead: worker did: ask first (approved)"
+DECLINED = "lead: declined/expired: may I deploy?"
+
+
+@pytest.mark.parametrize(
+    ("reply", "outcome"),
+    [
+        ([{"kind": "text", "text": "yes"}], APPROVED),
+        # A declined approval runs nothing: the lead's delegation is declined as a whole.
+        ([{"kind": "text", "text": "No."}], DECLINED),
+        ([{"kind": "data", "data": {"ok": True, "data": {"by": "ops"}}}], APPROVED),
+        ([{"data": {"ok": False, "reason": "not today"}}], DECLINED),
+    ],
+)
+async def test_a_pending_run_is_input_required_and_the_next_message_resumes_it(
+    tmp_path: Path, reply: list[dict[str, Any]], outcome: str
+) -> None:
     ended: list[TaskInfo] = []
+    model = TeamModel(tmp_path / "pid")
     with trio.fail_after(30):
-        served_as = team(tmp_path).serve(generate=TeamModel(tmp_path / "pid"), on_task=ended.append)
-        async with served_as as served:
+        async with team(tmp_path).serve(generate=model, on_task=ended.append) as served:
+            sent = await rpc(served.url, "SendMessage", {"message": message("ask first")})
+            task_id = sent["result"]["id"]
+            waiting = await settled(served.url, task_id)
+            assert waiting["status"]["state"] == "input-required"
+            asked = waiting["status"]["message"]
+            assert asked["parts"] == [{"kind": "text", "text": "may I deploy?"}]
+            assert asked["metadata"]["request"]["kind"] == "approval"
+            bad = await rpc(served.url, "SendMessage", {"message": message("maybe", task_id)})
+            assert bad["error"]["code"] == -32602 and "yes or no" in bad["error"]["message"]
+            answer = {"role": "user", "messageId": "m2", "taskId": task_id, "parts": reply}
+            resumed = await rpc(served.url, "SendMessage", {"message": answer})
+            assert resumed["result"]["id"] == task_id
+            done = await settled(served.url, task_id)
+            late = await rpc(served.url, "SendMessage", {"message": message("yes", task_id)})
+    assert done["status"] == {"state": "completed"}
+    [artifact] = done["artifacts"]
+    assert artifact["parts"] == [{"kind": "text", "text": outcome}]
+    assert late["error"]["message"] == f"task {task_id} is completed, not waiting for input"
+    assert [(i.state, i.result.status) for i in ended] == [("completed", "done")]
+
+
+async def test_our_outbound_call_ends_at_input_required(tmp_path: Path) -> None:
+    ended: list[TaskInfo] = []
+    model = TeamModel(tmp_path / "pid")
+    with trio.fail_after(30):
+        async with team(tmp_path).serve(generate=model, on_task=ended.append) as served:
             caller = await create_toolkit(
                 ToolkitOptions(builtins=False, agents=[agent(served.card_url, poll_every=10)])
             )
@@ -183,13 +259,27 @@ async def test_a_pending_run_fails_the_task_naming_the_request(tmp_path: Path) -
                 tool = caller.get("lead_lead")
                 assert tool is not None
                 result = await tool.call({"task": "ask first"})
-    task_id = (result.metadata or {})["taskId"]
+            # A tool cannot answer: the call ends there; the served task still waits.
+            task_id = (result.metadata or {})["taskId"]
+            cancelled = await rpc(served.url, "CancelTask", {"id": task_id})
     assert result.is_error
-    assert result.output == (
-        f"A2A task {task_id} failed: the agent is waiting for an answer (approval "
-        "'may I deploy?') that an A2A task cannot carry; give the agent a wait_for that "
-        "answers it"
-    )
+    assert result.output == f"A2A task {task_id} input-required: may I deploy?"
+    assert cancelled["result"]["status"] == {"state": "canceled"}
+    assert [i.state for i in ended] == ["canceled"]
+
+
+async def test_an_unanswered_request_fails_the_task_after_input_timeout(tmp_path: Path) -> None:
+    ended: list[TaskInfo] = []
+    model = TeamModel(tmp_path / "pid")
+    served_as = team(tmp_path).serve(generate=model, on_task=ended.append, input_timeout_ms=50)
+    with trio.fail_after(30):
+        async with served_as as served:
+            sent = await rpc(served.url, "SendMessage", {"message": message("ask first")})
+            task_id = sent["result"]["id"]
+            failed = await settled(served.url, task_id, until=("failed", "completed"))
+    assert failed["status"]["state"] == "failed"
+    why = failed["status"]["message"]["parts"][0]["text"]
+    assert why == "no answer to the agent's approval 'may I deploy?' within 50 ms"
     assert [i.state for i in ended] == ["failed"]
 
 
@@ -241,6 +331,34 @@ async def test_sdk_client_sends_polls_and_cancels_on_a_served_agent(tmp_path: Pa
                 texts = [p.text for a in got.artifacts for p in a.parts]
                 assert texts == ["lead: worker did: sdk job"]
 
+                events = [ev async for ev in client.send_message(request("ask sdk", "m3"))]
+                asking = events[-1].task
+                while True:
+                    got = await client.get_task(GetTaskRequest(id=asking.id))
+                    if got.status.state not in running:
+                        break
+                    await trio.sleep(0.01)
+                assert got.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+                assert [p.text for p in got.status.message.parts] == ["may I deploy?"]
+                yes = Message(
+                    role=Role.ROLE_USER,
+                    message_id="m4",
+                    task_id=asking.id,
+                    parts=[Part(text="yes")],
+                )
+                sent = SendMessageRequest(
+                    message=yes, configuration=SendMessageConfiguration(return_immediately=True)
+                )
+                [ev async for ev in client.send_message(sent)]
+                while True:
+                    got = await client.get_task(GetTaskRequest(id=asking.id))
+                    if got.status.state not in running:
+                        break
+                    await trio.sleep(0.01)
+                assert got.status.state == TaskState.TASK_STATE_COMPLETED
+                texts = [p.text for a in got.artifacts for p in a.parts]
+                assert texts == ["lead: worker did: ask sdk (approved)"]
+
                 events = [ev async for ev in client.send_message(request("slow sdk", "m2"))]
                 slow = events[-1].task
                 pgid = await _pid(tmp_path / "pid")
@@ -250,4 +368,4 @@ async def test_sdk_client_sends_polls_and_cancels_on_a_served_agent(tmp_path: Pa
                 assert live_group_members(pgid) == []
             finally:
                 await client.close()
-    assert [i.state for i in ended] == ["completed", "canceled"]
+    assert [i.state for i in ended] == ["completed", "completed", "canceled"]

@@ -24,8 +24,11 @@ from ._agent import A2AStatus as A2AStatus
 from ._agent import AgentsInput as AgentsInput
 from ._agent import agent as agent
 from ._agent import parse_agents_config as parse_agents_config
+from ._serve_agent import DEFAULT_INPUT_TIMEOUT_MS as DEFAULT_INPUT_TIMEOUT_MS
 from ._serve_agent import AgentA2AServer as AgentA2AServer
+from ._serve_agent import AgentSession as AgentSession
 from ._serve_agent import ServedAgent as ServedAgent
+from ._serve_agent import answer_of as answer_of
 from ._serve_agent import serve as serve
 from ._server import A2AServeConfig as A2AServeConfig
 from ._server import A2AServer as A2AServer
@@ -40,6 +43,7 @@ from ._store import resolve_store as resolve_store
 from ._wire import A2AError as A2AError
 
 __all__ = [
+    "DEFAULT_INPUT_TIMEOUT_MS",
     "DEFAULT_POLL_EVERY_MS",
     "DEFAULT_TIMEOUT_MS",
     "A2AAgent",
@@ -49,6 +53,7 @@ __all__ = [
     "A2AServing",
     "A2AStatus",
     "AgentA2AServer",
+    "AgentSession",
     "AgentsInput",
     "FileTaskStore",
     "InMemoryTaskStore",
@@ -58,6 +63,7 @@ __all__ = [
     "TaskInfo",
     "TaskStore",
     "agent",
+    "answer_of",
     "parse_agents_config",
     "resolve_store",
     "serve",

@@ -231,9 +231,10 @@ class A2AServer:
         found = [] if catalog is None else sorted(catalog.skills.values(), key=lambda s: s.name)
         return [{"id": s.name, "name": s.name, "description": s.description or ""} for s in found]
 
-    async def run_task(self, text: str, skill: str | None) -> Any:
+    async def run_task(self, task: dict[str, Any], text: str, skill: str | None) -> Any:
         """Fulfil one task: ``client.run(text, toolkit)`` (its result's ``status`` and
-        ``text`` decide the task's end)."""
+        ``text`` decide the task's end). *task* is the task being fulfilled (a subclass
+        may save states on the way, as ``input-required``)."""
         return await self.client.run(text, self.toolkit)
 
     # ------------------------------------------------------------------ ASGI
@@ -398,7 +399,7 @@ class A2AServer:
                         await sent.wait()
                     task["status"] = {"state": "working"}
                     await self.store.save(task)
-                    result = await self.run_task(text, skill)
+                    result = await self.run_task(task, text, skill)
                     status = getattr(result, "status", "done")
                     answer = str(getattr(result, "text", result))
                     if status == "done":

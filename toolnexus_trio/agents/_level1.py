@@ -9,16 +9,18 @@ the agent a tool for any toolkit (the axiom's other direction: an Agent is a Too
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from .._tools import Tool, ToolContext, ToolResult, ToolSource, pending
-from ..a2a import A2AServeConfig, A2AServing, OnTask
+from .._wire import Answer
+from ..a2a import DEFAULT_INPUT_TIMEOUT_MS, A2AServeConfig, A2AServing, OnTask
 from ..a2a import serve as serve_a2a
-from ._runtime import open_agent_runtime
+from ._runtime import AgentRuntime, open_agent_runtime
 from ._types import AgentDef, Budget, Handle, OnBudget, TaskResult, WaitFor
 
 _PROMPT_SCHEMA: dict[str, Any] = {
@@ -80,6 +82,7 @@ class Agent:
         allow_remote: bool = False,
         allowed_hosts: Sequence[str] = (),
         allowed_origins: Sequence[str] = (),
+        input_timeout_ms: float = DEFAULT_INPUT_TIMEOUT_MS,
         **runtime_options: Any,
     ) -> A2AServing:
         """Serve the agent as an A2A agent (SPEC §7B): ``async with agent.serve(generate=
@@ -87,12 +90,13 @@ class Agent:
 
         The card is named after the agent and described by its ``does`` (*a2a* overrides
         them, and sets the store, version, provider and bounds as for ``Toolkit.serve``);
-        its one skill is the agent. Each A2A task is one :meth:`run` in a fresh runtime
+        its one skill is the agent. Each A2A task is one run in a fresh runtime
         (*runtime_options* as :func:`open_agent_runtime`), inside the task's cancel
         scope: ``CancelTask`` cancels the running turn and every descendant's model call
-        and tool. A ``pending`` result (a §10 request nobody in the tree answers) ends
-        the task ``failed`` with a message naming the request. See
-        :func:`toolnexus_trio.a2a.serve`.
+        and tool. A ``pending`` result (a §10 request nobody in the tree answers) puts
+        the task in ``input-required``; the caller's next message on the task answers
+        it and the same tree resumes (no answer within *input_timeout_ms*: ``failed``).
+        See :func:`toolnexus_trio.a2a.serve`.
         """
         # Every task opens its own runtime: check the options now, not at the first task.
         inspect.signature(open_agent_runtime).bind({}, **runtime_options)
@@ -107,6 +111,7 @@ class Agent:
             allow_remote=allow_remote,
             allowed_hosts=allowed_hosts,
             allowed_origins=allowed_origins,
+            input_timeout_ms=input_timeout_ms,
         )
 
     def as_tool(self, **runtime_options: Any) -> Tool:
@@ -151,8 +156,28 @@ class _Served:
     def description(self) -> str:
         return self.agent.definition.description
 
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[_Session]:
+        async with open_agent_runtime(self.agent.registry(), **self.options) as runtime:
+            yield _Session(self.agent.name, runtime)
+
+
+@attrs.frozen
+class _Session:
+    """One served task's runtime: a run, then a resume per answered request."""
+
+    name: str
+    runtime: AgentRuntime
+
     async def run(self, prompt: str, /) -> TaskResult:
-        return await self.agent.run(prompt, **self.options)
+        result = await self.runtime.run(self.name, prompt)
+        top = self.runtime.root.children[-1]
+        if result.status == "error" and top.error is not None:
+            raise top.error
+        return result
+
+    async def resume(self, answer: Answer, /) -> TaskResult:
+        return await self.runtime.resume(answer)
 
 
 def agent(
