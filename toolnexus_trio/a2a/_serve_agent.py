@@ -177,11 +177,16 @@ class AgentA2AServer(A2AServer):
             task = await self._get({"id": task_id})
             state = task["status"].get("state")
             raise _Rpc(INVALID_PARAMS, f"task {task_id} is {state}, not waiting for input")
-        waiting.answer = answer_of(waiting.request, message)
+        answer = answer_of(waiting.request, message)  # a bad answer leaves it waiting
+        # Claimed before the first await: one answer per request. The task is saved
+        # "working" before the run resumes, so no later save of the run is overwritten.
+        del self._waiting[task_id]
+        waiting.answer = answer
         waiting.task["status"] = {"state": "working"}
-        waiting.given.set()
-        self._waiting.pop(task_id, None)
-        await self.store.save(waiting.task)
+        try:
+            await self.store.save(waiting.task)
+        finally:
+            waiting.given.set()
         return dict(waiting.task)
 
 
