@@ -141,7 +141,7 @@ class A2AServer:
 
     def __init__(
         self,
-        toolkit: Toolkit,
+        toolkit: Toolkit | None,
         client: TaskClient,
         config: A2AServeConfig,
         on_task: OnTask | None = None,
@@ -194,13 +194,12 @@ class A2AServer:
     def card(self) -> dict[str, Any]:
         """The agent card (SPEC §7B's defaults)."""
         cfg = self.config
-        catalog = self.toolkit._skills
-        skills = [] if catalog is None else sorted(catalog.skills.values(), key=lambda s: s.name)
+        skills = self.card_skills()
         if cfg.skills is not None:
             wanted = set(cfg.skills)
-            skills = [s for s in skills if s.name in wanted]
+            skills = [s for s in skills if s["name"] in wanted]
         card: dict[str, Any] = {
-            "name": cfg.name if cfg.name is not None else "toolnexus-agent",
+            "name": cfg.name if cfg.name is not None else self.default_name,
             "description": cfg.description if cfg.description is not None else "",
             "version": cfg.version if cfg.version is not None else "0.1.0",
             "protocolVersion": "0.3.0",
@@ -215,14 +214,28 @@ class A2AServer:
                 "capabilities": {"streaming": False, "pushNotifications": False},
                 "defaultInputModes": ["text"],
                 "defaultOutputModes": ["text"],
-                "skills": [
-                    {"id": s.name, "name": s.name, "description": s.description or ""}
-                    for s in skills
-                ],
+                "skills": skills,
                 "url": self.url,
             }
         )
         return card
+
+    @property
+    def default_name(self) -> str:
+        """The card's ``name`` when the config sets none."""
+        return "toolnexus-agent"
+
+    def card_skills(self) -> list[dict[str, str]]:
+        """The card's skills before the config's filter: the toolkit's skills (SKILL.md)."""
+        catalog = None if self.toolkit is None else self.toolkit._skills
+        found = [] if catalog is None else sorted(catalog.skills.values(), key=lambda s: s.name)
+        return [{"id": s.name, "name": s.name, "description": s.description or ""} for s in found]
+
+    async def run_task(self, task: dict[str, Any], text: str, skill: str | None) -> Any:
+        """Fulfil one task: ``client.run(text, toolkit)`` (its result's ``status`` and
+        ``text`` decide the task's end). *task* is the task being fulfilled (a subclass
+        may save states on the way, as ``input-required``)."""
+        return await self.client.run(text, self.toolkit)
 
     # ------------------------------------------------------------------ ASGI
 
@@ -386,7 +399,7 @@ class A2AServer:
                         await sent.wait()
                     task["status"] = {"state": "working"}
                     await self.store.save(task)
-                    result = await self.client.run(text, self.toolkit)
+                    result = await self.run_task(task, text, skill)
                     status = getattr(result, "status", "done")
                     answer = str(getattr(result, "text", result))
                     if status == "done":

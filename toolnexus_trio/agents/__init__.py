@@ -4,7 +4,8 @@
 agent handles whose turns run in one Trio task tree: ``spawn``, ``post``, ``wake``,
 ``wait``, ``interrupt`` and ``close`` drive it, budgets are enforced live inside a run,
 and a child's §10 suspension escalates to the nearest ``wait_for`` or up to the host
-(``resume(answer)``). The Level-1 surface is :func:`agent` (``run``, ``as_tool``).
+(``resume(answer)``). The Level-1 surface is :func:`agent` (``run``, ``as_tool``,
+``serve`` over A2A).
 
 Modules: ``_types`` (the data), ``_inbox`` (the unsolicited rail's block), ``_budget``
 (carve and live checks), ``_escalation`` (``data.path`` and answer routing), ``_task``

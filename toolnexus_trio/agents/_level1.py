@@ -2,19 +2,25 @@
 
 An :class:`Agent` is a definition plus its team; its registry is the transitive
 closure of the team graph. ``run`` opens a runtime for one prompt; ``as_tool`` makes
-the agent a tool for any toolkit (the axiom's other direction: an Agent is a Tool).
+the agent a tool for any toolkit (the axiom's other direction: an Agent is a Tool);
+``serve`` makes it an A2A agent that remote agents delegate to.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from .._tools import Tool, ToolContext, ToolResult, ToolSource, pending
-from ._runtime import open_agent_runtime
+from .._wire import Answer
+from ..a2a import DEFAULT_INPUT_TIMEOUT_MS, A2AServeConfig, A2AServing, OnTask
+from ..a2a import serve as serve_a2a
+from ._runtime import AgentRuntime, open_agent_runtime
 from ._types import AgentDef, Budget, Handle, OnBudget, TaskResult, WaitFor
 
 _PROMPT_SCHEMA: dict[str, Any] = {
@@ -66,6 +72,48 @@ class Agent:
                 raise top.error
             return result
 
+    def serve(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        a2a: A2AServeConfig | None = None,
+        on_task: OnTask | None = None,
+        allow_remote: bool = False,
+        allowed_hosts: Sequence[str] = (),
+        allowed_origins: Sequence[str] = (),
+        input_timeout_ms: float = DEFAULT_INPUT_TIMEOUT_MS,
+        **runtime_options: Any,
+    ) -> A2AServing:
+        """Serve the agent as an A2A agent (SPEC §7B): ``async with agent.serve(generate=
+        model) as served:``, then a remote agent reads ``served.card_url``.
+
+        The card is named after the agent and described by its ``does`` (*a2a* overrides
+        them, and sets the store, version, provider and bounds as for ``Toolkit.serve``);
+        its one skill is the agent. Each A2A task is one run in a fresh runtime
+        (*runtime_options* as :func:`open_agent_runtime`), inside the task's cancel
+        scope: ``CancelTask`` cancels the running turn and every descendant's model call
+        and tool. A ``pending`` result (a §10 request nobody in the tree answers) puts
+        the task in ``input-required``; the caller's next message on the task answers
+        it and the same tree resumes (no answer within *input_timeout_ms*: ``failed``).
+        See :func:`toolnexus_trio.a2a.serve`.
+        """
+        # Every task opens its own runtime: check the options now, not at the first task.
+        inspect.signature(open_agent_runtime).bind({}, **runtime_options)
+        if (runtime_options.get("generate") is None) == (runtime_options.get("llm") is None):
+            raise ValueError("Agent.serve needs exactly one of generate= or llm=")
+        return serve_a2a(
+            _Served(self, runtime_options),
+            host,
+            port,
+            a2a=a2a,
+            on_task=on_task,
+            allow_remote=allow_remote,
+            allowed_hosts=allowed_hosts,
+            allowed_origins=allowed_origins,
+            input_timeout_ms=input_timeout_ms,
+        )
+
     def as_tool(self, **runtime_options: Any) -> Tool:
         """The agent as a tool (``{prompt}`` in, its final text out, with metadata
         ``{agent, turns, totalTokens}``), for ``ToolkitOptions.extra_tools``. Each call
@@ -91,6 +139,45 @@ class Agent:
             source=ToolSource.NATIVE,
             execute=execute,
         )
+
+
+@attrs.frozen
+class _Served:
+    """An :class:`Agent` with its runtime options: what the A2A server runs."""
+
+    agent: Agent
+    options: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.agent.name
+
+    @property
+    def description(self) -> str:
+        return self.agent.definition.description
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[_Session]:
+        async with open_agent_runtime(self.agent.registry(), **self.options) as runtime:
+            yield _Session(self.agent.name, runtime)
+
+
+@attrs.frozen
+class _Session:
+    """One served task's runtime: a run, then a resume per answered request."""
+
+    name: str
+    runtime: AgentRuntime
+
+    async def run(self, prompt: str, /) -> TaskResult:
+        result = await self.runtime.run(self.name, prompt)
+        top = self.runtime.root.children[-1]
+        if result.status == "error" and top.error is not None:
+            raise top.error
+        return result
+
+    async def resume(self, answer: Answer, /) -> TaskResult:
+        return await self.runtime.resume(answer)
 
 
 def agent(
