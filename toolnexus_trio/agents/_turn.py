@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -32,6 +32,7 @@ from ..loop._results import GenerateRequest, InProcessOptions, RunError, RunResu
 from ..loop._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
 from ..models._source import HttpTurns
 from . import _budget
+from ._escalation import ask as _ask
 from ._escalation import stamp
 from ._task import task_tool
 from ._types import (
@@ -47,16 +48,6 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_TURNS = 50
 """Model calls per wake when no ``max_turns`` budget is set (a loop must end somewhere)."""
-
-
-async def _ask(wait_for: Any, request: Request) -> Answer | None:
-    """A def's ``wait_for``, plain or ``async``; an answer may also be its JSON form."""
-    answer = wait_for(request)
-    if inspect.isawaitable(answer):
-        answer = await answer
-    if isinstance(answer, Mapping):
-        answer = Answer.from_json({"id": request.id, **answer})
-    return answer  # type: ignore[no-any-return]
 
 
 def _as_wait_for(wait_for: Any) -> Callable[[Request], Awaitable[Answer]] | None:
@@ -273,8 +264,15 @@ class Turns:
 
         async def body(token: CancelToken) -> RunResult | None:
             client = self.client(h, self._max_turns(h, halted.turns))
+            # resuspend: a call still waiting (a child that asks again, or a sibling
+            # suspension of the halted turn not answered yet) keeps this level pending
+            # on it, to be escalated like the first request (SPEC §10 first-in-order).
             return await client.resume(
-                halted, {answer.id: answer}, toolkit=self.toolkit(h), cancel=token
+                halted,
+                {answer.id: answer},
+                toolkit=self.toolkit(h),
+                cancel=token,
+                resuspend=True,
             )
 
         await self._drive(h, body)
