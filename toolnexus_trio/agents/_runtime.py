@@ -179,8 +179,9 @@ class AgentRuntime:
             raise SpawnError(f"unknown agent {def_name!r}; known: {', '.join(self.registry)}")
         if parent.state == "closed" or parent.closing:
             raise SpawnError(f"handle {parent.id} is closed")
-        live = sum(1 for c in parent.children if c.state != "closed")
         cap = parent.budget.max_children
+        # Counted only under a cap: a walk of every child per spawn is quadratic.
+        live = 0 if cap is None else sum(1 for c in parent.children if c.state != "closed")
         if cap is not None and live >= cap:
             raise SpawnError(
                 f"spawn refused: {parent.id} has {live} children (maxChildren {cap})",
