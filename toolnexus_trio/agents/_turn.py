@@ -77,8 +77,17 @@ class _GatedTurns:
     async def turn(self, request: GenerateRequest, emit: Emit | None) -> Turn:
         h = self._h
         await self._turns.check_tokens(h, overspent=False)
-        async with self._turns.rt.turn_gate:
+        gate = self._turns.rt.turn_gate
+        try:
+            # A free slot is taken at once; only a full gate parks (the model call that
+            # follows checkpoints anyway). Released on any exit, cancellation included.
+            gate.acquire_nowait()
+        except trio.WouldBlock:
+            await gate.acquire()
+        try:
             produced = await self._inner.turn(request, emit)
+        finally:
+            gate.release()
         h.turns += 1
         _budget.add_tokens(h, produced.usage["total_tokens"])
         if produced.response.tool_calls:
