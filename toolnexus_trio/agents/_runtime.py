@@ -110,6 +110,9 @@ class AgentRuntime:
         self._inbox_cap = inbox_cap
         self._shutdown_ms = shutdown_ms
         self._store: ConversationStore = store if store is not None else InMemoryConversationStore()
+        # Without a store the runtime owns an in-memory one and reads and writes it in
+        # place (see load/keep): no scheduling round trip nor shielded scope per turn.
+        self._own_store = self._store if store is None else None
         self._hooks = hooks
         self._on_metric = on_metric
         # The turn gate: held only around a model call (SPEC §7D gate 3). A
@@ -130,6 +133,31 @@ class AgentRuntime:
         self.shutting_down = False
         self._sources: dict[str, Any] = {}  # shared HTTP turn sources, one per model
         self._turns = Turns(self)
+
+    # -- transcripts -------------------------------------------------------------
+
+    async def load(self, id: str) -> list[Any] | None:
+        """The transcript stored under handle id *id* (a copy), or ``None``."""
+        own = self._own_store
+        if own is None:
+            return await self._store.get(id)
+        assert isinstance(own, InMemoryConversationStore)
+        # What its get() does, without the checkpoint: this store is the runtime's own.
+        messages = own._threads.get(id)
+        if messages is None:
+            return None
+        own._threads.move_to_end(id)
+        return list(messages)
+
+    async def keep(self, id: str, messages: list[Any]) -> None:
+        """Save *messages* as handle *id*'s transcript; a cancelled caller still saves."""
+        own = self._own_store
+        if own is None:
+            with trio.move_on_after(5, shield=True):
+                await self._store.save(id, messages)
+            return
+        assert isinstance(own, InMemoryConversationStore)
+        own._keep(id, messages)  # save() without the checkpoint (no pending states here)
 
     # -- views -----------------------------------------------------------------
 

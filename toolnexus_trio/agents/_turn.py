@@ -270,7 +270,7 @@ class Turns:
                 h.stop_reason, h.stop_limit = "limit", LIMIT_MAX_TURNS
                 return None
             await self.check_tokens(h, overspent=False)  # live walk before the turn
-            history = await self.rt._store.get(h.id)
+            history = await self.rt.load(h.id)
             client = self.client(h, max_turns)
             return await client.run(text, self.toolkit(h), history=history, cancel=token)
 
@@ -312,7 +312,7 @@ class Turns:
                 h.stop_reason, h.stop_limit = "limit", limit
                 return None
             h.extended.add(limit)
-            history = halted.messages if halted is not None else await self.rt._store.get(h.id)
+            history = halted.messages if halted is not None else await self.rt.load(h.id)
             client = self.client(h, self._max_turns(h))
             note = f"The budget limit {limit} was extended; continue the task."
             return await client.run(note, self.toolkit(h), history=history, cancel=token)
@@ -350,8 +350,7 @@ class Turns:
             await self.rt._quiesce(h)
         result, restore, save = self._outcome(h, run, error)
         if save is not None:
-            with trio.move_on_after(5, shield=True):
-                await self.rt._store.save(h.id, save)
+            await self.rt.keep(h.id, save)
         await self.rt._settle(h, result, restore_drain=restore)
 
     async def _guarded(
