@@ -371,7 +371,11 @@ class AgentRuntime:
             if h.state == "closed":
                 return _closed_result(h)
         event = h.settled
-        with trio.move_on_after(timeout_ms / 1000 if timeout_ms is not None else float("inf")):
+        if timeout_ms is None:  # no cancel scope for a wait without a timeout
+            await event.wait()
+            assert h.last_result is not None
+            return h.last_result
+        with trio.move_on_after(timeout_ms / 1000):
             await event.wait()
             assert h.last_result is not None
             return h.last_result
