@@ -264,8 +264,11 @@ class AgentRuntime:
                     continue
                 await h.kick.wait()
                 h.kick = trio.Event()
-            # close() ended the children and the turn first; nothing real is left.
-            nursery.cancel_scope.cancel()
+            # close() ended the children and the turn first; nothing real is left. Only
+            # what is still unwinding is cancelled (an empty nursery exits as it is,
+            # without a Cancelled raised and caught per handle).
+            if nursery.child_tasks:
+                nursery.cancel_scope.cancel()
 
     # -- post / wake ---------------------------------------------------------------
 
