@@ -4,6 +4,9 @@
     durable_tree_child.py DB LEDGER answer REQUEST_ID [--decline] [--pause taken]
     durable_tree_child.py DB LEDGER list
 
+Each takes ``--model twice`` (the leaf deploys twice, asking each time) or ``--model
+pair`` (the deputy delegates two deploys in one turn) instead of the one-deploy model.
+
 ``suspend`` runs a three-level tree (``lead`` delegates to ``deputy``, which delegates to
 ``deployer``, whose ``deploy`` tool asks for approval) with no ``wait_for`` anywhere: the
 root comes back ``pending``. ``answer`` opens a brand-new runtime on the same file and
@@ -78,6 +81,39 @@ async def generate(req: GenerateRequest) -> InProcessResponse:
     return InProcessResponse(tool_calls=[call], usage=usage)
 
 
+async def generate_twice(req: GenerateRequest) -> InProcessResponse:
+    """As :func:`generate`, but the leaf deploys twice, each deploy approved on its own."""
+    if req.model != "m-deployer":
+        return await generate(req)
+    done = [m for m in req.messages if m["role"] == "tool"]
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    if len(done) < 2:
+        call = InProcessToolCall(id=f"t-deploy-{len(done)}", name="deploy", arguments={})
+        return InProcessResponse(tool_calls=[call], usage=usage)
+    return InProcessResponse(content=f"m-deployer: {done[-1]['content']}", usage=usage)
+
+
+async def generate_pair(req: GenerateRequest) -> InProcessResponse:
+    """As :func:`generate`, but the deputy delegates two deploys in one turn: two
+    suspensions of one turn, each reaching the host in turn."""
+    if req.model != "m-deputy" or last_tool_text(req) is not None:
+        return await generate(req)
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    calls = [
+        InProcessToolCall(
+            id=f"t-deputy-{n}",
+            name="task",
+            arguments={"agent": "deployer", "prompt": f"deploy {n}"},
+        )
+        for n in ("v1", "v2")
+    ]
+    return InProcessResponse(tool_calls=calls, usage=usage)
+
+
+MODELS = {"once": generate, "twice": generate_twice, "pair": generate_pair}
+"""The scripted models a child can run (``--model NAME``; ``once`` by default)."""
+
+
 def registry(ledger: Path) -> dict[str, AgentDef]:
     async def deploy(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         if ctx.answer is None:
@@ -100,9 +136,10 @@ def registry(ledger: Path) -> dict[str, AgentDef]:
 
 async def main(argv: list[str]) -> int:
     db, ledger, command, *rest = argv
+    model = MODELS[rest[rest.index("--model") + 1]] if "--model" in rest else generate
     async with (
         SqliteConversationStore(db) as store,
-        open_agent_runtime(registry(Path(ledger)), generate=generate, store=store) as rt,
+        open_agent_runtime(registry(Path(ledger)), generate=model, store=store) as rt,
     ):
         if command == "suspend":
             result = await rt.run("lead", "ship it")
@@ -135,7 +172,11 @@ async def main(argv: list[str]) -> int:
                 say({"error": "AlreadyAnswered", "status": exc.status})
                 return 3
             views = {v.id: [v.state, list(v.transitions)] for v in rt.list() if v.id != "root"}
-            say({"status": result.status, "text": result.text, "handles": views})
+            summary = {"status": result.status, "text": result.text, "handles": views}
+            if result.pending is not None:
+                summary["request"] = result.pending.id
+                summary["path"] = (result.pending.data or {}).get("path")
+            say(summary)
             return 0
         if command == "list":
             say({"handles": {v.id: v.state for v in rt.list() if v.id != "root"}})

@@ -199,11 +199,6 @@ async def test_a_damaged_stored_table_is_refused_when_the_runtime_opens(
             pass
 
 
-@pytest.mark.xfail(
-    reason="the resume cascade turns a leaf's second request into 'unresolved' at its "
-    "parent (in one process too, no store involved): reported to agents-core",
-    strict=False,
-)
 async def test_a_tree_that_asks_again_after_the_answer_gets_a_new_record(tmp_path: Path) -> None:
     """The leaf deploys twice, each deploy approved on its own: the first answer's record
     ends answered, the second request gets its own record, answered by a third runtime."""

@@ -223,3 +223,39 @@ async def test_a_process_killed_after_taking_the_answer_never_runs_the_leaf_twic
         async with spawn(tmp_path, db, book, "answer", request) as c:
             assert await c.summary() == (3, {"error": "AlreadyAnswered", "status": "taken"})
     assert ledger(Path(book)) == ["asked"]
+
+
+# More than one approval in a row, each answered by another process --------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "book_after"),
+    [
+        # The leaf deploys twice and asks each time.
+        ("twice", ["asked", "deployed", "asked", "deployed"]),
+        # The deputy delegates two deploys in one turn: two suspensions, one at a time.
+        ("pair", ["asked", "asked", "deployed", "deployed"]),
+    ],
+)
+async def test_each_request_of_a_tree_is_answered_by_another_process(
+    tmp_path: Path, model: str, book_after: list[str]
+) -> None:
+    db, book = str(tmp_path / "tree.db"), str(tmp_path / "ledger")
+    with trio.fail_after(LIMIT_S):
+        async with spawn(tmp_path, db, book, "suspend", "--model", model) as a:
+            code, one = await a.summary()
+        assert code == 0 and one["status"] == "pending", one
+        async with spawn(tmp_path, db, book, "answer", one["request"], "--model", model) as b:
+            code, two = await b.summary()
+        # The second request is escalated to the host as the first one was.
+        assert code == 0 and two["status"] == "pending", two
+        assert two["request"] != one["request"]
+        assert two["path"] == one["path"] == ["root", "lead.1"]
+        async with spawn(tmp_path, db, book, "answer", two["request"], "--model", model) as c:
+            code, three = await c.summary()
+        assert code == 0 and three["status"] == "done", three
+        assert three["text"] == "m-lead: m-deputy: m-deployer: v1 is live"
+        for request in (one["request"], two["request"]):  # each answered once
+            async with spawn(tmp_path, db, book, "answer", request, "--model", model) as d:
+                assert await d.summary() == (3, {"error": "AlreadyAnswered", "status": "answered"})
+    assert ledger(Path(book)) == book_after

@@ -8,9 +8,13 @@ routed to the deepest handle suspended on its request id.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
 import attrs
 
-from .._wire import Request
+from .._wire import Answer, Request
 from ._types import Handle
 
 
@@ -36,3 +40,13 @@ def suspended_path(root: Handle, request_id: str) -> list[Handle]:
             return path
         path.append(below)
         level = below.children
+
+
+async def ask(wait_for: Any, request: Request) -> Answer | None:
+    """A def's ``wait_for``, plain or ``async``; an answer may also be its JSON form."""
+    answer = wait_for(request)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    if isinstance(answer, Mapping):
+        answer = Answer.from_json({"id": request.id, **answer})
+    return answer  # type: ignore[no-any-return]

@@ -110,6 +110,9 @@ class AgentRuntime:
         self._inbox_cap = inbox_cap
         self._shutdown_ms = shutdown_ms
         self._store: ConversationStore = store if store is not None else InMemoryConversationStore()
+        # Without a store the runtime owns an in-memory one and reads and writes it in
+        # place (see load/keep): no scheduling round trip nor shielded scope per turn.
+        self._own_store = self._store if store is None else None
         self._hooks = hooks
         self._on_metric = on_metric
         # The turn gate: held only around a model call (SPEC §7D gate 3). A
@@ -130,6 +133,31 @@ class AgentRuntime:
         self.shutting_down = False
         self._sources: dict[str, Any] = {}  # shared HTTP turn sources, one per model
         self._turns = Turns(self)
+
+    # -- transcripts -------------------------------------------------------------
+
+    async def load(self, id: str) -> list[Any] | None:
+        """The transcript stored under handle id *id* (a copy), or ``None``."""
+        own = self._own_store
+        if own is None:
+            return await self._store.get(id)
+        assert isinstance(own, InMemoryConversationStore)
+        # What its get() does, without the checkpoint: this store is the runtime's own.
+        messages = own._threads.get(id)
+        if messages is None:
+            return None
+        own._threads.move_to_end(id)
+        return list(messages)
+
+    async def keep(self, id: str, messages: list[Any]) -> None:
+        """Save *messages* as handle *id*'s transcript; a cancelled caller still saves."""
+        own = self._own_store
+        if own is None:
+            with trio.move_on_after(5, shield=True):
+                await self._store.save(id, messages)
+            return
+        assert isinstance(own, InMemoryConversationStore)
+        own._keep(id, messages)  # save() without the checkpoint (no pending states here)
 
     # -- views -----------------------------------------------------------------
 
@@ -179,8 +207,9 @@ class AgentRuntime:
             raise SpawnError(f"unknown agent {def_name!r}; known: {', '.join(self.registry)}")
         if parent.state == "closed" or parent.closing:
             raise SpawnError(f"handle {parent.id} is closed")
-        live = sum(1 for c in parent.children if c.state != "closed")
         cap = parent.budget.max_children
+        # Counted only under a cap: a walk of every child per spawn is quadratic.
+        live = 0 if cap is None else sum(1 for c in parent.children if c.state != "closed")
         if cap is not None and live >= cap:
             raise SpawnError(
                 f"spawn refused: {parent.id} has {live} children (maxChildren {cap})",
@@ -235,8 +264,11 @@ class AgentRuntime:
                     continue
                 await h.kick.wait()
                 h.kick = trio.Event()
-            # close() ended the children and the turn first; nothing real is left.
-            nursery.cancel_scope.cancel()
+            # close() ended the children and the turn first; nothing real is left. Only
+            # what is still unwinding is cancelled (an empty nursery exits as it is,
+            # without a Cancelled raised and caught per handle).
+            if nursery.child_tasks:
+                nursery.cancel_scope.cancel()
 
     # -- post / wake ---------------------------------------------------------------
 
@@ -342,7 +374,11 @@ class AgentRuntime:
             if h.state == "closed":
                 return _closed_result(h)
         event = h.settled
-        with trio.move_on_after(timeout_ms / 1000 if timeout_ms is not None else float("inf")):
+        if timeout_ms is None:  # no cancel scope for a wait without a timeout
+            await event.wait()
+            assert h.last_result is not None
+            return h.last_result
+        with trio.move_on_after(timeout_ms / 1000):
             await event.wait()
             assert h.last_result is not None
             return h.last_result

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._tools import Tool, ToolContext, ToolResult, ToolSource
+from .._wire import Answer
+from ._escalation import ask
 from ._types import Handle, SpawnError, TaskResult
 
 if TYPE_CHECKING:
@@ -118,6 +120,10 @@ async def _delegate(
             answer = ctx.answer
             if answer is not None and child.pending is not None and answer.id == child.pending.id:
                 result = await rt.resume_inline(child, answer)
+                declined = await _ask_again(rt, h, child, answer, result)
+                if declined is not None:
+                    return declined
+                result = child.last_result or result
             else:
                 assert child.last_result is not None
                 result = child.last_result
@@ -139,6 +145,32 @@ async def _delegate(
     if result.status != "pending" and child.state != "closed":
         await rt.close(child, reason=_close_reason(result))
     return _to_tool_result(agent, child, result)
+
+
+async def _ask_again(
+    rt: AgentRuntime, h: Handle, child: Handle, answer: Answer, result: TaskResult
+) -> ToolResult | None:
+    """After an inline resume, a child that asks something new goes to *h*'s own
+    ``wait_for`` (the one that answered the first request), as often as it asks.
+
+    The loop would call a retried call's new request "unresolved"; here each new
+    request is escalated exactly as the first one was. A decline ends the call as the
+    loop ends it (``"declined/expired: <prompt>"``); the child stays suspended.
+    """
+    assert h.defn is not None
+    while (
+        h.defn.wait_for is not None
+        and result.status == "pending"
+        and child.state == "suspended"
+        and child.pending is not None
+        and child.pending.id != answer.id
+    ):
+        request = result.pending or child.pending
+        answer = await ask(h.defn.wait_for, request) or Answer(request.id, False)
+        if not answer.ok or answer.id != child.pending.id:
+            return ToolResult.error(f"declined/expired: {request.prompt}")
+        result = await rt.resume_inline(child, answer)
+    return None
 
 
 def _close_reason(result: TaskResult) -> str:

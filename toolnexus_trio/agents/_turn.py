@@ -14,9 +14,10 @@ chain's earliest deadline.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -32,6 +33,7 @@ from ..loop._results import GenerateRequest, InProcessOptions, RunError, RunResu
 from ..loop._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
 from ..models._source import HttpTurns
 from . import _budget
+from ._escalation import ask as _ask
 from ._escalation import stamp
 from ._task import task_tool
 from ._types import (
@@ -48,15 +50,8 @@ if TYPE_CHECKING:
 DEFAULT_MAX_TURNS = 50
 """Model calls per wake when no ``max_turns`` budget is set (a loop must end somewhere)."""
 
-
-async def _ask(wait_for: Any, request: Request) -> Answer | None:
-    """A def's ``wait_for``, plain or ``async``; an answer may also be its JSON form."""
-    answer = wait_for(request)
-    if inspect.isawaitable(answer):
-        answer = await answer
-    if isinstance(answer, Mapping):
-        answer = Answer.from_json({"id": request.id, **answer})
-    return answer  # type: ignore[no-any-return]
+_CLIENTS_KEPT = 256
+"""The most shared loop clients a runtime keeps (one per def and turn allowance)."""
 
 
 def _as_wait_for(wait_for: Any) -> Callable[[Request], Awaitable[Answer]] | None:
@@ -72,22 +67,36 @@ def _as_wait_for(wait_for: Any) -> Callable[[Request], Awaitable[Answer]] | None
     return ask
 
 
-class _GatedTurns:
-    """A :class:`TurnSource` that gates and meters another one for one handle."""
+_TURN_HANDLE: contextvars.ContextVar[Handle] = contextvars.ContextVar("toolnexus_trio_agent")
+"""The handle whose turn runs in this task (set by :meth:`Turns._drive`): one loop client
+serves every handle of a def, and its gated source meters the handle it runs for."""
 
-    def __init__(self, inner: TurnSource, turns: Turns, h: Handle) -> None:
+
+class _GatedTurns:
+    """A :class:`TurnSource` that gates and meters another one for the handle whose turn
+    is running (:data:`_TURN_HANDLE`)."""
+
+    def __init__(self, inner: TurnSource, turns: Turns) -> None:
         self._inner = inner
         self._turns = turns
-        self._h = h
 
     def tools_for(self, toolkit: Toolkit | None) -> list[dict[str, Any]]:
         return self._inner.tools_for(toolkit)
 
     async def turn(self, request: GenerateRequest, emit: Emit | None) -> Turn:
-        h = self._h
+        h = _TURN_HANDLE.get()
         await self._turns.check_tokens(h, overspent=False)
-        async with self._turns.rt.turn_gate:
+        gate = self._turns.rt.turn_gate
+        try:
+            # A free slot is taken at once; only a full gate parks (the model call that
+            # follows checkpoints anyway). Released on any exit, cancellation included.
+            gate.acquire_nowait()
+        except trio.WouldBlock:
+            await gate.acquire()
+        try:
             produced = await self._inner.turn(request, emit)
+        finally:
+            gate.release()
         h.turns += 1
         _budget.add_tokens(h, produced.usage["total_tokens"])
         if produced.response.tool_calls:
@@ -107,6 +116,10 @@ class Turns:
 
     def __init__(self, rt: AgentRuntime) -> None:
         self.rt = rt
+        # One loop client per (def, turn allowance), shared by the def's handles: a
+        # client holds no run state, and building one per handle was a fan-out's cost.
+        self._clients: dict[tuple[str, int], Client] = {}
+        self._no_tools = Toolkit([])  # the toolkit of every def without tools or team
 
     # -- budget checks (live chain walk) ----------------------------------------------
 
@@ -170,14 +183,14 @@ class Turns:
         return already + max(0, cap - h.turns)
 
     def client(self, h: Handle, max_turns: int) -> Client:
-        # Reused while the turn allowance is the same (the common case: no max_turns).
-        cached = h.client
-        if cached is not None and cached[0] == max_turns:
-            client: Client = cached[1]
-            return client
-        made = self._new_client(h, max_turns)
-        h.client = (max_turns, made)
-        return made
+        assert h.defn is not None
+        key = (h.defn.name, max_turns)
+        client = self._clients.get(key)
+        if client is None:
+            if len(self._clients) >= _CLIENTS_KEPT:
+                self._clients.clear()  # bounded: max_turns budgets make many allowances
+            client = self._clients[key] = self._new_client(h, max_turns)
+        return client
 
     def _new_client(self, h: Handle, max_turns: int) -> Client:
         rt = self.rt
@@ -215,12 +228,14 @@ class Turns:
             if shared is None:
                 shared = rt._sources[model] = HttpTurns(attrs.evolve(rt._llm, model=model))
             source = shared
-        return Client(options, _GatedTurns(source, self, h))
+        return Client(options, _GatedTurns(source, self))
 
     def toolkit(self, h: Handle) -> Toolkit:
         # Built once per handle: its def (tools, team) never changes.
         if h.toolkit is None:
             assert h.defn is not None
+            if not h.defn.tools and not h.defn.task_targets:
+                return self._no_tools
             tools = [self._metered(h, t) for t in h.defn.tools or ()]
             if h.defn.task_targets:
                 tools.append(self._metered(h, task_tool(self.rt, h)))
@@ -255,7 +270,7 @@ class Turns:
                 h.stop_reason, h.stop_limit = "limit", LIMIT_MAX_TURNS
                 return None
             await self.check_tokens(h, overspent=False)  # live walk before the turn
-            history = await self.rt._store.get(h.id)
+            history = await self.rt.load(h.id)
             client = self.client(h, max_turns)
             return await client.run(text, self.toolkit(h), history=history, cancel=token)
 
@@ -273,8 +288,15 @@ class Turns:
 
         async def body(token: CancelToken) -> RunResult | None:
             client = self.client(h, self._max_turns(h, halted.turns))
+            # resuspend: a call still waiting (a child that asks again, or a sibling
+            # suspension of the halted turn not answered yet) keeps this level pending
+            # on it, to be escalated like the first request (SPEC §10 first-in-order).
             return await client.resume(
-                halted, {answer.id: answer}, toolkit=self.toolkit(h), cancel=token
+                halted,
+                {answer.id: answer},
+                toolkit=self.toolkit(h),
+                cancel=token,
+                resuspend=True,
             )
 
         await self._drive(h, body)
@@ -290,7 +312,7 @@ class Turns:
                 h.stop_reason, h.stop_limit = "limit", limit
                 return None
             h.extended.add(limit)
-            history = halted.messages if halted is not None else await self.rt._store.get(h.id)
+            history = halted.messages if halted is not None else await self.rt.load(h.id)
             client = self.client(h, self._max_turns(h))
             note = f"The budget limit {limit} was extended; continue the task."
             return await client.run(note, self.toolkit(h), history=history, cancel=token)
@@ -305,6 +327,9 @@ class Turns:
         run: RunResult | None = None
         error: Exception | None = None
         deadline = _budget.wall_deadline(h)
+        # The handle's turns run in its own service task, one at a time: this task's
+        # context names the handle for the shared client's gated source.
+        _TURN_HANDLE.set(h)
         try:
             if deadline < math.inf:
                 # The nursery only hosts the watchdog: its caller expects the run's error.
@@ -325,8 +350,7 @@ class Turns:
             await self.rt._quiesce(h)
         result, restore, save = self._outcome(h, run, error)
         if save is not None:
-            with trio.move_on_after(5, shield=True):
-                await self.rt._store.save(h.id, save)
+            await self.rt.keep(h.id, save)
         await self.rt._settle(h, result, restore_drain=restore)
 
     async def _guarded(

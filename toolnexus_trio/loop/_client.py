@@ -239,6 +239,7 @@ class Client(ToolCalls):
         *,
         toolkit: Toolkit | None = None,
         cancel: CancelToken | None = None,
+        resuspend: bool = False,
     ) -> RunResult:
         """Continue a run that returned ``status="pending"``.
 
@@ -250,6 +251,13 @@ class Client(ToolCalls):
         :func:`~toolnexus_trio.relay_tool`) take their results from their request's
         answer; a relay call a guard's approval let through relays now, so the result
         may be pending again.
+
+        With *resuspend* (the agent runtime's escalation), a call still waiting keeps the
+        run pending instead: a call with no answer yet (its placeholder stays, nothing
+        re-runs) and a call whose retry asked a *new* request; the result is then
+        ``pending`` on the first of them in call order (SPEC §10 first-in-order), and
+        each is answered by a later resume. The same request asked again stays
+        ``"unresolved"``.
 
         *result* may come from :meth:`RunResult.from_json` in another process; it then
         has no toolkit, and *toolkit* is required. For answers that must not be
@@ -276,8 +284,8 @@ class Client(ToolCalls):
         )
 
         async def body() -> None:
-            await self._resume_turn(run, result.suspended, by_id)
-            if run.suspended:  # an approved relay call now waits for its host
+            await self._resume_turn(run, result.suspended, by_id, resuspend)
+            if run.suspended:  # a call still waits (an approved relay call: for its host)
                 run.status, run.text = "pending", run.suspended[0].request.prompt
                 return
             await self._loop(run)

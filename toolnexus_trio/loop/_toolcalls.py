@@ -334,6 +334,7 @@ class ToolCalls:
         answer: Answer | None,
         token: CancelToken,
         meter: _Meter,
+        resuspend: bool = False,
     ) -> ToolResult:
         relay = _relay_source(run.toolkit, name)
         if relay and request.kind == RELAY_KIND:
@@ -353,6 +354,10 @@ class ToolCalls:
         again = pending_of(retried)
         if again is not None:
             if relay and again.kind == RELAY_KIND:
+                return retried
+            if resuspend and again.id != request.id:
+                # Answered, the call asks something new (an agent's child asking again):
+                # it waits for that answer; the same request again is still unresolved.
                 return retried
             return ToolResult.error(f"unresolved: {request.prompt}")
         return retried
@@ -452,7 +457,11 @@ class ToolCalls:
         return replaced if isinstance(replaced, ToolResult) else result
 
     async def _resume_turn(
-        self, run: _Run, suspended: Sequence[SuspendedCall], answers: Mapping[str, Answer]
+        self,
+        run: _Run,
+        suspended: Sequence[SuspendedCall],
+        answers: Mapping[str, Answer],
+        resuspend: bool = False,
     ) -> None:
         token = CancelToken()
         results: list[ToolResult | None] = [None] * len(suspended)
@@ -465,10 +474,14 @@ class ToolCalls:
                     await gate.wait_turn(i)
                 answer = answers.get(s.request.id)
                 if answer is None:
+                    if resuspend:
+                        # Not answered yet: it still waits, nothing re-runs (first-in-order).
+                        results[i] = _still_waiting(run, s)
+                        return
                     results[i] = ToolResult.error(f"unresolved: {s.request.prompt}")
                     return
                 result = await self._answered(
-                    run, s.id, s.name, s.args, s.request, answer, token, meter
+                    run, s.id, s.name, s.args, s.request, answer, token, meter, resuspend
                 )
                 if self._relays(run, s.name, result):  # an approved relay call relays now
                     results[i] = result
@@ -496,7 +509,7 @@ class ToolCalls:
                 run.records[s.record_index] = record
                 run.messages[s.message_index] = message
                 request = pending_of(final)
-                if request is not None and _is_relay(run.toolkit, s.name, request):
+                if request is not None and (resuspend or _is_relay(run.toolkit, s.name, request)):
                     run.suspended.append(
                         SuspendedCall(s.id, s.name, s.args, request, s.message_index,
                                       s.record_index)
@@ -566,6 +579,14 @@ def _record_and_message(
     """A call's record and its tool message, built the same way for a turn and a resume."""
     record = ToolCallRecord(call_id, name, args, result.output, result.is_error, result.metadata)
     return record, {"role": "tool", "tool_call_id": call_id, "content": result.output}
+
+
+def _still_waiting(run: _Run, s: SuspendedCall) -> ToolResult:
+    """The placeholder result of suspended call *s*, as its halted turn recorded it."""
+    record = run.records[s.record_index]
+    return ToolResult(
+        record.output, record.is_error, {**(record.metadata or {}), "pending": s.request}
+    )
 
 
 def _ms(started: float) -> float:
