@@ -173,18 +173,25 @@ class Tool:
             f"tool '{self.name}' returned {type(result).__name__}, not a ToolResult"
         )
 
-    async def _execute_direct(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        """``execute`` after validation, with no scope and no catch (the caller's).
+    def _direct(self) -> tuple[Callable[[dict[str, Any], ToolContext], Awaitable[object]], bool]:
+        """What the client loop awaits after validation, with no scope and no catch (the
+        caller's), and whether that is a :func:`define_tool` function (its value then
+        goes through :meth:`_value_result`, as the wrapper would do).
 
-        A :func:`define_tool` tool's function is awaited here directly, without its
-        wrapper's coroutine: in a fan-out every coroutine frame per call counts (it is
-        held for the call's whole life and scanned by every collection).
+        The loop awaits the function directly, without the wrapper's coroutine nor one
+        of this class: in a fan-out each coroutine frame per call counts (it is held
+        for the call's whole life and scanned by every collection).
         """
         execute = self.execute
         if type(execute) is _NativeExecute:
-            value = await execute.fn(args, ctx)
-            return ToolResult(value) if type(value) is str else _to_result(value)
-        return self._checked(await execute(args, ctx))
+            return execute.fn, True
+        return execute, False
+
+    def _value_result(self, value: object, native: bool) -> ToolResult:
+        """The result for *value* from what :meth:`_direct` returned."""
+        if not native:
+            return self._checked(value)
+        return ToolResult(value) if type(value) is str else _to_result(value)
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -30,6 +30,7 @@ from .._tools import (
     pending_of,
 )
 from .._wire import Answer, Request
+from ._gate import _Gate, _gate_for, _is_relay, _raw_arguments, _relay_source
 from ._metrics import PrometheusRegistry
 from ._records import RunStatus, SuspendedCall, ToolCallRecord
 from ._results import HookFn, Hooks, InProcessOptions, Message
@@ -76,66 +77,6 @@ async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
     if inspect.isawaitable(out):
         out = await out
     return out
-
-
-class _Gate:
-    """Orders calls so that a ``concurrency_safe=False`` call never overlaps another."""
-
-    def __init__(self, exclusive: list[bool]) -> None:
-        self.done = [trio.Event() for _ in exclusive]
-        self.waits: list[list[int]] = []
-        last_exclusive = -1
-        since_exclusive: list[int] = []
-        for i, excl in enumerate(exclusive):
-            if excl:
-                self.waits.append(
-                    ([last_exclusive] if last_exclusive >= 0 else []) + since_exclusive
-                )
-                last_exclusive, since_exclusive = i, []
-            else:
-                self.waits.append([last_exclusive] if last_exclusive >= 0 else [])
-                since_exclusive.append(i)
-
-    async def wait_turn(self, index: int) -> None:
-        for other in self.waits[index]:
-            await self.done[other].wait()
-
-
-def _relay_source(toolkit: Toolkit | None, name: str) -> bool:
-    """Whether the tool called *name* is a relay tool."""
-    found = toolkit.get(name) if toolkit is not None else None
-    return found is not None and found.source is ToolSource.RELAY
-
-
-def _is_relay(toolkit: Toolkit | None, name: str, request: Request) -> bool:
-    """Whether *request* is a relay tool's own suspension (not, say, a guard's approval)."""
-    return request.kind == RELAY_KIND and _relay_source(toolkit, name)
-
-
-def _raw_arguments(messages: Sequence[Message], index: int, call_id: str) -> str | None:
-    """The model's raw arguments text for *call_id*, from the assistant message before
-    the tool message at *index* (``None`` if it is not there)."""
-    for message in reversed(messages[:index]):
-        if message.get("role") != "assistant":
-            continue
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") if isinstance(call, dict) else None
-            if call.get("id") == call_id and isinstance(function, dict):
-                raw = function.get("arguments")
-                return raw if isinstance(raw, str) else None
-        return None
-    return None
-
-
-def _gate_for(toolkit: Toolkit | None, names: Sequence[str]) -> _Gate | None:
-    """A gate when any call goes to a ``concurrency_safe=False`` tool, else ``None``."""
-    if toolkit is None:
-        return None
-    exclusive = []
-    for name in names:
-        found = toolkit.get(name)
-        exclusive.append(found is not None and found.concurrency_safe is False)
-    return _Gate(exclusive) if any(exclusive) else None
 
 
 @attrs.define  # not frozen: a frozen attrs __init__ costs about 2.5x per call
@@ -253,30 +194,37 @@ class ToolCalls:
         The same steps and results: validate, run under the turn's scope, contain an
         exception, meter once, then a suspension takes :meth:`_suspended` as usual.
         """
-        meter = _Meter(math.nan, _SOURCE_LABEL[tool.source])
+        # No _Meter here (one object fewer per in-flight call): locals, and a meter
+        # only for a call that suspends and is answered (its re-run meters itself).
+        source = _SOURCE_LABEL[tool.source]
+        started = math.nan
+        metered = False
         result: ToolResult | None = None
         try:
             args = call.args
             result = tool._invalid(args)
             if result is None:
-                meter.started = trio.current_time()
+                started = trio.current_time()
                 try:
                     await trio.lowlevel.checkpoint_if_cancelled()
-                    result = await tool._execute_direct(args, ToolContext(token, call.id))
+                    execute, native = tool._direct()
+                    value = await execute(args, ToolContext(token, call.id))
+                    result = tool._value_result(value, native)
                 except Exception as exc:
                     result = ToolResult.error(describe_exception(exc))
-            meter.metered = True
-            self._metric_tool(call.name, result, meter)
+            metered = True
+            self._metric_tool(call.name, result, source, started)
             request = pending_of(result)
             if request is not None:
+                meter = _Meter(started, source, metered=True)
                 result = await self._suspended(run, call, args, result, request, token, meter)
             outcomes[index] = _Outcome(result, args)
         except* Exception as group:
             # As in _call_task: a tool's own nursery that failed while being cancelled.
             outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
         finally:
-            if not meter.metered:
-                self._metric_tool(call.name, ToolResult.error("cancelled"), meter)
+            if not metered:
+                self._metric_tool(call.name, ToolResult.error("cancelled"), source, started)
 
     async def _call_task(
         self,
@@ -305,7 +253,7 @@ class ToolCalls:
             if not meter.metered:
                 outcome = outcomes[index]
                 final = outcome.result if outcome is not None else ToolResult.error("cancelled")
-                self._metric_tool(call.name, final, meter)
+                self._metric_tool(call.name, final, meter.source, meter.started)
 
     async def _run_call(
         self, run: _Run, call: _Call, turn: int, token: CancelToken, meter: _Meter
@@ -389,7 +337,7 @@ class ToolCalls:
             meter.source = _SOURCE_LABEL[found.source]  # Enum.value is a slow descriptor
             result = await found._call(args, ctx, own_scope=False)
         meter.metered = True
-        self._metric_tool(name, result, meter)
+        self._metric_tool(name, result, meter.source, meter.started)
         return result
 
     async def _resolve(
@@ -629,19 +577,19 @@ class ToolCalls:
         except Exception:
             logger.exception("toolnexus_trio: on_metric raised; event dropped")
 
-    def _metric_tool(self, name: str, result: ToolResult, meter: _Meter) -> None:
+    def _metric_tool(self, name: str, result: ToolResult, source: str, started: float) -> None:
         suspended = pending_of(result) is not None
         is_error = result.is_error and not suspended
-        ms = _ms(meter.started)
+        ms = _ms(started)
         if self.options.on_metric is None:
             # Only the registry wants it: no event dict per call (the fan-out hot path).
             try:
-                self._registry.observe_tool(name, meter.source, is_error, suspended, ms)
+                self._registry.observe_tool(name, source, is_error, suspended, ms)
             except Exception:
                 logger.exception("toolnexus_trio: the metrics registry failed on an event")
             return
         event: dict[str, Any] = {
-            "event": "tool", "tool": name, "source": meter.source, "is_error": is_error,
+            "event": "tool", "tool": name, "source": source, "is_error": is_error,
             "ms": ms,
         }  # fmt: skip
         if suspended:
