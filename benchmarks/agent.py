@@ -97,7 +97,10 @@ def peak_rss_kib() -> int:
 # ---------------------------------------------------------------------------
 
 
-def ours(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict[str, Any]:
+def ours(
+    scenario: str, runs: int, warmup: int, cold: bool, floor: bool, memory: bool = False
+) -> dict[str, Any]:
+    started = time.perf_counter()
     import trio
 
     from toolnexus_trio import (
@@ -113,6 +116,8 @@ def ours(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict
         define_tool,
     )
 
+    import_ms = (time.perf_counter() - started) * 1e3
+
     async def get_weather(args: dict[str, Any], ctx: ToolContext) -> str:
         return f"Sunny, 22C in {args['city']}"
 
@@ -120,10 +125,14 @@ def ours(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict
         return str(args["a"] + args["b"])
 
     async def wait_10ms(args: dict[str, Any], ctx: ToolContext) -> str:
+        if PROBE:
+            PROBE[0]()
         await trio.sleep(FANOUT_SLEEP_S)
         return "ok"
 
     async def bare_wait() -> str:  # the tool's body, for the floor
+        if PROBE:
+            PROBE[0]()
         await trio.sleep(FANOUT_SLEEP_S)
         return "ok"
 
@@ -141,15 +150,17 @@ def ours(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict
     spec_response = InProcessResponse(
         tool_calls=[InProcessToolCall(id=i, name=n, arguments=a) for i, n, a in SPEC_CALLS]
     )
-    fan_response = InProcessResponse(
-        tool_calls=[InProcessToolCall(id=f"c{i}", name="wait") for i in range(FANOUT_CALLS)]
-    )
     cancel_response = InProcessResponse(tool_calls=[InProcessToolCall(id="c0", name="sleep")])
     final = InProcessResponse(content=FINAL)
 
-    def scripted(first: InProcessResponse) -> Callable[[GenerateRequest], Any]:
+    def scripted(first: InProcessResponse | None) -> Callable[[GenerateRequest], Any]:
         async def generate(req: GenerateRequest) -> InProcessResponse:
-            return final if _has_tool_message(req.messages) else first
+            if _has_tool_message(req.messages):
+                return final
+            if first is None:  # the fan-out: a model's message is new on every request
+                calls = [InProcessToolCall(id=f"c{i}", name="wait") for i in range(FANOUT_CALLS)]
+                return InProcessResponse(tool_calls=calls)
+            return first
 
         return generate
 
@@ -162,9 +173,7 @@ def ours(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict
             "fanout": [define_tool("wait", "Waits 10 ms", None, wait_10ms)],
             "cancel": [define_tool("sleep", "Sleeps 5 s", None, sleep_5s)],
         }[scenario]
-        first = {"overhead": spec_response, "fanout": fan_response, "cancel": cancel_response}[
-            scenario
-        ]
+        first = {"overhead": spec_response, "fanout": None, "cancel": cancel_response}[scenario]
         client = create_in_process_client(
             InProcessOptions(model="scripted", generate=scripted(first))
         )
@@ -195,11 +204,16 @@ def ours(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict
                     return elapsed
 
                 if cold:
+                    out["import_ms"] = import_ms
                     with GcTimer() as gc_timer:
                         out["cold_ms"] = await (
                             _bare_fanout_trio(bare_wait) if floor else library()
                         )
                     out["cold_gc_ms"], out["cold_gc_full"] = gc_timer.ms, gc_timer.full
+                elif memory:
+                    out |= await _in_flight_memory(
+                        lambda: client.run(QUESTION, toolkit), _bare_fanout_trio, bare_wait
+                    )
                 else:
                     for _ in range(warmup):
                         await library()
@@ -208,7 +222,8 @@ def ours(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict
                     async def floor_run() -> float:
                         return await _bare_fanout_trio(bare_wait)
 
-                    out |= await _alternate(runs, {"samples": library, "limit_ms": floor_run})
+                    steps = {"samples": library, "limit_ms": floor_run}
+                    out |= await _alternate(runs, steps, collect=False)
             else:
                 out["samples"] = samples = []
                 out["alive_after"] = alive = []
@@ -266,22 +281,81 @@ async def _bare_overhead_trio(generate: Callable[[Any], Any], runs: int) -> floa
 
 
 async def _alternate(
-    runs: int, steps: dict[str, Callable[[], Awaitable[float]]]
+    runs: int, steps: dict[str, Callable[[], Awaitable[float]]], *, collect: bool = True
 ) -> dict[str, list[float]]:
     """Run each step *runs* times: its wall times under its key, its process CPU times
-    under ``<key>_cpu``. The order flips every run, and every timed run starts after
-    ``gc.collect()``, so no run pays for a collection that the garbage of the run before
-    it made due (without it the peer's full collections, 25-35 ms when this was
-    written, land on whichever run crosses the threshold)."""
+    under ``<key>_cpu`` and its cyclic-GC time under ``<key>_gc``. The order flips
+    every run. With *collect* every timed run starts after ``gc.collect()``; the
+    fan-out passes ``collect=False``: a user's runs pay for the collections their own
+    garbage makes due, full ones included, and so do these (the median over many runs
+    and processes then shows how often a run pays for one)."""
     out: dict[str, list[float]] = {}
     items = list(steps.items())
     for i in range(runs):
         for key, measure in items if i % 2 == 0 else items[::-1]:
-            gc.collect()
+            if collect:
+                gc.collect()
             cpu0 = time.process_time()
-            out.setdefault(key, []).append(await measure())
+            with GcTimer() as gc_timer:
+                out.setdefault(key, []).append(await measure())
             out.setdefault(f"{key}_cpu", []).append((time.process_time() - cpu0) * 1e3)
+            out.setdefault(f"{key}_gc", []).append(gc_timer.ms)
     return out
+
+
+async def _in_flight_memory(
+    run: Callable[[], Awaitable[Any]],
+    bare: Callable[[Callable[[], Any]], Awaitable[float]],
+    body: Callable[[], Awaitable[str]],
+) -> dict[str, float]:
+    """Memory per in-flight tool call: tracemalloc's traced bytes and the GC-tracked
+    objects when all 1,000 calls are running, minus before the run, per call; for the
+    library run (*run*, after one warm run) and for the bare floor (*bare* of *body*).
+
+    The fan-out tools call :data:`PROBE` as they start: the 1,000th start takes the
+    snapshot (the sleep is 10 ms, as in the timed runs). The collector is off while
+    measuring, so that no collection frees garbage between the two snapshots.
+    """
+    import tracemalloc
+
+    snap: dict[str, tuple[int, int]] = {}
+    phase = ["lib"]
+    started = [0]
+
+    def take(tag: str) -> None:
+        snap[tag] = (tracemalloc.get_traced_memory()[0], len(gc.get_objects()))
+
+    def probe() -> None:
+        started[0] += 1
+        if started[0] == FANOUT_CALLS:
+            take(phase[0])
+
+    await run()  # warm: caches filled, as in the timed runs
+    PROBE.append(probe)
+    out: dict[str, float] = {}
+    try:
+        for kind in ("lib", "floor"):
+            phase[0], started[0] = kind, 0
+            gc.collect()
+            gc.disable()
+            tracemalloc.start()
+            try:
+                take(f"{kind}_base")
+                await (run() if kind == "lib" else bare(body))
+            finally:
+                tracemalloc.stop()
+                gc.enable()
+            (peak, objs), (base, objs0) = snap[kind], snap[f"{kind}_base"]
+            out[f"{kind}_bytes"] = (peak - base) / FANOUT_CALLS
+            out[f"{kind}_objects"] = (objs - objs0) / FANOUT_CALLS
+    finally:
+        PROBE.clear()
+    return out
+
+
+PROBE: list[Callable[[], None]] = []
+"""Set only while :func:`_in_flight_memory` measures: the fan-out tools call it as they
+start (an empty-list test otherwise, the same on both sides)."""
 
 
 async def _bare_fanout_trio(tool: Callable[[], Any]) -> float:
@@ -326,10 +400,15 @@ async def _bare_cancel_trio() -> float:
 # ---------------------------------------------------------------------------
 
 
-def peer(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict[str, Any]:
+def peer(
+    scenario: str, runs: int, warmup: int, cold: bool, floor: bool, memory: bool = False
+) -> dict[str, Any]:
+    started = time.perf_counter()
     import asyncio
 
     import toolnexus
+
+    import_ms = (time.perf_counter() - started) * 1e3
 
     async def get_weather(city: str) -> str:
         return f"Sunny, 22C in {city}"
@@ -338,6 +417,8 @@ def peer(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict
         return str(a + b)
 
     async def wait(**_: Any) -> str:
+        if PROBE:
+            PROBE[0]()
         await asyncio.sleep(FANOUT_SLEEP_S)
         return "ok"
 
@@ -357,13 +438,17 @@ def peer(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict
 
     first = {
         "overhead": {"tool_calls": [call(*c) for c in SPEC_CALLS]},
-        "fanout": {"tool_calls": [call(f"c{i}", "wait", {}) for i in range(FANOUT_CALLS)]},
+        "fanout": None,  # built on every request, as ours
         "cancel": {"tool_calls": [call("c0", "sleep", {})]},
     }[scenario]
     final = {"content": FINAL}
 
     def generate(request: dict[str, Any]) -> dict[str, Any]:
-        return final if _has_tool_message(request["messages"]) else first
+        if _has_tool_message(request["messages"]):
+            return final
+        if first is None:
+            return {"tool_calls": [call(f"c{i}", "wait", {}) for i in range(FANOUT_CALLS)]}
+        return first
 
     empty = {"type": "object", "properties": {}}
     tools = {
@@ -414,9 +499,17 @@ def peer(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict
                 return elapsed
 
             if scenario == "fanout" and cold:
+                out["import_ms"] = import_ms
                 with GcTimer() as gc_timer:
                     out["cold_ms"] = await (gather_floor() if floor else library(FANOUT_CALLS))
                 out["cold_gc_ms"], out["cold_gc_full"] = gc_timer.ms, gc_timer.full
+            elif scenario == "fanout" and memory:
+
+                async def bare(tool: Callable[[], Any]) -> float:
+                    await asyncio.gather(*(tool() for _ in range(FANOUT_CALLS)))
+                    return 0.0
+
+                out |= await _in_flight_memory(lambda: client.run(QUESTION, toolkit), bare, wait)
             elif scenario == "fanout":
                 for _ in range(warmup):
                     await library(FANOUT_CALLS)
@@ -431,7 +524,7 @@ def peer(scenario: str, runs: int, warmup: int, cold: bool, floor: bool) -> dict
                     "limit_ms": gather_floor,
                     "limit_taskgroup_ms": taskgroup_floor,
                 }
-                out |= await _alternate(runs, steps)
+                out |= await _alternate(runs, steps, collect=False)
             elif scenario == "overhead":
                 for _ in range(warmup):
                     await client.run(QUESTION, toolkit)
@@ -477,13 +570,19 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--cold", action="store_true", help="fanout: time the first run only")
     parser.add_argument("--floor", action="store_true", help="with --cold: the bare floor")
+    parser.add_argument(
+        "--memory", action="store_true", help="fanout: bytes and objects per in-flight call"
+    )
     args = parser.parse_args()
     if (args.cold or args.floor) and args.scenario != "fanout":
         parser.error("--cold and --floor apply to the fanout scenario")
+    if args.memory and (args.cold or args.scenario != "fanout"):
+        parser.error("--memory applies to the warm fanout scenario")
     if args.floor and not args.cold:
         parser.error("--floor needs --cold (warm runs measure the floor anyway)")
     fn = ours if args.side == "ours" else peer
-    json.dump(fn(args.scenario, args.runs, args.warmup, args.cold, args.floor), sys.stdout)
+    out = fn(args.scenario, args.runs, args.warmup, args.cold, args.floor, args.memory)
+    json.dump(out, sys.stdout)
     sys.stdout.write("\n")
 
 

@@ -196,6 +196,21 @@ def fanout_floors(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, 
     return out
 
 
+def _gc_notes(o: list[dict[str, Any]], p: list[dict[str, Any]]) -> list[str]:
+    """The cyclic GC's share of the warm runs (the collector is on, as for a user)."""
+    if not all("samples_gc" in run for run in (*o, *p)):
+        return []
+    gc_o, gc_p = _flat(o, "samples_gc"), _flat(p, "samples_gc")
+    heavy_o = sum(ms >= 5 for ms in gc_o)
+    heavy_p = sum(ms >= 5 for ms in gc_p)
+    return [
+        f"GC on and nothing collected before a run (a user's runs pay for their own "
+        f"garbage): GC time per run, median ours {_median(gc_o):.1f} ms, peer "
+        f"{_median(gc_p):.1f} ms; runs with 5 ms or more of it (a full collection): "
+        f"ours {heavy_o}/{len(gc_o)}, peer {heavy_p}/{len(gc_p)}"
+    ]
+
+
 def _fanout_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> list[Row]:
     o, p = raw["fanout"]["ours"], raw["fanout"]["peer"]
     f = fanout_floors(raw)
@@ -243,6 +258,7 @@ def _fanout_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -
                 f"the same in process CPU time (steadier than wall time on a shared machine; "
                 f"the peer's includes its worker thread): ours {cpu_o:.2f} ms, peer "
                 f"{cpu_p:.2f} ms, ratio {_ratio(cpu_o / cpu_p) if cpu_p > 0 else 'n/a'}",
+                *_gc_notes(o, p),
             ],
         ),
     ]
@@ -275,10 +291,10 @@ def _fanout_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -
                 Stats.of(lib_p),
                 f"the first run of the bare floor in a fresh process: Trio "
                 f"{_median(fl_o):.1f} ms, asyncio {_median(fl_p):.1f} ms",
-                None,
+                Target("ratio", "<=", 1.5),
                 [
                     f"{rounds}; no warm-up: imports, tools and client are set up, then "
-                    "the first run is timed"
+                    "the first run is timed (imports and set-up excluded, on both sides)"
                 ],
             ),
             Row(
@@ -299,6 +315,55 @@ def _fanout_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -
                 ],
             ),
         ]
+    imports = {side: _flat(cold_o[side], "import_ms") for side in ("ours", "peer")}
+    if cold_o and all("import_ms" in run for side in imports for run in cold_o[side]):
+        rows.append(
+            Row(
+                "2. Import time (fresh process)",
+                "the library's imports, first thing in a fresh process",
+                "ms",
+                Stats.of(imports["ours"]),
+                Stats.of(imports["peer"]),
+                "none measured: what the library imports at start-up",
+                None,
+                [
+                    "ours: trio and toolnexus_trio's facade; the peer: asyncio and "
+                    "toolnexus; timed in the cold fan-out's processes (both kinds), "
+                    "reported apart from the cold run, which excludes it"
+                ],
+            )
+        )
+    mem = raw.get("fanout_memory", {})
+    if mem.get("ours") and mem.get("peer"):
+        mo, mp = mem["ours"], mem["peer"]
+        fl_bytes = {k: _median(_flat(v, "floor_bytes")) for k, v in mem.items()}
+        objs = {k: _median(_flat(v, "lib_objects")) for k, v in mem.items()}
+        fl_objs = {k: _median(_flat(v, "floor_objects")) for k, v in mem.items()}
+        rows.append(
+            Row(
+                "2. Fan-out memory per in-flight tool call (tracemalloc)",
+                "traced bytes with 1,000 calls in flight, per call",
+                "B",
+                Stats.of(_flat(mo, "lib_bytes")),
+                Stats.of(_flat(mp, "lib_bytes")),
+                f"the bare floor's tasks: Trio {fl_bytes['ours']:.0f} B, asyncio "
+                f"{fl_bytes['peer']:.0f} B per task",
+                None,
+                [
+                    "tracemalloc's traced memory when the 1,000th call starts, minus before "
+                    "the run, over 1,000; after one warm run, the collector off while "
+                    "measuring; the same for the bare floor",
+                    f"GC-tracked objects per in-flight call: ours {objs['ours']:.1f} (bare "
+                    f"Trio {fl_objs['ours']:.1f}), peer {objs['peer']:.1f} (bare asyncio "
+                    f"{fl_objs['peer']:.1f}): what the cyclic GC scans, and what moves a "
+                    "fan-out's objects into the old generation (a full collection runs when "
+                    "those pass a quarter of the long-lived heap)",
+                    "what bounds it: the runtime's task (the floor) plus, per call, the "
+                    "model's call object, the loop's call record and transcript entry, "
+                    "the tool's context and the loop's one coroutine",
+                ],
+            )
+        )
     rows.append(
         Row(
             "2. Fan-out: peak RSS",
@@ -327,7 +392,7 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
                 Stats.of(_flat(p, "samples")),
                 f"the same work with no framework (2 generate calls + 2 tools in a Trio "
                 f"nursery): {_median(_flat(o, 'limit_ms')) * 1000:.1f} µs",
-                Target("ratio", "<=", 0.5),
+                Target("ratio", "<=", 0.25),  # issue 24 (0.5 before)
                 [
                     f"N = {cfg.overhead_runs} runs per process after {cfg.overhead_warmup} "
                     f"warm-up runs, {cfg.agent_rounds} processes per side"
@@ -651,42 +716,140 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _chart(rows: list[Row]) -> str | None:
-    """Bars of "times better than the peer" per targeted row; ``None`` without matplotlib."""
+def _budget(row: Row) -> float | None:
+    """A target row's measured value over its bound, oriented so that <= 1 meets it:
+    value/bound for ``<=``, bound/value for ``>=`` (``None`` when not measurable)."""
+    t = row.target
+    if t is None:
+        return None
+    if t.subject == "limit":
+        value = row.to_limit
+    elif t.subject == "ours":
+        value = getattr(row.ours, t.stat)
+    else:
+        return None
+    if value is None or not math.isfinite(value):
+        return None
+    if t.op == "<=":
+        return value / t.value if t.value > 0 else None
+    return t.value / value if value > 0 else math.inf
+
+
+def _chart_panels(rows: list[Row]) -> tuple[list[tuple[Row, float]], list[tuple[Row, float]]]:
+    """The chart's two panels: rows judged against the peer (times better than it) and
+    rows judged against a target or the physical limit (measured over the bound)."""
+    peer: list[tuple[Row, float]] = []
+    bound: list[tuple[Row, float]] = []
+    for r in rows:
+        t = r.target
+        if t is None:
+            continue
+        if t.subject == "ratio":
+            if r.peer.median > 0 and r.ours.median > 0:
+                # Higher is better here: peer/ours for costs, ours/peer for rates.
+                peer.append((r, r.ratio if r.higher_is_better else 1 / r.ratio))
+        else:
+            used = _budget(r)
+            if used is not None:
+                bound.append((r, used))
+    return peer, bound
+
+
+def _chart(rows: list[Row], path: Path = CHART) -> str | None:
+    """Two panels of bars, one colour rule (met / missed); ``None`` without matplotlib.
+
+    Top: rows with a ratio target, as times better than the peer. Bottom: rows whose
+    target is a bound on our own figure or on our distance to the measured limit, as the
+    measured value over that bound (a peer plays no part there).
+    """
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
         from matplotlib.ticker import FuncFormatter
     except ImportError:
         return None
-    rated = [r for r in rows if r.target is not None and r.peer.median > 0 and r.ours.median > 0]
-    if not rated:
+    peer, bound = _chart_panels(rows)
+    panels = [p for p in (peer, bound) if p]
+    if not panels:
         return None
-    # Higher is always better here: peer/ours for costs, ours/peer for rates.
-    gains = [r.ratio if r.higher_is_better else 1 / r.ratio for r in rated]
-    labels = [r.short for r in rated]
-    fig, ax = plt.subplots(figsize=(8, 0.5 * len(rated) + 1.2), dpi=110)
-    colors = ["tab:green" if r.met else "tab:red" for r in rated]
-    ax.barh(labels, [g - 1 for g in gains], left=1, color=colors)
-    for r, label in zip(rated, labels, strict=True):
-        t = r.target
-        if t is not None and t.subject == "ratio":
-            need = t.value if r.higher_is_better else 1 / t.value
-            ax.plot([need, need], [label, label], marker="|", markersize=18, color="black")
-    for label, g in zip(labels, gains, strict=True):
-        text = f"{g:,.0f}x" if g >= 100 else f"{g:.2f}x"
-        ax.annotate(text, (max(g, 1), label), xytext=(4, -4), textcoords="offset points")
-    ax.set_xlim(min(0.5, min(gains) / 1.5), max(gains) * 4)
-    ax.axvline(1.0, color="grey", linewidth=1)
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    ax.set_xlabel("times better than the peer (log scale; 1x = parity; | = ratio target)")
-    ax.invert_yaxis()
-    fig.tight_layout()
-    CHART.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(CHART)
+    colour = {True: "tab:green", False: "tab:red"}
+
+    def label(r: Row) -> str:
+        return "\n".join(textwrap.wrap(r.short, width=44))
+
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(11, 0.42 * sum(len(p) for p in panels) + 1.6 * len(panels) + 0.6),
+        dpi=110,
+        height_ratios=[len(p) + 1.5 for p in panels],
+        squeeze=False,
+    )
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
+        names = [label(r) for r, _ in panel]
+        values = [max(v, 1e-3) for _, v in panel]
+        is_peer = panel is peer
+        base = 1.0
+        ax.barh(
+            names,
+            [v - base for v in values],
+            left=base,
+            color=[colour[bool(r.met)] for r, _ in panel],
+        )
+        for (r, v), name in zip(panel, names, strict=True):
+            t = r.target
+            assert t is not None
+            if is_peer:
+                need = t.value if r.higher_is_better else 1 / t.value
+                ax.plot([need, need], [name, name], marker="|", markersize=16, color="black")
+                text = f"{v:,.0f}x" if v >= 100 else f"{v:.2f}x"
+            else:
+                figure = r.to_limit if t.subject == "limit" else getattr(r.ours, t.stat)
+                unit = "" if t.subject == "limit" else f" {t.unit}".rstrip()
+                what = "ours/limit" if t.subject == "limit" else f"{t.stat}"
+                text = f"{what} {figure:.4g}{unit}, target {t.op} {t.value:g}{unit}"
+            edge = max(v, base) if is_peer or v >= base else base
+            ax.annotate(text, (edge, name), xytext=(5, 0), textcoords="offset points",
+                        va="center", fontsize=8)  # fmt: skip
+        low = min(min(values), 1.0)
+        high = max(max(values), 1.0)
+        if is_peer:
+            low = min(low, *(1 / r.target.value for r, _ in panel if r.target))
+        ax.set_xscale("log")
+        # Room on the right for the value labels (the bound panel's are longer).
+        ax.set_xlim(low / 2, high * (6 if is_peer else 60))
+        ax.axvline(1.0, color="grey", linewidth=1)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.invert_yaxis()
+        ax.tick_params(axis="y", labelsize=8)
+        if is_peer:
+            ax.set_title("Against the peer (toolnexus 0.21 / tesseron 0.2)", loc="left")
+            ax.set_xlabel(
+                "times better than the peer (log scale; 1x = parity; right is better; "
+                "| = the target)"
+            )
+        else:
+            ax.set_title("Against a target or the measured physical limit (no peer)", loc="left")
+            ax.set_xlabel(
+                "measured value / its bound (log scale; 1x = exactly the bound; "
+                "left of 1x is within it)"
+            )
+    fig.legend(
+        handles=[
+            Patch(color=colour[True], label="met (the row's whole target holds)"),
+            Patch(color=colour[False], label="missed"),
+        ],
+        loc="upper right",
+        ncols=2,
+        fontsize=8,
+        frameon=False,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, bbox_inches="tight")  # nothing cut at the edges
     plt.close(fig)
     return CHART_REL
 
@@ -791,12 +954,17 @@ def _fanout_section(rows: list[Row], f: dict[str, float]) -> list[str]:
         "minus bare Trio and the peer minus bare asyncio (``asyncio.gather`` of the same "
         "tool coroutines, the peer's own primitive; ``asyncio.TaskGroup`` is measured too). "
         "Each floor runs in the same process as its library, alternating with the "
-        "library's runs, and each run is paired with the floor run next to it; every timed "
-        "run starts after a ``gc.collect()``, so none pays for a collection that garbage "
-        "from an earlier run made due. Target: "
+        "library's runs, and each run is paired with the floor run next to it. Each side "
+        "is used as a user writes it: the model's ``generate`` builds its 1,000 calls on "
+        "every request, the tool is ``define_tool(name, description, None, fn)``, the "
+        "garbage collector is on and nothing is collected before a timed run (each run "
+        "pays for the collections its garbage makes due, full ones included), and the only "
+        "warm-up is the process's first run. Target: "
         "overhead ratio ours/peer <= 0.75. The cold first run (a fresh process, no "
-        "warm-up), which a user sees once per process, is reported the same way against "
-        "the first run of the floor in a fresh process."
+        "warm-up, imports and toolkit set-up excluded), which a user sees once per "
+        "process, has its own target, ours/peer <= 1.5, and is also reported against "
+        "the first run of the floor in a fresh process; import time is reported apart. "
+        "Memory per in-flight call is tracemalloc's, with 1,000 calls in flight."
     )
     now = (
         f"In this run the overhead is {warm.ours.median:.2f} ms for ours and "
@@ -806,7 +974,7 @@ def _fanout_section(rows: list[Row], f: dict[str, float]) -> list[str]:
     if cold is not None and "cold_gc_ours" in f:
         now += (
             f"; cold, {cold.ours.median:.1f} ms and {cold.peer.median:.1f} ms (ratio "
-            f"{_ratio(cold.ratio)}, reported), of which the cyclic GC accounts for "
+            f"{_ratio(cold.ratio)}), of which the cyclic GC accounts for "
             f"{f['cold_gc_ours']:.1f} ms and {f['cold_gc_peer']:.1f} ms beyond the cold "
             "floors' own GC time (see the notes below)"
         )

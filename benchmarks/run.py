@@ -40,7 +40,7 @@ class Config:
     overhead_runs: int = 300
     overhead_warmup: int = 50
     fanout_runs: int = 20
-    fanout_warmup: int = 3
+    fanout_warmup: int = 1  # the first run of the process only: what a user warms
     fanout_cold_rounds: int = 12
     cancel_runs: int = 1
     invoke_sequential: int = 2000
@@ -152,6 +152,10 @@ def collect(cfg: Config, only: set[int]) -> Raw:
                         key = "fanout_cold_floor" if floor else "fanout_cold"
                         add(key, side, _json_child([*argv, "--floor"] if floor else argv, 120))
                 _progress(f"{scenario} cold round {r + 1}/{cfg.fanout_cold_rounds}", t0)
+            for r in range(2):  # memory per in-flight call: deterministic, two processes
+                for side in _order(r):
+                    argv = ["-m", "benchmarks.agent", scenario, side, "--memory"]
+                    add("fanout_memory", side, _json_child(argv, 120))
 
     hosted: list[tuple[int, str, list[str]]] = [
         (4, "invoke", ["--sequential", str(cfg.invoke_sequential)]),

@@ -130,10 +130,9 @@ class Tool:
         # bound to ctx.cancel, so a per-call scope is only needed for a timeout.
         if args is None:
             args = {}
-        issues = self._validator.issues(args)
-        if issues:
-            detail = "; ".join(f"{i.message} (at {i.location}, rule: {i.rule})" for i in issues)
-            return ToolResult.error(f"Invalid arguments for tool '{self.name}': {detail}")
+        invalid = self._invalid(args)
+        if invalid is not None:
+            return invalid
         timeout_ms = ctx.timeout_ms
         token = ctx.cancel
         # The catch sits outside the cancel scope: a tool whose own nursery fails while
@@ -157,11 +156,43 @@ class Tool:
                     return ToolResult.error(f"timed out after {timeout_ms}ms")
         except Exception as exc:
             return ToolResult.error(describe_exception(exc))
-        if not isinstance(result, ToolResult):
-            return ToolResult.error(
-                f"tool '{self.name}' returned {type(result).__name__}, not a ToolResult"
-            )
-        return result
+        return self._checked(result)
+
+    def _invalid(self, args: dict[str, Any]) -> ToolResult | None:
+        """The error result for *args* failing ``input_schema``, or ``None``."""
+        issues = self._validator.issues(args)
+        if not issues:
+            return None
+        detail = "; ".join(f"{i.message} (at {i.location}, rule: {i.rule})" for i in issues)
+        return ToolResult.error(f"Invalid arguments for tool '{self.name}': {detail}")
+
+    def _checked(self, result: object) -> ToolResult:
+        """*result* if ``execute`` returned a :class:`ToolResult`, else the error saying so."""
+        if isinstance(result, ToolResult):
+            return result
+        return ToolResult.error(
+            f"tool '{self.name}' returned {type(result).__name__}, not a ToolResult"
+        )
+
+    def _direct(self) -> tuple[Callable[[dict[str, Any], ToolContext], Awaitable[object]], bool]:
+        """What the client loop awaits after validation, with no scope and no catch (the
+        caller's), and whether that is a :func:`define_tool` function (its value then
+        goes through :meth:`_value_result`, as the wrapper would do).
+
+        The loop awaits the function directly, without the wrapper's coroutine nor one
+        of this class: in a fan-out each coroutine frame per call counts (it is held
+        for the call's whole life and scanned by every collection).
+        """
+        execute = self.execute
+        if type(execute) is _NativeExecute:
+            return execute.fn, True
+        return execute, False
+
+    def _value_result(self, value: object, native: bool) -> ToolResult:
+        """The result for *value* from what :meth:`_direct` returned."""
+        if not native:
+            return self._checked(value)
+        return ToolResult(value) if type(value) is str else _to_result(value)
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -225,20 +256,35 @@ def define_tool(name: str, description: str, input_schema: JSONSchema | None, fn
     """
     if not is_async_callable(fn):
         raise TypeError(f"define_tool({name!r}): fn must be an async function")
-
-    async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        value = await fn(args, ctx)
-        if type(value) is str:  # the common case, without _to_result's two calls
-            return ToolResult(value)
-        return _to_result(value)
-
     return Tool(
         name=name,
         description=description,
         input_schema=empty_schema() if input_schema is None else input_schema,
         source=ToolSource.NATIVE,
-        execute=execute,
+        execute=_NativeExecute(fn),
     )
+
+
+class _NativeExecute:
+    """:func:`define_tool`'s ``execute``: ``fn``'s value as a :class:`ToolResult`.
+
+    A class rather than a closure so that the loop can see ``fn`` and await it without
+    this wrapper's coroutine (:meth:`Tool._execute_direct`).
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: NativeFn) -> None:
+        self.fn = fn
+
+    async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        value = await self.fn(args, ctx)
+        if type(value) is str:  # the common case, without _to_result's two calls
+            return ToolResult(value)
+        return _to_result(value)
+
+    def __repr__(self) -> str:
+        return f"define_tool({self.fn!r})"
 
 
 def _signature_tool(

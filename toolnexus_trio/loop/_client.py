@@ -98,6 +98,9 @@ def _to_calls(response: InProcessResponse) -> list[_Call]:
                 calls.append(_Call(call_id, tc.name, arguments, arguments, _TOO_DEEP))
                 continue
             text = arguments
+        elif type(arguments) is dict and not arguments:
+            # No arguments (a fan-out's common case): nothing to encode or to check.
+            args, text = arguments, "{}"
         else:
             args = arguments
             try:
