@@ -85,12 +85,9 @@ class Relay:
     async def _elicit_parked(park: Park, request: Request, params: dict[str, Any]) -> Answer:
         """The elicitation as an input round of the parked call."""
         if params["mode"] == "url":
-            # The inner server's own elicitation id travels on, as on a handshake connection.
-            eid = (request.data or {}).get("elicitationId")
+            # No elicitationId: 2026-07-28 removed it (the round's key names the question).
             inner: types.ElicitRequestParams = types.ElicitRequestURLParams(
-                message=params["message"],
-                url=params["url"],
-                elicitation_id=eid if isinstance(eid, str) else params["elicitationId"],
+                message=params["message"], url=params["url"]
             )
         else:
             inner = types.ElicitRequestFormParams(
