@@ -24,7 +24,11 @@ async def local_wait_for(request: Request) -> Answer:
     return Answer(request.id, True, {"name": "local"})
 
 
-async def test_confirm_and_elicit_reach_the_outer_mcp_client() -> None:
+ERAS = ["legacy", "auto"]  # the initialize handshake, and 2026-07-28 (input rounds)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_confirm_and_elicit_reach_the_outer_mcp_client(era: str) -> None:
     asked: list[Any] = []
 
     async def elicit(ctx: Any, params: Any) -> Any:
@@ -37,7 +41,7 @@ async def test_confirm_and_elicit_reach_the_outer_mcp_client() -> None:
     async with (
         rig(probe_app(Probe()), wait_for=local_wait_for) as r,
         r.toolkit.serve() as served,
-        Client(served.url, mode="legacy", elicitation_callback=elicit) as client,
+        Client(served.url, mode=era, elicitation_callback=elicit) as client,
     ):
         renamed = await client.call_tool("shop__rename", {})
         deleted = await client.call_tool("shop__delete", {})
@@ -56,7 +60,8 @@ async def test_without_the_capability_the_gateway_wait_for_answers() -> None:
     assert json.loads(renamed.content[0].text) == {"value": {"name": "local"}}  # type: ignore[union-attr]
 
 
-async def test_a_host_sampling_request_reaches_the_outer_mcp_client() -> None:
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_host_sampling_request_reaches_the_outer_mcp_client(era: str) -> None:
     async def sample(ctx: Any, params: types.CreateMessageRequestParams) -> Any:
         await trio.lowlevel.checkpoint()
         return types.CreateMessageResult(
@@ -68,7 +73,7 @@ async def test_a_host_sampling_request_reaches_the_outer_mcp_client() -> None:
     async with (
         rig(probe_app(Probe())) as r,
         r.toolkit.serve() as served,
-        Client(served.url, mode="legacy", sampling_callback=sample) as client,
+        Client(served.url, mode=era, sampling_callback=sample) as client,
     ):
         result = await client.call_tool("shop__ask", {})
     assert result.content[0].text == "four"  # type: ignore[union-attr]

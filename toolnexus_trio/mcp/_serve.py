@@ -17,6 +17,10 @@ transports (streamable HTTP on hypercorn, stdio) live in :mod:`._serving`.
   what was asked. A relay tool (SPEC §10 addendum) is listed like any tool; a call asks
   the client itself to run it, by the same means, with a form of ``output`` and
   ``isError`` (the single-call shorthand), and the tool's result is what it sent.
+- An inner MCP server's elicitation or sampling reached while running a tool is relayed
+  to the client that advertised the capability (:mod:`._relay`): as a request on a
+  handshake-era connection, as an ``InputRequiredResult`` round on a 2026-07-28 one,
+  where the call is parked between rounds (:mod:`._park`).
 - A change of ``toolkit.tools()`` (seen through ``Toolkit.wait_changed``, no polling)
   sends ``notifications/tools/list_changed`` to every connection (and to
   ``subscriptions/listen`` streams).
@@ -49,7 +53,8 @@ from .._tools import Tool, ToolContext, ToolResult, ToolSource, pending_of
 from .._wire import Answer, Request
 from ._elicit import answer_from_elicit_result, elicitation_from_request
 from ._hints import annotations_from_hints
-from ._relay import Relay
+from ._park import Park
+from ._relay import Relay, can_elicit, can_sample
 from ._types import CallInfo, MCPServeConfig, OnCall
 
 if TYPE_CHECKING:
@@ -103,6 +108,9 @@ class ServedToolkit:
         self._exposed_of: object = None
         self._listing: types.ListToolsResult | None = None
         self._sessions: dict[int, Any] = {}
+        self._parks: dict[str, Park] = {}  # request_state -> a parked 2026-07-28 call
+        self.nursery: trio.Nursery | None = None
+        """Where parked (2026-07-28) calls run between rounds; set by the transport."""
         self.server: Server[Any] = _ToolkitServer(
             self.config.name,
             version=self.config.version,
@@ -173,10 +181,18 @@ class ServedToolkit:
         args: dict[str, Any],
         started: float,
     ) -> types.CallToolResult | types.InputRequiredResult:
+        park = self._parks.get(params.request_state or "")
+        if park is not None:
+            return await self._resume(ctx, park, tool, params, args, started)
+        parks = self._parks_for(ctx)
         if params.request_state is not None:
             asked = self._unseal(params.request_state, tool.name, args)
             answer = self._answer_from_inputs(asked, params.input_responses)
+            if parks and (answer.ok or tool.source is ToolSource.RELAY):
+                return await self._park(ctx, tool, args, started, asked, answer)
             result = await self._resolved(ctx, tool, args, asked, answer)
+        elif parks:
+            return await self._park(ctx, tool, args, started, None, None)
         else:
             result = await self._run(ctx, tool, args, None)
             request = pending_of(result)
@@ -198,11 +214,12 @@ class ServedToolkit:
         tool: Tool,
         args: dict[str, Any],
         answer: Answer | None,
+        park: Park | None = None,
     ) -> ToolResult:
         token = CancelToken()
         tool_ctx = ToolContext(cancel=token, call_id=str(ctx.request_id), answer=answer)
-        forward = _Forward(ctx)
-        relay = Relay(ctx)
+        forward = _Forward(ctx, park)
+        relay = Relay(ctx, park)
         reset = current_run.set(
             RunServices(
                 emit=forward.emit,
@@ -231,6 +248,112 @@ class ServedToolkit:
             self.on_call(info)
         except Exception:
             logger.exception("on_call raised; the call's answer is not affected")
+
+    # ------------------------------------------------------------------ parked calls
+
+    def _parks_for(self, ctx: ServerRequestContext[Any]) -> bool:
+        """Whether a call of *ctx* runs parked: a 2026-07-28 client that can answer an
+        inner server's elicitation or sampling (else it runs in the handler, as before)."""
+        return (
+            self.nursery is not None
+            and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+            and (can_elicit(ctx) or can_sample(ctx))
+        )
+
+    async def _park(
+        self,
+        ctx: ServerRequestContext[Any],
+        tool: Tool,
+        args: dict[str, Any],
+        started: float,
+        asked: Request | None,
+        answer: Answer | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Run the tool in a task of its own, so a relayed question can go out as a round."""
+        if self.nursery is None or len(self._parks) >= self.config.max_parked:
+            result = ToolResult.error(
+                f"Too many calls in flight (at most {self.config.max_parked} at once)"
+            )
+            self._report(tool, started, result)
+            return types.CallToolResult(
+                content=[types.TextContent(text=result.output)], is_error=True
+            )
+        park = Park(tool.name, _args_digest(args), self.config.answer_seconds, asked, answer)
+        self._parks[park.id] = park
+        self.nursery.start_soon(self._run_parked, ctx, park, tool, args)
+        return await self._round(ctx, park, tool, args, started)
+
+    async def _run_parked(
+        self, ctx: ServerRequestContext[Any], park: Park, tool: Tool, args: dict[str, Any]
+    ) -> None:
+        try:
+            with park.scope:
+                try:
+                    park.finish(await self._run(ctx, tool, args, park.answer, park))
+                except Exception as exc:  # the call ends as a tool error, serving goes on
+                    logger.exception("the parked call of %s failed", tool.name)
+                    park.finish(ToolResult.error(f"{tool.name} failed: {exc}"))
+            if park.outcome is not None:
+                with trio.move_on_after(self.config.keep_seconds):  # for a retry to collect
+                    await park.collected.wait()
+        finally:
+            self._parks.pop(park.id, None)
+            if park.outcome is None:  # cancelled: a round still waiting hears so
+                park.finish(ToolResult.error(f"{tool.name} was cancelled"))
+
+    async def _resume(
+        self,
+        ctx: ServerRequestContext[Any],
+        park: Park,
+        tool: Tool,
+        params: types.CallToolRequestParams,
+        args: dict[str, Any],
+        started: float,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A retry with answers: hand them to the waiting relayed requests, then go on."""
+        if park.round_open or park.tool != tool.name or park.digest != _args_digest(args):
+            raise MCPError(
+                code=types.INVALID_PARAMS, message="request_state is not ours or not for this call"
+            )
+        park.answer_round(params.input_responses or {})
+        return await self._round(ctx, park, tool, args, started)
+
+    async def _round(
+        self,
+        ctx: ServerRequestContext[Any],
+        park: Park,
+        tool: Tool,
+        args: dict[str, Any],
+        started: float,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Wait for the parked call's result, or for questions to send the client."""
+        park.ctx = ctx
+        park.round_open = True
+        done = False
+        try:
+            step = await park.next_step()
+            done = True
+        finally:
+            park.round_open = False
+            if not done:  # the client cancelled this request, or serving stops
+                park.scope.cancel(reason="the MCP request was cancelled")
+        if isinstance(step, dict):
+            return types.InputRequiredResult(input_requests=step, request_state=park.id)
+        self._parks.pop(park.id, None)  # spent: a replay of its request_state is refused
+        result = step
+        if park.asked is not None:
+            if pending_of(result) is not None:
+                result = ToolResult.error(f"unresolved: {park.asked.prompt}")
+        else:
+            request = pending_of(result)
+            if request is not None:
+                if can_elicit(ctx):
+                    return self._input_required(request, tool, args)
+                result = _unanswerable(result, request)
+        self._report(tool, started, result)
+        return types.CallToolResult(
+            content=[types.TextContent(text=result.output)], is_error=result.is_error
+        )
 
     # ------------------------------------------------------------------ suspension
 
@@ -386,13 +509,18 @@ def _unanswerable(suspended: ToolResult, request: Request) -> ToolResult:
 class _Forward:
     """A served call's ``progress``/``log`` events to the MCP client of that request."""
 
-    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+    def __init__(self, ctx: ServerRequestContext[Any], park: Park | None = None) -> None:
         self.ctx = ctx
+        self.park = park
         self.cursor = -1.0
         self.legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
 
     async def emit(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
+        if self.park is not None:
+            if not self.park.round_open:
+                return  # between rounds no request carries it
+            self.ctx = self.park.ctx
         try:
             if kind == "progress":
                 await self._progress(event)

@@ -189,6 +189,7 @@ class McpServing:
                 self._url = binds[0] + MCP_PATH
                 if self.side is not None:
                     self.side.bound(binds[0])
+                self.face.nursery = nursery  # 2026-07-28 calls are parked here
                 nursery.start_soon(self.face.watch_changes)
                 task_status.started(self)
                 await self._stop.wait()
@@ -253,6 +254,7 @@ async def serve_stdio(
     face = ServedToolkit(toolkit, mcp, on_call)
     with collapse_groups():
         async with capped_stdio_server() as (read, write), trio.open_nursery() as nursery:
+            face.nursery = nursery  # 2026-07-28 calls are parked here
             nursery.start_soon(face.watch_changes)
             await face.server.run(read, write, face.init_options())
             nursery.cancel_scope.cancel()

@@ -47,11 +47,20 @@ class MCPServeConfig:
 
     ``name`` and ``version`` are the ``serverInfo``; ``tools`` lists the toolkit names
     to expose (``None`` = all; unknown names are ignored).
+
+    A call of a 2026-07-28 client that may relay an inner server's elicitation or
+    sampling is parked between its input rounds: at most ``max_parked`` at once (more
+    get a tool error), a question unanswered for ``answer_seconds`` cancels the call
+    (the client abandoned it), and a result no retry collects is dropped after
+    ``keep_seconds``.
     """
 
     name: str = "toolnexus"
     version: str = "0.1.0"
     tools: Sequence[str] | None = None
+    max_parked: int = 1024
+    answer_seconds: float = 600.0
+    keep_seconds: float = 60.0
 
 
 @attrs.frozen
