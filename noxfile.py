@@ -88,11 +88,10 @@ def bench(session: nox.Session) -> None:
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
         session.run(*pip, *packages, external=True)
         env[f"BENCH_XF_{name.upper().replace('-', '_')}_PYTHON"] = str(venv / "bin" / "python")
-    session.run("python", "-m", "benchmarks", *session.posargs, env=env)
-    # Store scaling (answers/s with 1, 2, 4 worker processes on one PostgreSQL store, and
-    # on SQLite); prints its own table. pgserver: the PostgreSQL binaries, as in the tests.
+    # Scenario 18 (store scaling on PostgreSQL and SQLite) needs the driver, and pgserver
+    # for the PostgreSQL binaries, as in the tests.
     session.install("-e", ".[postgres]", "pgserver>=0.1.4")
-    session.run("python", "-m", "benchmarks.stores")
+    session.run("python", "-m", "benchmarks", *session.posargs, env=env)
 
 
 @nox.session

@@ -29,6 +29,7 @@ from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
 from benchmarks.http_suite import http_rows
 from benchmarks.mcp import SCENARIO_TEXT as MCP_SCENARIO_TEXT
 from benchmarks.mcp_gateway import SCENARIO_TEXT as GATEWAY_MCP_SCENARIO_TEXT
+from benchmarks.stores import SCENARIO_TEXT as STORES_SCENARIO_TEXT
 from benchmarks.xframework import SCENARIO_TEXT as XFRAMEWORK_SCENARIO_TEXT
 
 if TYPE_CHECKING:
@@ -620,6 +621,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.xframework import xframework_rows  # scenario 17 (other frameworks)
 
     rows.extend(xframework_rows(raw))
+    from benchmarks.stores import stores_rows  # scenario 18 (store scaling)
+
+    rows.extend(stores_rows(raw))
     return rows
 
 
@@ -1089,6 +1093,7 @@ def _rst(
         *COMPACTION_SCENARIO_TEXT,
         *A2A_SCENARIO_TEXT,
         *XFRAMEWORK_SCENARIO_TEXT,
+        *STORES_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

@@ -53,9 +53,10 @@ class Config:
     http_overhead_warmup: int = 30
     http_burst_runs: int = 1
     http_cancel_runs: int = 5
-    xf_rounds: int = 5  # scenario 14: rounds x sides, one fresh process each
+    xf_rounds: int = 5  # scenario 17: rounds x sides, one fresh process each
     xf_runs: int = 30
     xf_warmup: int = 5
+    store_rounds: int = 3  # scenario 18: whole store runs (1, 2, 4 workers each)
 
 
 QUICK = dataclasses.replace(
@@ -68,7 +69,8 @@ QUICK = dataclasses.replace(
     stubborn_reps=2,
 )
 QUICK = dataclasses.replace(QUICK, http_rounds=1)  # scenarios 8-10
-QUICK = dataclasses.replace(QUICK, xf_rounds=1)  # scenario 14
+QUICK = dataclasses.replace(QUICK, xf_rounds=1)  # scenario 17
+QUICK = dataclasses.replace(QUICK, store_rounds=1)  # scenario 18
 
 
 def _json_child(argv: list[str], timeout: float) -> dict[str, Any]:
@@ -225,6 +227,10 @@ def collect(cfg: Config, only: set[int]) -> Raw:
         collect_xframework(
             cfg.xf_rounds, cfg.xf_runs, cfg.xf_warmup, add, lambda label: _progress(label, t0)
         )
+    if 18 in only:  # store scaling: each run is its own process (it starts its own server)
+        for r in range(cfg.store_rounds):
+            add("stores", "ours", _json_child(["-m", "benchmarks.stores"], timeout=900))
+            _progress(f"stores round {r + 1}/{cfg.store_rounds}", t0)
     return raw
 
 
@@ -232,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 18)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 19)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -198,6 +199,70 @@ def _postgres(dsn: str | None) -> Iterator[Any]:
         finally:
             for context in names:
                 context.__exit__(None, None, None)
+
+
+SCENARIO_TEXT = [
+    "",
+    "18. **Store scaling** (``benchmarks/stores.py``): N = 600 runs halted for approval in one",
+    "    store, then 1, 2 or 4 worker processes (8 tasks each) answer them all with",
+    "    :meth:`Client.answer`, each walking every thread from its own starting point; the rate",
+    "    is N over the wall time. PostgreSQL (a throwaway durable server from pgserver's",
+    "    binaries) and SQLite (``synchronous=FULL``). The row is the 4-worker rate over the",
+    "    1-worker rate of the same run; a double take (a thread two workers both won) or a",
+    "    lost thread fails it. On a 2-core machine four workers and the server share the",
+    "    same two cores, which bounds the scaling.",
+]
+"""Scenario 18's description for the performance page."""
+
+
+def stores_rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Any]:
+    """The report rows of scenario 18 (empty when it did not run): per store, the
+    4-worker rate over the 1-worker rate of the same run."""
+    from benchmarks.report import Row, Stats, Target
+
+    if "stores" not in raw:
+        return []
+    runs = raw["stores"].get("ours", [])
+    rows: list[Any] = []
+    for kind, label in (("postgres", "PostgreSQL"), ("sqlite", "SQLite")):
+        scaling: list[float] = []
+        rates: dict[int, list[float]] = {}
+        bad = 0
+        for run in runs:
+            by_workers = {r["workers"]: r for r in run.get(kind, [])}
+            for workers, r in by_workers.items():
+                rates.setdefault(workers, []).append(r["per_second"])
+                bad += r["double_takes"] + r["lost"]
+            if 1 in by_workers and 4 in by_workers:
+                scaling.append(by_workers[4]["per_second"] / by_workers[1]["per_second"])
+        if not scaling:
+            continue
+        notes = [
+            f"answers/s (median of {len(runs)} runs): "
+            + ", ".join(
+                f"{w} worker(s) {statistics.median(v):.0f}" for w, v in sorted(rates.items())
+            ),
+            f"double takes and lost threads over all runs: {bad}",
+        ]
+        target = (
+            Target("ours", ">=", 2.0, unit="x", checks=(("zero double takes", bad == 0),))
+            if kind == "postgres"
+            else None
+        )
+        rows.append(
+            Row(
+                f"18. Store scaling, {label}: 4 workers over 1",
+                "answers/s with 4 worker processes over 1",
+                "x",
+                Stats.of(scaling),
+                Stats.of([0.0]),
+                "2 cores: four workers and the server share them",
+                target,
+                notes,
+                higher_is_better=True,
+            )
+        )
+    return rows
 
 
 def main(argv: list[str]) -> int:
