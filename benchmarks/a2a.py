@@ -36,11 +36,11 @@ SLOW_S = 30.0
 PEER_SLOW_S = 2.0
 """The peer's slow task: long enough to outlive the 1 s look, short enough to let it exit."""
 SCENARIO_TEXT = [
-    "**16. A2A** (``benchmarks/a2a.py``): each side's outbound tool against its own served "
-    "agent on loopback. Round trip: ``SendMessage`` then ``GetTask`` every 20 ms to "
-    "``completed`` (the served model answers at once). Cancel: from cancelling a call to "
-    "the remote task's ``canceled``; the peer sends no ``CancelTask``, so its remote task "
-    "runs on.",
+    "16. **A2A** (``benchmarks/a2a.py``): each side's outbound tool against its own served",
+    "    agent on loopback. Round trip: ``SendMessage`` then ``GetTask`` every 20 ms to",
+    "    ``completed`` (the served model answers at once). Cancel: from cancelling a call to",
+    "    the remote task's ``canceled``; the peer sends no ``CancelTask``, so its remote task",
+    "    runs on.",
 ]
 
 

@@ -402,6 +402,17 @@ def ours(case: str, runs: int, warmup: int) -> dict[str, Any]:
     return result
 
 
+SCENARIO_TEXT = [
+    "15. **Sub-agents** (SPEC §7D; ``benchmarks/agents_runtime.py``): ours and toolnexus",
+    "    0.21's agent runtime, each through its public API. Fan-out: the host spawns 100",
+    "    sub-agents of one scripted model turn each, wakes them all and waits for every",
+    "    result (time per child). Interrupt: a coordinator delegates to two workers running",
+    "    a 5 s tool; the time from the interrupt until every handle is idle and no tool runs.",
+    "    Budget overrun: ``max_wall_ms=300`` on a 5 s tool (time past the limit), and",
+    "    ``max_tokens=30`` at 20 tokens a call (model calls started after the limit).",
+]
+"""Scenario 15's description for the performance page."""
+
 # -- the orchestrator's side (python -m benchmarks --only 15) ------------------------------
 
 

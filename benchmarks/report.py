@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks.a2a import SCENARIO_TEXT as A2A_SCENARIO_TEXT
 from benchmarks.agent import FANOUT_SLEEP_S
+from benchmarks.agents_runtime import SCENARIO_TEXT as AGENTS_SCENARIO_TEXT
 from benchmarks.compaction import SCENARIO_TEXT as COMPACTION_SCENARIO_TEXT
 from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
 from benchmarks.http_suite import http_rows
@@ -1091,6 +1092,7 @@ def _rst(
         *MCP_SCENARIO_TEXT,
         *GATEWAY_MCP_SCENARIO_TEXT,
         *COMPACTION_SCENARIO_TEXT,
+        *AGENTS_SCENARIO_TEXT,
         *A2A_SCENARIO_TEXT,
         *XFRAMEWORK_SCENARIO_TEXT,
         *STORES_SCENARIO_TEXT,

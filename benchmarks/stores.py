@@ -202,7 +202,6 @@ def _postgres(dsn: str | None) -> Iterator[Any]:
 
 
 SCENARIO_TEXT = [
-    "",
     "18. **Store scaling** (``benchmarks/stores.py``): N = 600 runs halted for approval in one",
     "    store, then 1, 2 or 4 worker processes (8 tasks each) answer them all with",
     "    :meth:`Client.answer`, each walking every thread from its own starting point; the rate",
