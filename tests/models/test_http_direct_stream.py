@@ -1,0 +1,174 @@
+"""The direct connection's stream (``_http_client._DirectStream``): a non-blocking socket
+that holds a request's writes until its read, stays a cancel point on every operation,
+and yields to the scheduler at least every few operations even when the peer always
+has bytes ready.
+
+Driven on a connected socket pair, so what the peer received is read straight off it.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+
+import httpcore2
+import httpx2
+import pytest
+import trio
+import trio.testing
+from raw_http_server import answer_each, raw_server, response
+
+from toolnexus_trio import ClientOptions, create_client
+from toolnexus_trio import _http_client as factory
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    ours, peer = socket.socketpair()
+    ours.setblocking(False)
+    peer.setblocking(False)
+    with ours, peer:
+        yield ours, peer
+
+
+def peer_has(peer: socket.socket) -> bytes:
+    """What the peer can read now (``b""`` when nothing arrived)."""
+    try:
+        return peer.recv(1 << 20)
+    except BlockingIOError:
+        return b""
+
+
+async def test_writes_are_held_until_the_read_and_sent_as_one(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, peer = pair
+    stream = factory._DirectStream(ours)
+    await stream.write(b"POST / HTTP/1.1\r\n\r\n")
+    await stream.write(b"body")
+    assert peer_has(peer) == b""  # nothing sent before the request reads its answer
+    peer.send(b"answer")
+    assert await stream.read(100) == b"answer"
+    assert peer_has(peer) == b"POST / HTTP/1.1\r\n\r\nbody"  # once, in order
+
+
+async def test_a_large_write_is_sent_without_waiting_for_a_read(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, peer = pair
+    stream = factory._DirectStream(ours)
+    await stream.write(b"x" * factory._HOLD_BYTES)
+    got = b""
+    while chunk := peer_has(peer):
+        got += chunk
+    assert got == b"x" * factory._HOLD_BYTES
+
+
+async def test_held_bytes_are_dropped_on_close_and_a_write_after_it_fails(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, peer = pair
+    stream = factory._DirectStream(ours)
+    await stream.write(b"never read")
+    await stream.aclose()
+    assert peer_has(peer) == b""  # the peer sees the close, not a request without reader
+    with pytest.raises(httpcore2.WriteError):
+        await stream.write(b"more")
+
+
+async def test_every_operation_is_a_cancel_point_even_when_ready(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, peer = pair
+    stream = factory._DirectStream(ours)
+    peer.send(b"ready")
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        with pytest.raises(trio.Cancelled):
+            await stream.read(100)
+        with pytest.raises(trio.Cancelled):
+            await stream.write(b"x")
+    assert await stream.read(100) == b"ready"  # nothing was consumed by the cancelled read
+
+
+async def test_a_peer_that_always_has_bytes_ready_cannot_starve_other_tasks(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, peer = pair
+    stream = factory._DirectStream(ours)
+    peer.send(b"x" * 1000)
+    ran = 0
+
+    async def other() -> None:
+        nonlocal ran
+        while True:
+            ran += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+        before = ran
+        for _ in range(4 * factory._FAIR_EVERY):
+            assert await stream.read(1) == b"x"  # never waits: the bytes are there
+        assert ran - before >= 3  # the other task ran every _FAIR_EVERY reads at least
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_read_timeout_is_httpcores_read_timeout(
+    pair: tuple[socket.socket, socket.socket], autojump_clock: trio.testing.MockClock
+) -> None:
+    ours, _ = pair
+    stream = factory._DirectStream(ours)
+    with pytest.raises(httpcore2.ReadTimeout):
+        await stream.read(100, timeout=5)
+
+
+async def test_a_peer_that_closed_makes_an_idle_connection_readable(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, peer = pair
+    stream = factory._DirectStream(ours)
+    assert stream.get_extra_info("is_readable") is False
+    peer.close()
+    assert stream.get_extra_info("is_readable") is True
+
+
+# -- the owned pool's direct send ------------------------------------------------------
+
+ANSWER = json.dumps(
+    {"choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}}]}
+).encode()
+JSON = b"Content-Type: application/json"
+
+
+async def test_a_set_cookie_answer_is_kept_and_sent_back_as_by_send() -> None:
+    handler = lambda p: answer_each(p, response(ANSWER, JSON, b"Set-Cookie: sticky=1"))  # noqa: E731
+    async with raw_server(handler) as server:
+        options = ClientOptions(base_url=server.url + "/v1", style="openai", model="m")
+        async with create_client(options) as client:
+            await client.run("one")
+            await client.run("two")
+    first, second = [request for peer in server.peers for request in peer.requests]
+    assert first.header(b"cookie") is None
+    assert second.header(b"cookie") == b"sticky=1"
+
+
+async def test_the_direct_send_logs_httpx2s_request_line(caplog: pytest.LogCaptureFixture) -> None:
+    handler = lambda p: answer_each(p, response(ANSWER, JSON))  # noqa: E731
+    async with raw_server(handler) as server:
+        options = ClientOptions(base_url=server.url + "/v1", style="openai", model="m")
+        async with create_client(options) as client:
+            with caplog.at_level("INFO", logger="httpx2"):
+                await client.run("one")
+    assert any(
+        "HTTP Request: POST" in r.getMessage() and "200 OK" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_the_owned_pool_keeps_httpx2s_transport_choice() -> None:
+    # The direct send asks httpx2 which transport a URL takes (proxies included); the
+    # method it relies on must exist in the httpx2 we run on.
+    client = httpx2.AsyncClient()
+    assert callable(getattr(client, "_transport_for_url", None))
