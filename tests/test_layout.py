@@ -40,6 +40,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "_runctx",
             "_sampling",
             "_schema",
+            "_streak",
             "_tools",
             "_version",
             "_wire",

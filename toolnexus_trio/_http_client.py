@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import socket
 import ssl
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -54,6 +55,7 @@ import trio
 from httpcore2._backends.trio import TrioStream
 
 from ._groups import leaf_exceptions
+from ._streak import ReadyStreak
 
 REDACTED = "[redacted]"
 _CLOSE_GRACE = 1.0
@@ -104,10 +106,9 @@ class _DirectStream(httpcore2.AsyncNetworkStream):
     shows (about a fifth of a model call's CPU). Here:
 
     - **Every operation is a cancel point** (``checkpoint_if_cancelled`` first), and it
-      waits in ``wait_readable`` / ``wait_writable`` only when the socket is not ready.
-      An operation the socket could serve at once does not also yield to the scheduler,
-      except every :data:`_FAIR_EVERY`-th in a row, so a peer that always has bytes
-      ready cannot starve the other tasks.
+      waits in ``wait_readable`` / ``wait_writable`` only when the socket is not ready;
+      one the socket could serve at once yields to the scheduler only every few in a
+      row (:mod:`toolnexus_trio._streak`).
     - **Writes wait for the next read.** httpcore2 writes a request's head and its body
       separately and then reads the answer; the bytes are held until that read (or
       until :data:`_HOLD_BYTES` are held, or the stream is closed, or TLS starts) and
@@ -123,15 +124,7 @@ class _DirectStream(httpcore2.AsyncNetworkStream):
         self._sock = sock
         self._held: list[bytes] = []
         self._held_bytes = 0
-        self._ready_in_a_row = 0
-
-    async def _fair(self) -> None:
-        """After an operation that did not wait: a cancel point, and every few in a row a
-        schedule point."""
-        self._ready_in_a_row += 1
-        if self._ready_in_a_row >= _FAIR_EVERY:
-            self._ready_in_a_row = 0
-            await trio.lowlevel.cancel_shielded_checkpoint()
+        self._streak = ReadyStreak()
 
     async def _send_held(self) -> None:
         data = b"".join(self._held) if len(self._held) > 1 else self._held[0]
@@ -143,7 +136,7 @@ class _DirectStream(httpcore2.AsyncNetworkStream):
                 try:
                     sent = self._sock.send(view)
                 except BlockingIOError:
-                    self._ready_in_a_row = 0
+                    self._streak.waited()
                     await trio.lowlevel.wait_writable(self._sock)
                     continue
                 view = view[sent:]
@@ -161,12 +154,12 @@ class _DirectStream(httpcore2.AsyncNetworkStream):
             try:
                 data = self._sock.recv(max_bytes)
             except BlockingIOError:
-                self._ready_in_a_row = 0
+                self._streak.waited()
                 await trio.lowlevel.wait_readable(self._sock)
                 continue
             except OSError as exc:
                 raise httpcore2.ReadError(exc) from exc
-            await self._fair()
+            await self._streak.done()
             return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
@@ -182,7 +175,7 @@ class _DirectStream(httpcore2.AsyncNetworkStream):
         self._held_bytes += len(buffer)
         if self._held_bytes >= _HOLD_BYTES:
             await self._send_held()
-        await self._fair()
+        await self._streak.done()
 
     async def aclose(self) -> None:
         # Bytes still held were written by a request that will never read its answer
@@ -222,8 +215,6 @@ class _DirectStream(httpcore2.AsyncNetworkStream):
         return None
 
 
-_FAIR_EVERY = 16
-"""Operations in a row that did not wait before one yields to the scheduler anyway."""
 _HOLD_BYTES = 65536
 """Bytes written and held before they are sent without waiting for a read."""
 
@@ -247,7 +238,11 @@ async def _connect(address: str, port: int) -> socket.socket:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         error = sock.connect_ex((address, port))
         if error in _IN_PROGRESS:
-            await trio.lowlevel.wait_writable(sock)
+            # On loopback the handshake is done by the time connect returns (it still
+            # says EINPROGRESS): a zero-timeout poll sees that, without registering the
+            # socket with Trio's epoll and waiting a scheduler pass for it.
+            if not _writable_now(sock):
+                await trio.lowlevel.wait_writable(sock)
             error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if error:
             raise OSError(error, f"Error connecting to {(address, port)!r}: {os.strerror(error)}")
@@ -258,6 +253,12 @@ async def _connect(address: str, port: int) -> socket.socket:
 
 
 _IN_PROGRESS = frozenset({errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK})
+
+
+def _writable_now(sock: socket.socket) -> bool:
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT)
+    return bool(poller.poll(0))
 
 
 class _DirectBackend(httpcore2.AsyncNetworkBackend):

@@ -21,6 +21,7 @@ from raw_http_server import answer_each, raw_server, response
 
 from toolnexus_trio import ClientOptions, create_client
 from toolnexus_trio import _http_client as factory
+from toolnexus_trio._streak import FAIR_EVERY
 
 
 @pytest.fixture
@@ -109,7 +110,7 @@ async def test_a_peer_that_always_has_bytes_ready_cannot_starve_other_tasks(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(other)
         before = ran
-        for _ in range(4 * factory._FAIR_EVERY):
+        for _ in range(4 * FAIR_EVERY):
             assert await stream.read(1) == b"x"  # never waits: the bytes are there
         assert ran - before >= 3  # the other task ran every _FAIR_EVERY reads at least
         nursery.cancel_scope.cancel()
@@ -172,3 +173,30 @@ def test_the_owned_pool_keeps_httpx2s_transport_choice() -> None:
     # method it relies on must exist in the httpx2 we run on.
     client = httpx2.AsyncClient()
     assert callable(getattr(client, "_transport_for_url", None))
+
+
+async def test_a_loopback_connect_does_not_wait_in_trio(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The handshake is done when connect returns EINPROGRESS on loopback: no epoll
+    # registration and scheduler pass for it.
+    waited: list[object] = []
+    real = trio.lowlevel.wait_writable
+
+    async def recording(sock: object) -> None:
+        waited.append(sock)
+        await real(sock)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(trio.lowlevel, "wait_writable", recording)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        sock = await factory._connect("127.0.0.1", listener.getsockname()[1])
+        sock.close()
+    assert waited == []
+
+
+async def test_a_refused_loopback_connect_is_an_oserror_and_closes_the_socket() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]  # bound, not listening: refused
+        with pytest.raises(OSError, match="refused"):
+            await factory._connect("127.0.0.1", port)

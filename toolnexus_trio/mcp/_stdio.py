@@ -37,6 +37,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 
 from .._procs import ProcessTree, open_tree
+from .._streak import ReadyStreak
 from ._config import McpServerConfig
 from ._limits import MAX_MESSAGE_BYTES, size_text
 
@@ -72,6 +73,7 @@ class _PipeReader:
         self._buffer = bytearray()
         self._lines: collections.deque[bytes] = collections.deque()
         self._eof = False
+        self._streak = ReadyStreak()
         self.error: str | None = None
         """Why the stream ended, when we ended it (a line over the limit)."""
 
@@ -86,10 +88,7 @@ class _PipeReader:
         while not self._lines:
             if self._eof:
                 raise anyio.EndOfStream
-            try:
-                chunk = await stdout.receive_some(_CHUNK)
-            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-                chunk = b""
+            chunk = await self._read_some(stdout)
             if not chunk:
                 self._end()
                 raise anyio.EndOfStream
@@ -111,6 +110,29 @@ class _PipeReader:
                 self._end()
                 raise anyio.EndOfStream
         return _parse(self._lines.popleft())
+
+    async def _read_some(self, stdout: trio.lowlevel.FdStream) -> bytes:
+        """One read of the server's stdout (``b""`` at its end or once it was closed):
+        a cancel point, waiting only when nothing is there (:mod:`.._streak`; Trio's
+        ``receive_some`` takes a scheduler pass before every read)."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            fd = stdout.fileno()  # -1 once the transport closed the pipe
+            if fd < 0:
+                return b""
+            try:
+                chunk = os.read(fd, _CHUNK)
+            except BlockingIOError:
+                self._streak.waited()
+                try:
+                    await trio.lowlevel.wait_readable(fd)
+                except trio.ClosedResourceError:  # closed while we waited
+                    return b""
+                continue
+            except OSError:
+                return b""
+            await self._streak.done()
+            return chunk
 
     def __aiter__(self) -> _PipeReader:
         return self
@@ -140,9 +162,10 @@ class _PipeWriter:
     is idle, one non-blocking ``write`` is tried right away (the way Trio's own
     ``send_all`` starts): it never waits and never leaves half a frame behind, since
     whatever the pipe does not take is handed to the writer task, ahead of anything
-    sent later. Otherwise the message waits for the writer, which sends everything
-    queued in one write; up to :data:`MAX_WRITE_BACKLOG` messages may wait, then
-    senders do.
+    sent later. A send is a cancel point; one the pipe took whole yields to the
+    scheduler only every few in a row (:mod:`.._streak`). Otherwise the message
+    waits for the writer, which sends everything queued in one write; up to
+    :data:`MAX_WRITE_BACKLOG` messages may wait, then senders do.
     """
 
     def __init__(self, fd: int) -> None:
@@ -153,6 +176,7 @@ class _PipeWriter:
         self.writing = False
         self.closed = False
         self.broken = False
+        self.streak = ReadyStreak()
 
     async def send(self, item: SessionMessage) -> None:
         """Send *item* (:class:`anyio.BrokenResourceError` once the server stopped reading)."""
@@ -176,7 +200,10 @@ class _PipeWriter:
         if data:
             self.queue.append(data)
             self.ready.set()
-        await trio.lowlevel.cancel_shielded_checkpoint()
+            self.streak.waited()
+            await trio.lowlevel.cancel_shielded_checkpoint()  # the writer task's turn
+        else:
+            await self.streak.done()
 
     def close(self) -> None:
         self.closed = True
