@@ -37,6 +37,7 @@ system's reason, which httpx2's own message leaves out).
 from __future__ import annotations
 
 import errno
+import math
 import os
 import select
 import socket
@@ -227,9 +228,14 @@ def _mapped(source: type[Exception], target: type[Exception]) -> Iterator[None]:
         raise target(str(exc)) from exc
 
 
-async def _connect(address: str, port: int) -> socket.socket:
-    """A connected non-blocking TCP socket (``TCP_NODELAY``, as Trio sets it); a cancel
-    or a failure closes it."""
+class _ConnectTimedOut(Exception):
+    """The connect deadline passed while the handshake was under way."""
+
+
+async def _connect(address: str, port: int, deadline: float = math.inf) -> socket.socket:
+    """A connected non-blocking TCP socket (``TCP_NODELAY``, as Trio sets it); a cancel,
+    a failure or the *deadline* (Trio time; :class:`_ConnectTimedOut`) closes it. The
+    deadline's cancel scope is only made when the handshake has to be waited for."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     await trio.lowlevel.checkpoint_if_cancelled()
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -242,7 +248,10 @@ async def _connect(address: str, port: int) -> socket.socket:
             # says EINPROGRESS): a zero-timeout poll sees that, without registering the
             # socket with Trio's epoll and waiting a scheduler pass for it.
             if not _writable_now(sock):
-                await trio.lowlevel.wait_writable(sock)
+                with trio.move_on_at(deadline) as bound:
+                    await trio.lowlevel.wait_writable(sock)
+                if bound.cancelled_caught:
+                    raise _ConnectTimedOut
             error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if error:
             raise OSError(error, f"Error connecting to {(address, port)!r}: {os.strerror(error)}")
@@ -280,16 +289,16 @@ class _DirectBackend(httpcore2.AsyncNetworkBackend):
         if addresses is None or local_address is not None or socket_options:
             return await self._trio.connect_tcp(host, port, timeout, local_address, socket_options)
         failure: OSError | None = None
-        with trio.move_on_after(float("inf") if timeout is None else timeout) as bound:
-            for address in addresses:
-                try:
-                    sock = await _connect(address, port)  # a cancel closes the socket
-                except OSError as exc:
-                    failure = exc
-                    continue
-                return _DirectStream(sock)
-        if bound.cancelled_caught:
-            raise httpcore2.ConnectTimeout(f"connecting to {host}:{port} timed out")
+        deadline = math.inf if timeout is None else trio.current_time() + timeout
+        for address in addresses:  # one deadline for all of them
+            try:
+                sock = await _connect(address, port, deadline)  # a cancel closes the socket
+            except OSError as exc:
+                failure = exc
+                continue
+            except _ConnectTimedOut:
+                raise httpcore2.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
+            return _DirectStream(sock)
         assert failure is not None
         error = httpcore2.ConnectError(failure)
         # httpcore2's pool re-raises ``from None``: the context keeps the OS's reason

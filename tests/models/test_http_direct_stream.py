@@ -200,3 +200,23 @@ async def test_a_refused_loopback_connect_is_an_oserror_and_closes_the_socket() 
         port = listener.getsockname()[1]  # bound, not listening: refused
         with pytest.raises(OSError, match="refused"):
             await factory._connect("127.0.0.1", port)
+
+
+async def test_a_connect_that_hangs_times_out_with_httpcores_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # a full accept queue: later handshakes get no answer
+        port = listener.getsockname()[1]
+        fillers = [socket.socket() for _ in range(4)]
+        try:
+            for filler in fillers:
+                filler.setblocking(False)
+                filler.connect_ex(("127.0.0.1", port))
+            backend = factory._DirectBackend()
+            with pytest.raises(httpcore2.ConnectTimeout, match="timed out"):
+                await backend.connect_tcp("127.0.0.1", port, timeout=5)
+        finally:
+            for filler in fillers:
+                filler.close()
