@@ -220,3 +220,16 @@ async def test_a_connect_that_hangs_times_out_with_httpcores_error(
         finally:
             for filler in fillers:
                 filler.close()
+
+
+async def test_a_model_request_leaves_out_the_headers_http11_implies() -> None:
+    handler = lambda p: answer_each(p, response(ANSWER, JSON))  # noqa: E731
+    async with raw_server(handler) as server:
+        options = ClientOptions(base_url=server.url + "/v1", style="openai", model="m")
+        async with create_client(options) as client:
+            await client.run("one")
+    (request,) = server.peers[0].requests
+    assert request.header(b"accept") is None
+    assert request.header(b"connection") is None
+    assert request.header(b"accept-encoding") is not None  # compressed answers still asked
+    assert request.header(b"content-type") == b"application/json"

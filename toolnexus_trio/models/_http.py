@@ -24,6 +24,9 @@ from .._http_client import body_chunks, close_response, error_text, new_client, 
 from ..loop._results import GenerateError
 
 _HTTPX_LOG = logging.getLogger("httpx2")
+_IMPLIED = {(b"accept", b"*/*"), (b"connection", b"keep-alive")}
+"""httpx2's default headers that say what HTTP/1.1 already means (any answer type; a
+kept-alive connection): left out of a model request, each header is work on both ends."""
 
 DEFAULT_RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -212,7 +215,11 @@ class Poster:
         prepared = self._prepared
         if prepared is None or prepared[0] != url or prepared[1] is not headers:
             model = http.build_request("POST", url, headers=headers, content=b"")
-            fixed = [(k, v) for k, v in model.headers.raw if k.lower() != b"content-length"]
+            fixed = [
+                (k, v)
+                for k, v in model.headers.raw
+                if k.lower() != b"content-length" and (k.lower(), v) not in _IMPLIED
+            ]
             prepared = self._prepared = (url, headers, model.url, fixed, model.extensions)
         _, _, parsed, fixed, extensions = prepared
         return httpx2.Request(
