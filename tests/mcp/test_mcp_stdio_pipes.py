@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 import trio
+import trio.testing
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 
@@ -58,7 +59,9 @@ async def test_what_is_sent_comes_back_in_order() -> None:
 async def test_send_and_receive_are_cancel_points_even_when_ready() -> None:
     async with echo() as pipes:
         await pipes.write.send(message(1))
-        await trio.sleep(0.05)  # cat has echoed it: the reader has bytes ready
+        stdout = pipes.process.stdout
+        assert stdout is not None
+        await trio.lowlevel.wait_readable(stdout.fileno())  # cat echoed: bytes are ready
         with trio.CancelScope() as scope:
             scope.cancel()
             with pytest.raises(trio.Cancelled):
@@ -82,7 +85,7 @@ async def test_sends_the_pipe_takes_at_once_skip_the_scheduler_but_stay_fair() -
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(other)
-            await trio.sleep(0)  # other runs once, then waits for its next turn
+            await trio.lowlevel.checkpoint()  # other runs once, then waits for its turn
             before = ran
             for n in range(FAIR_EVERY - 1):
                 await pipes.write.send(message(n))
@@ -100,7 +103,7 @@ async def test_a_pipe_closed_under_the_reader_ends_the_stream() -> None:
         assert stdout is not None
 
         async def close_soon() -> None:
-            await trio.sleep(0.05)
+            await trio.testing.wait_all_tasks_blocked()  # the reader waits on the pipe
             await stdout.aclose()
 
         async with trio.open_nursery() as nursery:
