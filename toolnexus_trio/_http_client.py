@@ -36,6 +36,7 @@ system's reason, which httpx2's own message leaves out).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
@@ -150,7 +151,11 @@ class _DirectStream(httpcore2.AsyncNetworkStream):
                 return await self.read(max_bytes)
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._held:
-            await self._send_held()
+            # What httpcore2 does when a request write fails: read on, since a server
+            # may answer early (an error response) and close before taking the whole
+            # request.
+            with contextlib.suppress(httpcore2.WriteError):
+                await self._send_held()
         while True:
             try:
                 data = self._sock.recv(max_bytes)

@@ -233,3 +233,18 @@ async def test_a_model_request_leaves_out_the_headers_http11_implies() -> None:
     assert request.header(b"connection") is None
     assert request.header(b"accept-encoding") is not None  # compressed answers still asked
     assert request.header(b"content-type") == b"application/json"
+
+
+async def test_an_early_answer_is_read_even_when_the_held_request_cannot_be_sent(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    # httpcore2 reads on after a failed request write (a server may answer an error
+    # and close before taking the whole request); a write held until the read is no
+    # different.
+    ours, peer = pair
+    stream = factory._DirectStream(ours)
+    await stream.write(b"the rest of a request")  # held
+    peer.send(b"HTTP/1.1 413 Content Too Large\r\n\r\n")
+    peer.close()
+    assert await stream.read(100) == b"HTTP/1.1 413 Content Too Large\r\n\r\n"
+    assert await stream.read(100) == b""
