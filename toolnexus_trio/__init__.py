@@ -6,6 +6,8 @@ The Tesseron host SDK lives in :mod:`toolnexus_trio.tesseron`, the gateway that
 turns a host's actions into tools in :mod:`toolnexus_trio.gateway`.
 """
 
+from typing import TYPE_CHECKING
+
 import attrs as _attrs
 
 from ._cancel import CancelToken as CancelToken
@@ -33,12 +35,6 @@ from ._tools import tool as tool
 from ._version import __version__ as __version__
 from ._wire import Answer as Answer
 from ._wire import Request as Request
-from .agents import Agent as Agent
-from .agents import AgentDef as AgentDef
-from .agents import Budget as Budget
-from .agents import TaskResult as TaskResult
-from .agents import agent as agent
-from .agents import open_agent_runtime as open_agent_runtime
 from .builtins import BuiltinsConfig as BuiltinsConfig
 from .http_tools import http_tool as http_tool
 from .loop import AlreadyAnswered as AlreadyAnswered
@@ -153,9 +149,43 @@ __all__ = [
     "tool",
 ]
 
+if TYPE_CHECKING:
+    from .agents import Agent as Agent
+    from .agents import AgentDef as AgentDef
+    from .agents import Budget as Budget
+    from .agents import TaskResult as TaskResult
+    from .agents import agent as agent
+    from .agents import open_agent_runtime as open_agent_runtime
+
+_AGENT_NAMES = frozenset(
+    ("Agent", "AgentDef", "Budget", "TaskResult", "agent", "open_agent_runtime")
+)
+"""Names whose family is imported on first use: a process that only runs a loop never
+needs the sub-agent runtime (a quarter of the package's own import time)."""
+
+
+def __getattr__(name: str) -> object:
+    if name not in _AGENT_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # A plain import, so that the import graph tests/test_layout.py reads sees it.
+    from . import agents
+
+    value = getattr(agents, name)
+    if isinstance(value, type) and _attrs.has(value):
+        _attrs.resolve_types(value)  # as the loop below does for the eager names
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_AGENT_NAMES})
+
+
 # Tracebacks and docs show the public module, as trio does. Annotations are resolved
 # first, while the defining module is still known (cattrs reads them later).
 for _name in __all__:
+    if _name in _AGENT_NAMES:
+        continue  # resolved when first used (__getattr__); their modules stay theirs
     _obj = globals()[_name]
     if isinstance(_obj, type) and _attrs.has(_obj):
         _attrs.resolve_types(_obj)

@@ -32,7 +32,6 @@ from functools import partial
 from typing import Any, Final
 
 import attrs
-import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 import trio
 
 from .._tools import Tool, ToolContext, ToolResult
@@ -76,6 +75,9 @@ RE2_MAX_MEM: Final = 8 * 1024 * 1024
 
 
 def _re2_options(*, dot_nl: bool = False, never_nl: bool = False) -> Any:
+    # RE2 is imported by the first search, not with the package (a few ms of start-up).
+    import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+
     options = re2.Options()
     options.max_mem = RE2_MAX_MEM
     options.log_errors = False  # RE2 would print every bad pattern on stderr
@@ -91,6 +93,8 @@ def _re2_compile(pattern: str, options: Any) -> Any:
         encoded = pattern.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError("the pattern is not valid Unicode (a lone surrogate)") from None
+    import re2
+
     try:
         return re2.compile(encoded, options)
     except re2.error as exc:

@@ -84,7 +84,7 @@ class _PipeReader:
     async def receive(self) -> SessionMessage | Exception:
         """The next message; :class:`anyio.EndOfStream` once the server's output ended."""
         stdout = self._transport.process.stdout
-        assert stdout is not None
+        assert isinstance(stdout, trio.lowlevel.FdStream)  # a pipe, on POSIX
         while not self._lines:
             if self._eof:
                 raise anyio.EndOfStream

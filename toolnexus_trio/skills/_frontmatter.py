@@ -23,23 +23,33 @@ Two choices here go past the SPEC's text:
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
 import attrs
-import yaml
 
 _NULL_TAG = "tag:yaml.org,2002:null"
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader whose only implicit type is ``null``: other scalars stay strings."""
+@functools.cache
+def _loader() -> Any:
+    """A SafeLoader whose only implicit type is ``null``: other scalars stay strings.
 
+    Made (and PyYAML imported, about 18 ms) when the first ``SKILL.md`` is parsed, not
+    when the package is: most processes read none.
+    """
+    import yaml
 
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag == _NULL_TAG]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    _Loader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag == _NULL_TAG]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    return _Loader
+
 
 _FENCE = "---"
 _FALLBACK_LINE = re.compile(r"(name|description)[ \t]*:(.*)")
@@ -112,8 +122,11 @@ def parse(text: str) -> Frontmatter:
     raw, body = split(text)
     if raw is None:
         return Frontmatter(None, None, body)
+    loader = _loader()
+    import yaml  # imported by _loader already
+
     try:
-        data = yaml.load(raw, Loader=_Loader)  # safe: _Loader is a SafeLoader
+        data = yaml.load(raw, Loader=loader)  # safe: the loader is a SafeLoader
     except yaml.YAMLError as exc:
         found = _fallback(raw)
         error = " ".join(str(exc).split())

@@ -1,0 +1,58 @@
+"""What ``import toolnexus_trio`` leaves for first use: the sub-agent runtime, PyYAML
+(``SKILL.md`` frontmatter) and RE2 (``grep``/``glob``), none of which a process that only
+runs a loop needs; each name still works the moment it is used."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import toolnexus_trio
+import toolnexus_trio.agents
+
+DEFERRED = ("toolnexus_trio.agents", "yaml", "re2")
+
+
+def loaded_after(code: str) -> list[str]:
+    """Which of :data:`DEFERRED` a fresh interpreter has loaded after running *code*."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {DEFERRED!r} if m in sys.modules]))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    return list(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_importing_the_package_loads_none_of_them() -> None:
+    assert loaded_after("import toolnexus_trio") == []
+    assert loaded_after("from toolnexus_trio import create_client, open_toolkit") == []
+
+
+def test_an_agent_name_loads_the_runtime_on_first_use() -> None:
+    assert loaded_after("from toolnexus_trio import Agent") == ["toolnexus_trio.agents"]
+
+
+@pytest.mark.parametrize(
+    "name", ["Agent", "AgentDef", "Budget", "TaskResult", "agent", "open_agent_runtime"]
+)
+def test_the_lazy_names_are_the_runtimes_own(name: str) -> None:
+    assert getattr(toolnexus_trio, name) is getattr(toolnexus_trio.agents, name)
+    assert name in dir(toolnexus_trio)
+    assert name in toolnexus_trio.__all__
+
+
+def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Agnet'"):
+        _ = toolnexus_trio.Agnet  # type: ignore[attr-defined]
+
+
+def test_a_skill_and_a_search_load_their_parsers_when_used() -> None:
+    code = (
+        "from toolnexus_trio.skills._frontmatter import parse\n"
+        "assert parse('---\\nname: x\\ndescription: y\\n---\\nbody').name == 'x'\n"
+        "from toolnexus_trio.builtins._search import _re2_compile, _re2_options\n"
+        "_re2_compile('a+', _re2_options())\n"
+    )
+    assert sorted(loaded_after(code)) == ["re2", "yaml"]
