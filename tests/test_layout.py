@@ -40,6 +40,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "_runctx",
             "_sampling",
             "_schema",
+            "_served",
             "_streak",
             "_tools",
             "_version",

@@ -7,23 +7,21 @@ server instead (:class:`toolnexus_trio.mcp.McpServing`), so one port serves both
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from types import TracebackType
 from typing import Any, Final
 
 import trio
 
 from .._groups import collapse_groups
+from .._served import SHUTDOWN_GRACE, HttpServed
 from ._server import A2AServer, is_loopback
 
 logger = logging.getLogger("toolnexus_trio.a2a.serve")
 
-SHUTDOWN_GRACE: Final = 1.0
 A2A_HINT: Final = "pip install 'toolnexus-trio[a2a]'"
 
 
-class A2AServing:
+class A2AServing(HttpServed):
     """A toolkit served as an A2A agent (made by ``Toolkit.serve`` with ``a2a=``).
 
     ``async with`` it (or ``await nursery.start(serving)``); :attr:`url` is the
@@ -31,6 +29,8 @@ class A2AServing:
     stops it (running tasks are cancelled and saved ``canceled``). A *host* that is not
     loopback needs ``allow_remote=True``.
     """
+
+    _close_bound = SHUTDOWN_GRACE + 3
 
     def __init__(
         self,
@@ -47,12 +47,9 @@ class A2AServing:
                     "other machines; pass allow_remote=True to serve there anyway"
                 )
             logger.warning("serving A2A on %s, which other machines can reach", host)
+        super().__init__()
         self.a2a = server
         self.host, self.port = host, port
-        self._url: str | None = None
-        self._stop = trio.Event()
-        self._stopped = trio.Event()
-        self._stack: contextlib.AsyncExitStack | None = None
 
     @property
     def base_url(self) -> str:
@@ -76,34 +73,18 @@ class A2AServing:
     ) -> None:
         """Serve until :meth:`aclose` or cancellation."""
         try:
-            from hypercorn.config import Config
-            from hypercorn.trio import serve as hypercorn_serve
+            import hypercorn  # noqa: F401 - the extra, named when it is missing
         except ImportError as exc:
             raise ImportError(f"serving A2A needs hypercorn: {A2A_HINT}") from exc
-        config = Config()
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        config.bind = [f"{host}:{self.port}"]
-        config.graceful_timeout = SHUTDOWN_GRACE
-        config.accesslog = None
-        config.errorlog = logging.getLogger("toolnexus_trio.a2a.http")
         done = trio.Event()
-
-        async def http(*, task_status: trio.TaskStatus[list[str]]) -> None:
-            try:
-                await hypercorn_serve(
-                    _no_lifespan(self.a2a),
-                    config,
-                    shutdown_trigger=self._stop.wait,
-                    task_status=task_status,
-                )
-            finally:
-                done.set()
-
+        app = _no_lifespan(self.a2a)
         try:
             with collapse_groups():
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.a2a.run)
-                    binds: list[str] = await nursery.start(http)
+                    binds: list[str] = await nursery.start(
+                        self._hypercorn, app, self.host, self.port, "toolnexus_trio.a2a.http", done
+                    )
                     self._url = binds[0]
                     self.a2a.bound(binds[0])
                     task_status.started(self)
@@ -113,36 +94,6 @@ class A2AServing:
                     nursery.cancel_scope.cancel()
         finally:
             self._stopped.set()
-
-    async def aclose(self) -> None:
-        """Stop serving. Idempotent."""
-        self._stop.set()
-        with trio.move_on_after(SHUTDOWN_GRACE + 3, shield=True):
-            if self._url is not None:
-                await self._stopped.wait()
-
-    async def __aenter__(self) -> A2AServing:
-        stack = contextlib.AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            stack.enter_context(collapse_groups())
-            nursery = await stack.enter_async_context(trio.open_nursery())
-            await nursery.start(self)
-        except BaseException as exc:
-            await stack.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        self._stack = stack
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        self._stop.set()
-        assert self._stack is not None
-        return await self._stack.__aexit__(exc_type, exc, tb)
 
 
 def _no_lifespan(app: A2AServer) -> Any:

@@ -3,19 +3,17 @@ stdio. Both run on Trio, in the caller's structured scope."""
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import logging
 from collections.abc import Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve as hypercorn_serve
 from mcp.server.transport_security import TransportSecuritySettings
 
 from .._groups import collapse_groups
+from .._served import SHUTDOWN_GRACE as SHUTDOWN_GRACE
+from .._served import HttpServed
 from ._serve import ServedToolkit
 from ._stdin import capped_stdio_server
 from ._types import MCPServeConfig, OnCall
@@ -25,8 +23,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("toolnexus_trio.mcp.serve")
 
-SHUTDOWN_GRACE: Final = 1.0
-"""Seconds open HTTP streams get to finish when serving stops."""
 MCP_PATH: Final = "/mcp"
 LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
 """Host names every bind accepts in ``Host`` (and, as ``http://`` origins, in ``Origin``)."""
@@ -96,7 +92,7 @@ def transport_security(
     )
 
 
-class McpServing:
+class McpServing(HttpServed):
     """A toolkit served over streamable HTTP at ``/mcp`` (made by ``Toolkit.serve``).
 
     Use it as an async context manager, or start it in a nursery; either way
@@ -144,15 +140,11 @@ class McpServing:
                 "can run the toolkit's tools (Host and Origin are still checked)",
                 host,
             )
+        super().__init__()
         self.security = transport_security(host, allowed_hosts, allowed_origins)
         self.face = ServedToolkit(toolkit, mcp, on_call)
         self.host, self.port = host, port
         self.side = side
-        self._url: str | None = None
-        self._stop = trio.Event()
-        self._stopped = trio.Event()
-        self._http_done = trio.Event()
-        self._stack: contextlib.AsyncExitStack | None = None
 
     @property
     def url(self) -> str:
@@ -173,19 +165,16 @@ class McpServing:
         app = self.face.server.streamable_http_app(
             streamable_http_path=MCP_PATH, host=self.host, transport_security=self.security
         )
-        config = Config()
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        config.bind = [f"{host}:{self.port}"]
-        config.graceful_timeout = SHUTDOWN_GRACE
-        config.accesslog = None
-        config.errorlog = logging.getLogger("toolnexus_trio.mcp.http")
+        http_done = trio.Event()
         if self.side is not None:
             app = _beside(app, self.side)
         try:
             async with trio.open_nursery() as nursery:
                 if self.side is not None:
                     await nursery.start(self.side.run)
-                binds: list[str] = await nursery.start(self._hypercorn, app, config)
+                binds: list[str] = await nursery.start(
+                    self._hypercorn, app, self.host, self.port, "toolnexus_trio.mcp.http", http_done
+                )
                 self._url = binds[0] + MCP_PATH
                 if self.side is not None:
                     self.side.bound(binds[0])
@@ -195,50 +184,10 @@ class McpServing:
                 await self._stop.wait()
                 # hypercorn stops gracefully (bounded by SHUTDOWN_GRACE); then the rest goes.
                 with trio.move_on_after(SHUTDOWN_GRACE + 1):
-                    await self._http_done.wait()
+                    await http_done.wait()
                 nursery.cancel_scope.cancel()
         finally:
             self._stopped.set()
-
-    async def _hypercorn(
-        self, app: Any, config: Config, *, task_status: trio.TaskStatus[list[str]]
-    ) -> None:
-        try:
-            await hypercorn_serve(
-                app, config, shutdown_trigger=self._stop.wait, task_status=task_status
-            )
-        finally:
-            self._http_done.set()
-
-    async def aclose(self) -> None:
-        """Stop serving (open streams get :data:`SHUTDOWN_GRACE` to finish). Idempotent."""
-        self._stop.set()
-        with trio.move_on_after(SHUTDOWN_GRACE + 2, shield=True):
-            if self._url is not None:
-                await self._stopped.wait()
-
-    async def __aenter__(self) -> McpServing:
-        stack = contextlib.AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            stack.enter_context(collapse_groups())
-            nursery = await stack.enter_async_context(trio.open_nursery())
-            await nursery.start(self)
-        except BaseException as exc:
-            await stack.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        self._stack = stack
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        self._stop.set()
-        assert self._stack is not None
-        return await self._stack.__aexit__(exc_type, exc, tb)
 
 
 async def serve_stdio(
