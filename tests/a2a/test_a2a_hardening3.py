@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx2
 import pytest
 import trio
-from a2a_helpers import SKILLS, Model
+from a2a_helpers import SKILLS, Model, served_agent
 
 from toolnexus_trio import (
     InProcessOptions,
@@ -81,3 +82,71 @@ async def test_the_agents_timeout_bounds_an_unanswered_request(method: str) -> N
             server.release.set()
     assert server.hung.is_set()
     assert result.is_error and "timed out after 1000ms" in result.output
+
+
+async def post_raw(url: str, body: bytes) -> httpx2.Response:
+    async with httpx2.AsyncClient() as client:
+        return await client.post(url, content=body, headers={"Content-Type": "application/json"})
+
+
+def send_body(context: str) -> bytes:
+    # Written by hand: json.dumps would not let a lone surrogate through as it is sent.
+    return (
+        b'{"jsonrpc":"2.0","id":"s1","method":"SendMessage","params":{"message":'
+        b'{"role":"user","messageId":"m1","contextId":"' + context.encode() + b'",'
+        b'"parts":[{"kind":"text","text":"hello"}]},"configuration":{"blocking":false}}}'
+    )
+
+
+@pytest.mark.parametrize("context", ["\\ud800", "a\\u0000b", "x" * 5000])
+async def test_a_send_that_cannot_be_reported_starts_nothing(context: str) -> None:
+    # Was: HTTP 500 (the reply could not be encoded) while the task was saved and ran.
+    async with served_agent() as (served, model, ended, _):
+        reply = await post_raw(served.base_url + "/", send_body(context))
+        assert reply.status_code == 200
+        answer = reply.json()
+        assert answer["id"] == "s1" and answer["error"]["code"] == -32602
+        assert "contextId" in answer["error"]["message"]
+        # A valid one still works, and it is the only task that ever ran.
+        ok = (await post_raw(served.base_url + "/", send_body("ctx-1"))).json()["result"]
+        assert ok["contextId"] == "ctx-1"
+        poll = b'{"jsonrpc":"2.0","id":2,"method":"GetTask","params":{"id":"%s"}}' % (
+            ok["id"].encode()
+        )
+        with trio.fail_after(10):
+            while True:
+                got = (await post_raw(served.base_url + "/", poll)).json()["result"]
+                if got["status"]["state"] == "completed":
+                    break
+                await trio.sleep(0.01)
+    assert model.seen == ["hello"] and len(ended) == 1
+
+
+async def test_deeply_nested_json_is_a_parse_error() -> None:
+    # Was: HTTP 500 with a traceback (RecursionError), under the 1 MiB cap.
+    async with served_agent() as (served, _, _, _):
+        reply = await post_raw(served.base_url + "/", b"[" * 200_000)
+    assert reply.status_code == 200
+    assert reply.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "Parse error"},
+    }
+
+
+def not_json(constant: str) -> Any:
+    raise AssertionError(f"the reply holds {constant}, which is not JSON")
+
+
+@pytest.mark.parametrize(
+    "rid", [b"NaN", b"Infinity", b"1e999", b'{"a":1}', b"[1]", b"true", b'"\\udc00"']
+)
+async def test_an_id_that_is_not_a_json_rpc_id_is_not_echoed(rid: bytes) -> None:
+    # Was: NaN echoed as NaN (not JSON), an object echoed back as the id.
+    body = b'{"jsonrpc":"2.0","id":' + rid + b',"method":"GetTask","params":{"id":"x"}}'
+    async with served_agent() as (served, _, _, _):
+        reply = await post_raw(served.base_url + "/", body)
+    assert reply.status_code == 200
+    answer = json.loads(reply.content, parse_constant=not_json)  # strict JSON: no NaN
+    assert answer["id"] is None
+    assert answer["error"]["code"] in (-32700, -32600)
