@@ -117,3 +117,29 @@ async def test_a_value_that_is_not_json_is_refused_before_anything_is_written(
     with pytest.raises(ValueError, match="is not JSON"):
         await store.save_pending("x", [], PendingState("k", "pending", {"n": float("nan")}))
     assert await store.get("x") is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["x" * 12_000, "é" * 1025, "nul\x00inside", "line\nbreak", "del\x7f", "lone\ud800"],
+    ids=["12000-chars", "2050-bytes", "nul", "newline", "del", "surrogate"],
+)
+async def test_one_id_contract_refused_before_the_database(store: Any, bad: str) -> None:
+    # Was: PostgreSQL refused a 12 000-character id as a *lost connection* ("index row
+    # requires 12016 bytes", so a retry loop never ended) and U+0000 too, while SQLite
+    # and memory kept both. Now every store refuses the same ids, permanently, at once.
+    state = PendingState("k", "pending", {})
+    for call in (
+        lambda: store.get(bad),
+        lambda: store.save(bad, []),
+        lambda: store.get_pending(bad),
+        lambda: store.save_pending(bad, [], state),
+        lambda: store.take_pending(bad, "k", []),
+    ):
+        with pytest.raises(ValueError, match="a thread id"):
+            await call()
+    # The longest id allowed is kept, by every store.
+    longest = "é" * 1024  # 2 048 bytes
+    await store.save_pending(longest, [{"role": "user", "content": "x"}], state)
+    assert await store.get(longest) == [{"role": "user", "content": "x"}]
+    assert await store.take_pending(longest, "k", [])

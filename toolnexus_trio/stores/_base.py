@@ -19,6 +19,38 @@ if TYPE_CHECKING:
     from ..loop._results import Message, RunResult
 
 
+MAX_ID_BYTES = 2048
+"""The longest thread id a store accepts, in UTF-8 bytes (2 048 ASCII characters).
+
+PostgreSQL cannot index much more (an index row holds at most about 2 700 bytes)."""
+
+
+def check_id(id: object) -> str:
+    """*id* if it is a thread id every store keeps, else :class:`ValueError` saying why.
+
+    The one id contract of every store (memory, SQLite, PostgreSQL), checked before any
+    database is asked, so a refusal is permanent and says so (never a lost connection
+    to retry): a :class:`str` of at most :data:`MAX_ID_BYTES` bytes in UTF-8, without
+    control characters (U+0000 to U+001F, U+007F) or lone surrogates. Ids can come from
+    outside (an A2A ``contextId``, a user's name).
+    """
+    if not isinstance(id, str):
+        raise TypeError(f"a thread id is a str, not {type(id).__name__}")
+    try:
+        size = len(id.encode())
+    except UnicodeEncodeError:
+        raise ValueError("a thread id must not hold a lone surrogate (it is not UTF-8)") from None
+    if size > MAX_ID_BYTES:
+        raise ValueError(
+            f"a thread id is at most {MAX_ID_BYTES} bytes in UTF-8; this one is {size} "
+            f"(starting {id[:40]!r})"
+        )
+    bad = next((c for c in id if c < " " or c == "\x7f"), None)
+    if bad is not None:
+        raise ValueError(f"a thread id must not hold control characters ({bad!r} in {id[:80]!r})")
+    return id
+
+
 @runtime_checkable
 class ConversationStore(Protocol):
     """Where :func:`ask` keeps each thread's transcript (SPEC §8 "Conversation memory").

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from ._base import PendingState
+from ._base import PendingState, check_id
 
 if TYPE_CHECKING:
     from ..loop._results import Message
@@ -176,6 +176,7 @@ class SqliteConversationStore:
 
     async def get(self, id: str) -> list[Message] | None:
         """The transcript saved under *id*, or ``None``."""
+        check_id(id)
 
         def read(db: sqlite3.Connection) -> list[Message] | None:
             row = db.execute("SELECT messages FROM toolnexus_threads WHERE id = ?", (id,))
@@ -191,6 +192,7 @@ class SqliteConversationStore:
 
     async def save(self, id: str, messages: Sequence[Message]) -> None:
         """Replace the transcript of *id* (a waiting pending state becomes superseded)."""
+        check_id(id)
         snapshot = list(messages)
 
         def write(db: sqlite3.Connection) -> None:
@@ -203,6 +205,7 @@ class SqliteConversationStore:
 
     async def get_pending(self, id: str) -> PendingState | None:
         """The pending state of *id*, or ``None`` if it never had one."""
+        check_id(id)
 
         def read(db: sqlite3.Connection) -> PendingState | None:
             row = db.execute(
@@ -224,6 +227,7 @@ class SqliteConversationStore:
 
     async def save_pending(self, id: str, messages: Sequence[Message], state: PendingState) -> None:
         """Replace the transcript and the pending state of *id* in one transaction."""
+        check_id(id)
         snapshot = list(messages)
 
         def write(db: sqlite3.Connection) -> None:
@@ -235,6 +239,7 @@ class SqliteConversationStore:
 
     async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
         """The take-once mark: one conditional ``UPDATE`` (see :class:`PendingStore`)."""
+        check_id(id)
         snapshot = list(messages)
 
         def take(db: sqlite3.Connection) -> bool:
