@@ -15,14 +15,22 @@ import traceback
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 import pytest
 import trio
 import trio.testing
+from durable_app import client, ledger_lines, toolkit
 from pg_server import PASSWORD, PgServer
 
-from toolnexus_trio import PendingState, PostgresConversationStore
+import toolnexus_trio.loop._durable as durable
+from toolnexus_trio import (
+    AlreadyAnswered,
+    Answer,
+    PendingState,
+    PostgresConversationStore,
+)
 from toolnexus_trio.stores import _postgres
 
 LIMIT_S = 60  # a safety net against a hang, not a timing assertion
@@ -340,3 +348,42 @@ async def test_every_secret_of_the_dsn_is_left_out_of_the_repr_and_errors(pg_dsn
         with pytest.raises(ConnectionError) as caught:
             await store.get("t")
         assert passphrase not in str(caught.value) and PASSWORD not in str(caught.value)
+
+
+async def test_a_take_that_committed_as_its_connection_broke_is_recognised_by_its_retry(
+    pg_server: PgServer, pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Was: the retry got AlreadyAnswered("taken") saying "another answer took it first",
+    # though the only answer was its own earlier attempt.
+    ledger = tmp_path / "ledger"
+    tk = await toolkit(ledger)
+    approve = [Answer("req-v1-call-v1", True)]
+    async with PostgresConversationStore(pg_dsn, timeout=2) as store:
+        c = client(store)
+        assert (await c.ask("deploy v1", tk, id="t")).status == "pending"
+        with contextlib.ExitStack() as stack:
+
+            async def freeze_before_the_take(point: str) -> None:
+                await trio.lowlevel.checkpoint()
+                if point == "loaded":
+                    stack.enter_context(frozen(pg_server))
+
+            monkeypatch.setattr(durable, "_pause_hook", freeze_before_the_take)
+            with pytest.raises(ConnectionError, match="did not answer"):
+                await c.answer("t", approve, toolkit=tk)
+            monkeypatch.setattr(durable, "_pause_hook", None)
+        # Thawed: the take the caller gave up on reaches the server and commits.
+        with trio.fail_after(LIMIT_S):
+            while True:  # polling the database for the abandoned take's commit
+                state = await store.get_pending("t")
+                if state is not None and state.status == "taken":
+                    break
+                await trio.sleep(0.01)
+        with pytest.raises(AlreadyAnswered, match="outcome was unknown") as retry:
+            await c.answer("t", approve, toolkit=tk)
+        assert retry.value.in_doubt and retry.value.status == "taken"
+        assert "another answer" not in str(retry.value)
+        with pytest.raises(AlreadyAnswered, match="another answer took it first") as rival:
+            await c.answer("t", [Answer("req-v1-call-v1", False)], toolkit=tk)
+        assert not rival.value.in_doubt
+    assert ledger_lines(ledger) == []  # at most once: the approved tool never ran

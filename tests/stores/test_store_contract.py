@@ -7,13 +7,16 @@ tests/loop/test_durable.py, through the same ``store_place`` fixture.)
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from durable_app import open_store
+from durable_app import client, ledger_lines, open_store, toolkit
 
 from toolnexus_trio import (
+    AlreadyAnswered,
+    Answer,
     ConversationStore,
     InMemoryConversationStore,
     PendingState,
@@ -143,3 +146,37 @@ async def test_one_id_contract_refused_before_the_database(store: Any, bad: str)
     await store.save_pending(longest, [{"role": "user", "content": "x"}], state)
     assert await store.get(longest) == [{"role": "user", "content": "x"}]
     assert await store.take_pending(longest, "k", [])
+
+
+async def test_a_take_keeps_its_token_until_the_state_moves_on(store: Any) -> None:
+    await store.save_pending("t", [], PendingState("k", "pending", {"x": 1}))
+    assert await store.take_pending("t", "k", [], token="attempt-1")
+    taken = PendingState("k", "taken", taken_by="attempt-1")
+    assert await store.get_pending("t") == taken
+    assert PendingState.from_json(taken.to_json()) == taken
+    await store.save("t", [])  # a plain save keeps a taken state as it is
+    assert await store.get_pending("t") == taken
+    await store.save_pending("t", [], PendingState("k", "answered"))
+    assert await store.get_pending("t") == PendingState("k", "answered")
+    # Without a token (a caller from before tokens), nothing is recorded.
+    await store.save_pending("u", [], PendingState("k", "pending", {}))
+    assert await store.take_pending("u", "k", [])
+    assert await store.get_pending("u") == PendingState("k", "taken")
+
+
+class ThreeParameterStore(InMemoryConversationStore):
+    """A user's store written before ``take_pending`` had its ``token``."""
+
+    async def take_pending(self, id: str, key: str, messages: Any) -> bool:  # type: ignore[override]
+        return await super().take_pending(id, key, messages)
+
+
+async def test_a_store_without_the_token_parameter_still_answers_once(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    tk = await toolkit(ledger)
+    c = client(ThreeParameterStore())
+    await c.ask("deploy v1", tk, id="t")
+    done = await c.answer("t", [Answer("req-v1-call-v1", True)], toolkit=tk)
+    assert done.status == "done" and ledger_lines(ledger) == ["v1"]
+    with pytest.raises(AlreadyAnswered, match="its outcome is saved"):
+        await c.answer("t", [Answer("req-v1-call-v1", True)], toolkit=tk)

@@ -74,7 +74,9 @@ class InMemoryConversationStore:
         self._pending[id] = state
         self._keep(id, messages)
 
-    async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
+    async def take_pending(
+        self, id: str, key: str, messages: Sequence[Message], *, token: str | None = None
+    ) -> bool:
         """The take-once mark (see :meth:`PendingStore.take_pending`)."""
         check_id(id)
         await trio.lowlevel.checkpoint()
@@ -82,7 +84,7 @@ class InMemoryConversationStore:
         state = self._pending.get(id)
         if state is None or state.key != key or state.status != "pending":
             return False
-        self._pending[id] = PendingState(key, "taken")
+        self._pending[id] = PendingState(key, "taken", taken_by=token)
         self._keep(id, messages)
         return True
 

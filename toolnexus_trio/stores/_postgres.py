@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from ._base import PendingState, check_id
+from ._base import PendingState, check_id, pending_of, token_column
 
 if TYPE_CHECKING:
     import psycopg
@@ -111,7 +111,7 @@ ON CONFLICT (id) DO UPDATE SET
 
 _TAKE = """
 UPDATE toolnexus_threads
-SET pending_status = 'taken', pending_result = NULL, messages = %s, updated_at = now()
+SET pending_status = 'taken', pending_result = %s, messages = %s, updated_at = now()
 WHERE id = %s AND pending_key = %s AND pending_status = 'pending'
 """
 
@@ -412,12 +412,8 @@ class PostgresConversationStore:
             if row is None:
                 return None
             key, status, result = row
-            data = {
-                "key": key,
-                "status": status,
-                "result": None if result is None else _loads(result, f"the pending run of {id!r}"),
-            }
-            return PendingState.from_json(data)
+            parsed = None if result is None else _loads(result, f"the pending run of {id!r}")
+            return PendingState.from_json(pending_of(key, status, parsed))
 
         return await self._call("get_pending", read)
 
@@ -425,19 +421,25 @@ class PostgresConversationStore:
         """Replace the transcript and the pending state of *id* in one statement."""
         check_id(id)
         text = _dumps(list(messages), f"the transcript of {id!r}")
-        result = None if state.result is None else _dumps(state.result, "the pending run")
+        result = (
+            token_column(state.taken_by)
+            if state.result is None
+            else _dumps(state.result, "the pending run")
+        )
 
         def write(db: psycopg.Connection[Any]) -> None:
             db.execute(_SAVE_PENDING, (id, text, state.key, state.status, result))
 
         await self._call("save_pending", write)
 
-    async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
+    async def take_pending(
+        self, id: str, key: str, messages: Sequence[Message], *, token: str | None = None
+    ) -> bool:
         """The take-once mark: one conditional ``UPDATE`` (see :class:`PendingStore`)."""
         check_id(id)
         text = _dumps(list(messages), f"the transcript of {id!r}")
 
         def take(db: psycopg.Connection[Any]) -> bool:
-            return db.execute(_TAKE, (text, id, key)).rowcount == 1
+            return db.execute(_TAKE, (token_column(token), text, id, key)).rowcount == 1
 
         return await self._call("take_pending", take)
