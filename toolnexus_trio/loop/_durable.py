@@ -202,10 +202,10 @@ async def answer(
         if not await take_with_token(store, id, state.key, _interrupted(halted), token):
             # Lost the take: to a competitor, or to an earlier attempt of ours whose
             # statement was still on its way when that attempt gave up on it.
+            # (The status is "taken", as the take found it; the winner may be further.)
             now_state = await store.get_pending(id)
-            status = "taken" if now_state is None else now_state.status
             mine = now_state is not None and now_state.taken_by == token
-            raise AlreadyAnswered(id, status, in_doubt=mine)
+            raise AlreadyAnswered(id, "taken", in_doubt=mine)
         await _pause("taken")
         try:
             result = await client.resume(halted, effective, toolkit=toolkit, cancel=cancel)
