@@ -150,3 +150,37 @@ async def test_an_id_that_is_not_a_json_rpc_id_is_not_echoed(rid: bytes) -> None
     answer = json.loads(reply.content, parse_constant=not_json)  # strict JSON: no NaN
     assert answer["id"] is None
     assert answer["error"]["code"] in (-32700, -32600)
+
+
+class Nesting(A2AServer):
+    """Our card, but every JSON-RPC request is answered with 200 000 nested ``[``."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await super().__call__(scope, receive, send)
+            return
+        body = b"[" * 200_000
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+async def test_our_calls_take_a_deeply_nested_reply_as_a_bad_reply() -> None:
+    # Was: RecursionError out of the tool call (the outbound twin of the inbound 500).
+    toolkit = await create_toolkit(ToolkitOptions(skills=SKILLS, builtins=False))
+    client = create_in_process_client(InProcessOptions(model="scripted", generate=Model().generate))
+    async with toolkit, A2AServing(Nesting(toolkit, client, A2AServeConfig(name="deep"))) as served:
+        caller = await create_toolkit(
+            ToolkitOptions(builtins=False, agents=[agent(served.card_url)])
+        )
+        async with caller:
+            tool = caller.get("deep_echo")
+            assert tool is not None
+            with trio.fail_after(30):
+                result = await tool.call({"task": "x"})
+    assert result.is_error and "the reply is not JSON" in result.output

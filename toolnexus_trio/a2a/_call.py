@@ -112,7 +112,7 @@ class RemoteAgent:
             )
         try:
             reply = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser
             raise A2AError(f"A2A {method}: the reply is not JSON") from None
         if not isinstance(reply, dict):
             raise A2AError(f"A2A {method}: the reply is not a JSON-RPC object")
