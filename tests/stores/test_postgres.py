@@ -387,3 +387,21 @@ async def test_a_take_that_committed_as_its_connection_broke_is_recognised_by_it
             await c.answer("t", [Answer("req-v1-call-v1", False)], toolkit=tk)
         assert not rival.value.in_doubt
     assert ledger_lines(ledger) == []  # at most once: the approved tool never ran
+
+
+async def test_connections_have_socket_level_bounds_unless_the_dsn_sets_its_own(
+    pg_dsn: str,
+) -> None:
+    def parameters(db: psycopg.Connection) -> dict[str, str]:
+        return db.info.get_parameters()
+
+    async with PostgresConversationStore(pg_dsn, timeout=4) as store:
+        got = await store._call("probe", parameters)
+    assert (got["connect_timeout"], got["keepalives"], got["tcp_user_timeout"]) == (
+        "4",
+        "1",
+        "4000",
+    )
+    assert (got["keepalives_idle"], got["keepalives_interval"]) == ("4", "2")
+    async with PostgresConversationStore(pg_dsn + "?tcp_user_timeout=777", timeout=4) as store:
+        assert (await store._call("probe", parameters))["tcp_user_timeout"] == "777"

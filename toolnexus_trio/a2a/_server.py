@@ -353,13 +353,11 @@ class A2AServer:
         # Checked before anything is saved or started: the reply carries contextId, and
         # a task whose reply cannot be written would run with its caller never told
         # its id (a retry would run the work twice).
-        if context is not None and not (
-            is_text(context) and len(context) <= MAX_CONTEXT_ID_CHARS and context.isprintable()
-        ):
+        if context is not None and not _valid_context(context):
             raise _Rpc(
                 INVALID_PARAMS,
-                f"message.contextId must be printable text of at most "
-                f"{MAX_CONTEXT_ID_CHARS} characters",
+                f"message.contextId must be text of at most {MAX_CONTEXT_ID_CHARS} "
+                "characters, without control characters or lone surrogates",
             )
         task: dict[str, Any] = {
             "id": str(uuid.uuid4()),
@@ -482,6 +480,17 @@ def _failed(text: str) -> dict[str, Any]:
 
 def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
+
+
+def _valid_context(context: object) -> bool:
+    # The stores' id rule (a lower floor cannot import it): no C0 control, DEL or lone
+    # surrogate, and bounded.
+    return (
+        is_text(context)
+        and isinstance(context, str)
+        and len(context) <= MAX_CONTEXT_ID_CHARS
+        and not any(c < " " or c == "\x7f" for c in context)
+    )
 
 
 def _valid_id(rid: object) -> bool:
