@@ -334,7 +334,7 @@ async def test_a_frozen_server_bounds_every_call_and_a_cancel_returns_at_once(
 
 
 async def _cancel_soon(scope: trio.CancelScope) -> None:
-    await trio.sleep(0.2)  # the call is in its worker thread by then (or queued: either way)
+    await trio.testing.wait_all_tasks_blocked()  # the call waits for its worker thread
     scope.cancel()
 
 
