@@ -131,6 +131,22 @@ class PgServer:
         self.stop(mode)
         self.start()
 
+    def pids(self) -> list[int]:
+        """The server's processes: the postmaster (``postmaster.pid``) and its children."""
+        main = int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+        found = [main]
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat_line = (entry / "stat").read_text()
+            except OSError:  # gone meanwhile
+                continue
+            # "pid (comm) state ppid ...": comm may hold spaces, so split after the ")".
+            if int(stat_line.rsplit(")", 1)[1].split()[1]) == main:
+                found.append(int(entry.name))
+        return found
+
     def dsn(self, dbname: str = "postgres") -> str:
         return f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{self.port}/{dbname}"
 

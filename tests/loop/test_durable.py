@@ -367,8 +367,14 @@ async def test_a_cancelled_answer_leaves_the_interrupted_outcome(
         "interrupted: Deploy v1? (answered, but the run stopped before its outcome was saved; "
         "the action may or may not have run)"
     ]
-    with pytest.raises(AlreadyAnswered, match="another answer took it first"):
+    # The same answer again: its own earlier attempt took it (issue 30 item 14).
+    with pytest.raises(AlreadyAnswered, match="an earlier attempt of this same answer") as own:
         await c.answer("t", [Answer("req-v1-call-v1", True)], toolkit=tk)
+    assert own.value.in_doubt and own.value.status == "taken"
+    # Another answer: a competitor took it first, as before.
+    with pytest.raises(AlreadyAnswered, match="another answer took it first") as other:
+        await c.answer("t", [Answer("req-v1-call-v1", False)], toolkit=tk)
+    assert not other.value.in_doubt
     assert ledger_lines(ledger) == ["v1"]
 
 

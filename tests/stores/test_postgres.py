@@ -7,19 +7,30 @@ tests/loop/test_durable_processes.py.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import traceback
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 import pytest
 import trio
 import trio.testing
+from durable_app import client, ledger_lines, toolkit
 from pg_server import PASSWORD, PgServer
 
-from toolnexus_trio import PendingState, PostgresConversationStore
+import toolnexus_trio.loop._durable as durable
+from toolnexus_trio import (
+    AlreadyAnswered,
+    Answer,
+    PendingState,
+    PostgresConversationStore,
+)
 from toolnexus_trio.stores import _postgres
 
 LIMIT_S = 60  # a safety net against a hang, not a timing assertion
@@ -164,10 +175,10 @@ async def test_the_password_is_in_no_repr_error_or_log(
     assert wrong not in str(bad.value)
 
 
-# Cancellation: a take is committed or never ran -------------------------------------
+# Cancellation: a cancel returns at once; a take is committed or never ran -----------
 
 
-async def test_a_cancelled_take_in_the_server_finishes_and_its_result_is_kept(
+async def test_a_cancelled_take_in_the_server_returns_at_once_and_runs_to_its_end(
     store: PostgresConversationStore, pg_dsn: str
 ) -> None:
     await store.save_pending("t", [], PendingState("k", "pending", {}))
@@ -177,8 +188,6 @@ async def test_a_cancelled_take_in_the_server_finishes_and_its_result_is_kept(
     async def take() -> None:
         with scope:
             got.append(await store.take_pending("t", "k", [{"role": "user", "content": "x"}]))
-            await trio.lowlevel.checkpoint()  # where the cancellation is delivered
-            got.append(False)  # never reached
 
     with raw(pg_dsn, autocommit=False) as blocker:
         blocker.execute("SELECT 1 FROM toolnexus_threads WHERE id = 't' FOR UPDATE")
@@ -186,13 +195,14 @@ async def test_a_cancelled_take_in_the_server_finishes_and_its_result_is_kept(
             nursery.start_soon(take)
             await wait_for_a_blocked_statement(pg_dsn)
             scope.cancel()
-            # The take is in the server: cancelling does not abandon it half-way.
-            await trio.testing.wait_all_tasks_blocked()
-            assert got == []
-            blocker.commit()  # let it go
-    assert scope.cancelled_caught
-    assert got == [True]  # it committed, and said so
-    assert await store.get_pending("t") == PendingState("k", "taken")
+        # The caller is gone at once, while the statement still waits in the server.
+        assert scope.cancelled_caught and got == []
+        blocker.commit()  # let it go: it runs to its end (never half-done)
+    with trio.fail_after(LIMIT_S):
+        while True:  # polling the database for the abandoned statement's commit
+            if await store.get_pending("t") == PendingState("k", "taken"):
+                break
+            await trio.sleep(0.01)
     assert await store.get("t") == [{"role": "user", "content": "x"}]
 
 
@@ -267,3 +277,131 @@ async def test_tls_settings_reach_the_driver(pg_dsn: str) -> None:
         assert "sslmode=require" in repr(store)
         with pytest.raises(ConnectionError, match="server does not support SSL"):
             await store.get("t")
+
+
+# Round 3 (issue 30): a frozen server, secrets in the DSN ----------------------------
+
+
+@contextmanager
+def frozen(server: PgServer) -> Iterator[None]:
+    """Every process of *server* stopped (SIGSTOP) inside, always continued after."""
+    pids = server.pids()
+    stopped: list[int] = []
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        yield
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+async def test_a_frozen_server_bounds_every_call_and_a_cancel_returns_at_once(
+    pg_server: PgServer, pg_dsn: str
+) -> None:
+    # Was: with timeout=2 the call waited until the server was thawed (25 s), and no
+    # cancel got through (the worker thread was waited for).
+    async with PostgresConversationStore(pg_dsn, timeout=2) as store:
+        await store.save("t", [{"role": "user", "content": "x"}])
+        returned_frozen: list[str] = []
+        with frozen(pg_server):
+            thawed = trio.Event()
+
+            async def thaw_late() -> None:
+                # Only the old code gets here: it lets its hung call end (and fail).
+                await trio.sleep(LIMIT_S / 2)
+                for pid in pg_server.pids():
+                    os.kill(pid, signal.SIGCONT)
+                thawed.set()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(thaw_late)
+                with pytest.raises(ConnectionError, match="did not answer within 2 s"):
+                    await store.get("t")
+                returned_frozen.append("timeout" if not thawed.is_set() else "thawed")
+                with trio.CancelScope() as scope:
+                    nursery.start_soon(_cancel_soon, scope)
+                    await store.take_pending("t", "k", [])
+                assert scope.cancelled_caught
+                returned_frozen.append("cancel" if not thawed.is_set() else "thawed")
+                nursery.cancel_scope.cancel()
+        assert returned_frozen == ["timeout", "cancel"]
+        # Thawed: the store goes on (the abandoned calls ended in their threads).
+        with trio.fail_after(LIMIT_S):
+            assert await store.get("t") == [{"role": "user", "content": "x"}]
+
+
+async def _cancel_soon(scope: trio.CancelScope) -> None:
+    await trio.testing.wait_all_tasks_blocked()  # the call waits for its worker thread
+    scope.cancel()
+
+
+async def test_every_secret_of_the_dsn_is_left_out_of_the_repr_and_errors(pg_dsn: str) -> None:
+    # Was: sslpassword (the client key's passphrase) was shown by repr.
+    passphrase = "key-pass-" + uuid.uuid4().hex
+    dsn = f"{pg_dsn}?sslpassword={passphrase}&sslmode=require"
+    async with PostgresConversationStore(dsn, timeout=1) as store:
+        assert passphrase not in repr(store) and PASSWORD not in repr(store)
+        assert "sslmode=require" in repr(store)
+        with pytest.raises(ConnectionError) as caught:
+            await store.get("t")
+        assert passphrase not in str(caught.value) and PASSWORD not in str(caught.value)
+
+
+async def test_a_take_that_committed_as_its_connection_broke_is_recognised_by_its_retry(
+    pg_server: PgServer, pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Was: the retry got AlreadyAnswered("taken") saying "another answer took it first",
+    # though the only answer was its own earlier attempt.
+    ledger = tmp_path / "ledger"
+    tk = await toolkit(ledger)
+    approve = [Answer("req-v1-call-v1", True)]
+    async with PostgresConversationStore(pg_dsn, timeout=2) as store:
+        c = client(store)
+        assert (await c.ask("deploy v1", tk, id="t")).status == "pending"
+        with contextlib.ExitStack() as stack:
+
+            async def freeze_before_the_take(point: str) -> None:
+                await trio.lowlevel.checkpoint()
+                if point == "loaded":
+                    stack.enter_context(frozen(pg_server))
+
+            monkeypatch.setattr(durable, "_pause_hook", freeze_before_the_take)
+            with pytest.raises(ConnectionError, match="did not answer"):
+                await c.answer("t", approve, toolkit=tk)
+            monkeypatch.setattr(durable, "_pause_hook", None)
+        # Thawed: the take the caller gave up on reaches the server and commits.
+        with trio.fail_after(LIMIT_S):
+            while True:  # polling the database for the abandoned take's commit
+                state = await store.get_pending("t")
+                if state is not None and state.status == "taken":
+                    break
+                await trio.sleep(0.01)
+        with pytest.raises(AlreadyAnswered, match="outcome was unknown") as retry:
+            await c.answer("t", approve, toolkit=tk)
+        assert retry.value.in_doubt and retry.value.status == "taken"
+        assert "another answer" not in str(retry.value)
+        with pytest.raises(AlreadyAnswered, match="another answer took it first") as rival:
+            await c.answer("t", [Answer("req-v1-call-v1", False)], toolkit=tk)
+        assert not rival.value.in_doubt
+    assert ledger_lines(ledger) == []  # at most once: the approved tool never ran
+
+
+async def test_connections_have_socket_level_bounds_unless_the_dsn_sets_its_own(
+    pg_dsn: str,
+) -> None:
+    def parameters(db: psycopg.Connection) -> dict[str, str]:
+        return db.info.get_parameters()
+
+    async with PostgresConversationStore(pg_dsn, timeout=4) as store:
+        got = await store._call("probe", parameters)
+    assert (got["connect_timeout"], got["keepalives"], got["tcp_user_timeout"]) == (
+        "4",
+        "1",
+        "4000",
+    )
+    assert (got["keepalives_idle"], got["keepalives_interval"]) == ("4", "2")
+    async with PostgresConversationStore(pg_dsn + "?tcp_user_timeout=777", timeout=4) as store:
+        assert (await store._call("probe", parameters))["tcp_user_timeout"] == "777"

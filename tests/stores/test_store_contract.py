@@ -7,13 +7,16 @@ tests/loop/test_durable.py, through the same ``store_place`` fixture.)
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from durable_app import open_store
+from durable_app import client, ledger_lines, open_store, toolkit
 
 from toolnexus_trio import (
+    AlreadyAnswered,
+    Answer,
     ConversationStore,
     InMemoryConversationStore,
     PendingState,
@@ -117,3 +120,63 @@ async def test_a_value_that_is_not_json_is_refused_before_anything_is_written(
     with pytest.raises(ValueError, match="is not JSON"):
         await store.save_pending("x", [], PendingState("k", "pending", {"n": float("nan")}))
     assert await store.get("x") is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["x" * 12_000, "é" * 1025, "nul\x00inside", "line\nbreak", "del\x7f", "lone\ud800"],
+    ids=["12000-chars", "2050-bytes", "nul", "newline", "del", "surrogate"],
+)
+async def test_one_id_contract_refused_before_the_database(store: Any, bad: str) -> None:
+    # Was: PostgreSQL refused a 12 000-character id as a *lost connection* ("index row
+    # requires 12016 bytes", so a retry loop never ended) and U+0000 too, while SQLite
+    # and memory kept both. Now every store refuses the same ids, permanently, at once.
+    state = PendingState("k", "pending", {})
+    for call in (
+        lambda: store.get(bad),
+        lambda: store.save(bad, []),
+        lambda: store.get_pending(bad),
+        lambda: store.save_pending(bad, [], state),
+        lambda: store.take_pending(bad, "k", []),
+    ):
+        with pytest.raises(ValueError, match="a thread id"):
+            await call()
+    # The longest id allowed is kept, by every store.
+    longest = "é" * 1024  # 2 048 bytes
+    await store.save_pending(longest, [{"role": "user", "content": "x"}], state)
+    assert await store.get(longest) == [{"role": "user", "content": "x"}]
+    assert await store.take_pending(longest, "k", [])
+
+
+async def test_a_take_keeps_its_token_until_the_state_moves_on(store: Any) -> None:
+    await store.save_pending("t", [], PendingState("k", "pending", {"x": 1}))
+    assert await store.take_pending("t", "k", [], token="attempt-1")
+    taken = PendingState("k", "taken", taken_by="attempt-1")
+    assert await store.get_pending("t") == taken
+    assert PendingState.from_json(taken.to_json()) == taken
+    await store.save("t", [])  # a plain save keeps a taken state as it is
+    assert await store.get_pending("t") == taken
+    await store.save_pending("t", [], PendingState("k", "answered"))
+    assert await store.get_pending("t") == PendingState("k", "answered")
+    # Without a token (a caller from before tokens), nothing is recorded.
+    await store.save_pending("u", [], PendingState("k", "pending", {}))
+    assert await store.take_pending("u", "k", [])
+    assert await store.get_pending("u") == PendingState("k", "taken")
+
+
+class ThreeParameterStore(InMemoryConversationStore):
+    """A user's store written before ``take_pending`` had its ``token``."""
+
+    async def take_pending(self, id: str, key: str, messages: Any) -> bool:  # type: ignore[override]
+        return await super().take_pending(id, key, messages)
+
+
+async def test_a_store_without_the_token_parameter_still_answers_once(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    tk = await toolkit(ledger)
+    c = client(ThreeParameterStore())
+    await c.ask("deploy v1", tk, id="t")
+    done = await c.answer("t", [Answer("req-v1-call-v1", True)], toolkit=tk)
+    assert done.status == "done" and ledger_lines(ledger) == ["v1"]
+    with pytest.raises(AlreadyAnswered, match="its outcome is saved"):
+        await c.answer("t", [Answer("req-v1-call-v1", True)], toolkit=tk)

@@ -351,7 +351,7 @@ class A2ASource:
             )
         try:
             card = json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser
             raise A2AError(f"the agent card is not JSON: {exc}") from None
         if not isinstance(card, Mapping):
             raise A2AError("the agent card is not a JSON object")

@@ -1,6 +1,11 @@
 """One call of a remote agent's skill (SPEC §7A ``execute``): ``SendMessage``, then
 ``GetTask`` every ``poll_every`` until a terminal state or the agent's timeout.
 
+The agent's ``timeout`` is the call's deadline, and every request of the call runs
+under it: a peer that never answers ``SendMessage`` or a ``GetTask`` makes the call
+return its "timed out" result at the deadline, not hang. Only the ``CancelTask`` sent
+for a task whose id we know may take :data:`CANCEL_GRACE` more.
+
 The poll sleeps with :func:`trio.sleep` in the call's own task, so the call's cancel
 scope (the turn's token, the tool's timeout, an outer scope) stops it at once. Beyond
 the SPEC, a call cancelled that way, or timed out, sends ``CancelTask`` for the remote
@@ -107,7 +112,7 @@ class RemoteAgent:
             )
         try:
             reply = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser
             raise A2AError(f"A2A {method}: the reply is not JSON") from None
         if not isinstance(reply, dict):
             raise A2AError(f"A2A {method}: the reply is not a JSON-RPC object")
@@ -125,7 +130,22 @@ class RemoteAgent:
     async def run(self, text: str) -> ToolResult:
         """Send *text* as a task and poll it to its end (the SPEC's result strings)."""
         started = trio.current_time()
-        task = await self._submit(text)
+        timeout = self.timeout_ms / 1000
+        deadline = started + timeout
+        submitted = await self._submit(text, deadline)
+        if submitted is None:
+            return ToolResult.error(
+                f"A2A task timed out after {self.timeout_ms}ms (SendMessage to {self.name} "
+                "was not answered)",
+                {
+                    "agent": self.name,
+                    "taskId": "",
+                    "state": "unknown",
+                    "polls": 0,
+                    "ms": round((trio.current_time() - started) * 1000),
+                },
+            )
+        task = submitted
         task_id = str(task.get("id", ""))
         state = task_state(task)
         polls = 0
@@ -134,7 +154,6 @@ class RemoteAgent:
             ms = round((trio.current_time() - started) * 1000)
             return {"agent": self.name, "taskId": task_id, "state": state, "polls": polls, "ms": ms}
 
-        timeout = self.timeout_ms / 1000
         try:
             while state not in TERMINAL and state not in INTERRUPTED:
                 elapsed = trio.current_time() - started
@@ -146,10 +165,13 @@ class RemoteAgent:
                     )
                 await trio.sleep(min(self.poll_every_ms / 1000, timeout - elapsed))
                 polls += 1
-                task = task_from_result(
-                    await self.rpc(by_id(str(uuid.uuid4()), "GetTask", task_id))
-                )
-                state = task_state(task)
+                # The poll is under the call's deadline too: an unanswered GetTask ends
+                # the loop at the deadline (the check above then reports the timeout).
+                with trio.move_on_at(deadline):
+                    task = task_from_result(
+                        await self.rpc(by_id(str(uuid.uuid4()), "GetTask", task_id))
+                    )
+                    state = task_state(task)
         except trio.Cancelled:
             with trio.move_on_after(CANCEL_GRACE, shield=True):
                 await self._cancel_remote(task_id)
@@ -159,16 +181,19 @@ class RemoteAgent:
         why = status_text(task)
         return ToolResult.error(f"A2A task {task_id} {state}" + (f": {why}" if why else ""), meta())
 
-    async def _submit(self, text: str) -> dict[str, Any]:
-        """``SendMessage``; the task it created.
+    async def _submit(self, text: str, deadline: float) -> dict[str, Any] | None:
+        """``SendMessage``; the task it created, or ``None`` if no answer came by
+        *deadline* (the call's).
 
         A cancel that comes while the request is on the wire would lose the task's id
         (and leave the remote task running), so the request finishes in a shielded task
-        of its own: the caller's cancel gives it :data:`CANCEL_GRACE` more, then cancels
-        the remote task it created, then goes on being cancelled.
+        of its own: the caller's cancel gives it :data:`CANCEL_GRACE` more (never past
+        *deadline*), then cancels the remote task it created, then goes on being
+        cancelled.
         """
         payload = send_message(str(uuid.uuid4()), str(uuid.uuid4()), text, self.version)
-        shield = trio.CancelScope(shield=True)
+        # Shielded from the caller's cancel, but never past the call's deadline.
+        shield = trio.CancelScope(shield=True, deadline=deadline)
         done = trio.Event()
         box: list[Any] = []
 
@@ -186,7 +211,7 @@ class RemoteAgent:
             try:
                 await done.wait()
             except trio.Cancelled:
-                shield.deadline = trio.current_time() + CANCEL_GRACE
+                shield.deadline = min(deadline, trio.current_time() + CANCEL_GRACE)
                 with trio.CancelScope(shield=True):
                     await done.wait()
                     if box and not isinstance(box[0], BaseException):
@@ -195,7 +220,7 @@ class RemoteAgent:
                             await self._cancel_remote(str(task.get("id", "")))
                 raise
         if not box:
-            raise A2AError(f"A2A SendMessage to {self.name} timed out")
+            return None
         if isinstance(box[0], BaseException):
             raise box[0]
         return task_from_result(box[0])

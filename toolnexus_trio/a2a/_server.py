@@ -22,6 +22,7 @@ import inspect
 import ipaddress
 import json
 import logging
+import math
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -43,6 +44,7 @@ from ._wire import (
     TERMINAL,
     VERSION_HEADER,
     dumps,
+    is_text,
     part_texts,
     task_v1,
     text_parts,
@@ -55,6 +57,8 @@ logger = logging.getLogger("toolnexus_trio.a2a.serve")
 
 DEFAULT_MAX_REQUEST_BYTES: Final = 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT: Final = 64
+MAX_CONTEXT_ID_CHARS: Final = 1024
+"""The longest ``contextId`` a ``SendMessage`` may give (longer is refused)."""
 SAVE_GRACE: Final = 2.0
 """Seconds the last save of a cancelled task may take."""
 LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
@@ -295,12 +299,19 @@ class A2AServer:
     async def rpc(self, body: bytes, *, v1: bool, sent: trio.Event | None = None) -> dict[str, Any]:
         """One JSON-RPC request's reply; a task it creates waits for *sent*, if given."""
         try:
-            request = json.loads(body)
-        except ValueError:
+            request = json.loads(body, parse_constant=_not_json)
+        except (ValueError, RecursionError):
+            # RecursionError: valid JSON nested deeper than the parser goes (a body of
+            # "[[[[..." under the size cap) is refused as unparsable, not a 500.
             return _error(None, PARSE_ERROR, "Parse error")
         if not isinstance(request, dict):
             return _error(None, INVALID_REQUEST, "Invalid Request: not a JSON-RPC object")
         rid = request.get("id")
+        if not _valid_id(rid):
+            # JSON-RPC ids are a string, a number or null: anything else (an object,
+            # a huge float that parsed as infinity) is not echoed, and a lone
+            # surrogate could not be.
+            return _error(None, INVALID_REQUEST, "Invalid Request: bad id")
         method = request.get("method")
         params = request.get("params")
         if request.get("jsonrpc") != "2.0" or not isinstance(method, str):
@@ -339,6 +350,15 @@ class A2AServer:
             )
         text = "\n".join(texts)
         context = message.get("contextId")
+        # Checked before anything is saved or started: the reply carries contextId, and
+        # a task whose reply cannot be written would run with its caller never told
+        # its id (a retry would run the work twice).
+        if context is not None and not _valid_context(context):
+            raise _Rpc(
+                INVALID_PARAMS,
+                f"message.contextId must be text of at most {MAX_CONTEXT_ID_CHARS} "
+                "characters, without control characters or lone surrogates",
+            )
         task: dict[str, Any] = {
             "id": str(uuid.uuid4()),
             "contextId": context if isinstance(context, str) and context else str(uuid.uuid4()),
@@ -456,6 +476,29 @@ def _failed(text: str) -> dict[str, Any]:
             "kind": "message",
         },
     }
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _valid_context(context: object) -> bool:
+    # The stores' id rule (a lower floor cannot import it): no C0 control, DEL or lone
+    # surrogate, and bounded.
+    return (
+        is_text(context)
+        and isinstance(context, str)
+        and len(context) <= MAX_CONTEXT_ID_CHARS
+        and not any(c < " " or c == "\x7f" for c in context)
+    )
+
+
+def _valid_id(rid: object) -> bool:
+    if rid is None or (isinstance(rid, int) and not isinstance(rid, bool)):
+        return True
+    if isinstance(rid, float):
+        return math.isfinite(rid)
+    return is_text(rid)
 
 
 def _error(rid: Any, code: int, message: str) -> dict[str, Any]:

@@ -67,8 +67,29 @@ class A2AError(Exception):
 
 
 def dumps(value: Any) -> bytes:
-    """Compact JSON, UTF-8, keys in the order given (the SPEC's order)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact JSON, UTF-8, keys in the order given (the SPEC's order).
+
+    Never anything that is not JSON: ``NaN`` and the infinities are refused
+    (:class:`ValueError`), and a string UTF-8 cannot encode (a lone surrogate) is
+    written as ASCII escapes instead of failing.
+    """
+    try:
+        return json.dumps(
+            value, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode()
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+
+
+def is_text(value: object) -> bool:
+    """Whether *value* is a string UTF-8 can encode (no lone surrogate)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def state_of(raw: object) -> str:

@@ -7,8 +7,11 @@ harmless:
    answer id is refused here, before anything is consumed);
 2. *take* it: one conditional update flips ``"pending"`` to ``"taken"`` and, in the
    same write, replaces the transcript with the *interrupted* outcome (each suspended
-   call answered ``"interrupted: <prompt> ..."``). Of two answers racing, in one
-   process or two, exactly one take succeeds; the other raises :class:`AlreadyAnswered`;
+   call answered ``"interrupted: <prompt> ..."``), and records a token of the answers
+   (:func:`_answer_token`), so that the retry of an attempt whose take committed as
+   its connection broke is told so (``AlreadyAnswered.in_doubt``), not "another
+   answer". Of two answers racing, in one process or two, exactly one take succeeds;
+   the other raises :class:`AlreadyAnswered`;
 3. resume the run (the approved calls run here, once);
 4. save the real outcome over the interrupted one, marking the state ``"answered"``
    (or saving the new pending state if the resumed run suspended again).
@@ -21,6 +24,8 @@ take, the interrupted outcome says it may or may not have run.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -29,7 +34,7 @@ import trio
 
 from .._cancel import CancelToken
 from .._wire import Answer, Request
-from ..stores._base import ConversationStore, PendingState, PendingStore
+from ..stores._base import ConversationStore, PendingState, PendingStore, take_with_token
 from ._conversation import _thread_lock
 from ._results import Message, RunError, RunResult, RunTimeout
 
@@ -49,19 +54,32 @@ class AlreadyAnswered(RuntimeError):
     """The pending run was already answered, is being answered, or was superseded.
 
     ``status`` is the state found: ``"taken"``, ``"answered"`` or ``"superseded"``.
-    Nothing ran for this answer.
+    Nothing ran for this answer. ``in_doubt`` is true when the state was taken by an
+    earlier attempt of this same answer (the same answers to the same suspension)
+    whose outcome its caller did not learn: a take that committed as its connection
+    broke, or a process that stopped after its take. The answer is taken then, by that
+    attempt, not by a competitor.
     """
 
-    def __init__(self, id: str, status: str) -> None:
-        why = {
-            "taken": "another answer took it first (if that process stopped, the thread "
-            "holds the interrupted outcome)",
-            "answered": "its outcome is saved",
-            "superseded": "the conversation moved on before it was answered",
-        }.get(status, status)
+    def __init__(self, id: str, status: str, *, in_doubt: bool = False) -> None:
+        if status == "taken" and in_doubt:
+            why = (
+                "an earlier attempt of this same answer took it, and its outcome was "
+                "unknown (its take committed as the connection broke, or its process "
+                "stopped): the answer is now taken and will not run again; the thread "
+                "holds that attempt's outcome, or the interrupted one"
+            )
+        else:
+            why = {
+                "taken": "another answer took it first (if that process stopped, the thread "
+                "holds the interrupted outcome)",
+                "answered": "its outcome is saved",
+                "superseded": "the conversation moved on before it was answered",
+            }.get(status, status)
         super().__init__(f"the pending run of {id!r} was already answered: {why}")
         self.id = id
         self.status = status
+        self.in_doubt = in_doubt
 
 
 class PendingExpired(RuntimeError):
@@ -121,6 +139,15 @@ def _by_id(answers: Mapping[str, Answer] | Iterable[Answer]) -> dict[str, Answer
     return out
 
 
+def _answer_token(id: str, key: str, answers: Mapping[str, Answer]) -> str:
+    """What a take records so that a retry recognises its own in-doubt attempt: a
+    digest of the thread, the suspension's key and the answers. The same answers to the
+    same suspension give the same token, in any process; any other answer another."""
+    document = [id, key, sorted((k, a.to_json()) for k, a in answers.items())]
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 async def _pause(point: str) -> None:
     if _pause_hook is not None:
         await _pause_hook(point)
@@ -155,8 +182,9 @@ async def answer(
         state = await store.get_pending(id)
         if state is None:
             raise LookupError(f"no pending run is stored under {id!r}")
+        token = _answer_token(id, state.key, by_id)
         if state.status != "pending":
-            raise AlreadyAnswered(id, state.status)
+            raise AlreadyAnswered(id, state.status, in_doubt=state.taken_by == token)
         if state.result is None:
             raise ValueError(f"the pending state of {id!r} has no result: the store is damaged")
         halted = RunResult.from_json(state.result)
@@ -171,8 +199,13 @@ async def answer(
         for r in expired:
             effective[r.id] = Answer(r.id, False, reason="expired")
         await _pause("loaded")
-        if not await store.take_pending(id, state.key, _interrupted(halted)):
-            raise AlreadyAnswered(id, "taken")
+        if not await take_with_token(store, id, state.key, _interrupted(halted), token):
+            # Lost the take: to a competitor, or to an earlier attempt of ours whose
+            # statement was still on its way when that attempt gave up on it.
+            # (The status is "taken", as the take found it; the winner may be further.)
+            now_state = await store.get_pending(id)
+            mine = now_state is not None and now_state.taken_by == token
+            raise AlreadyAnswered(id, "taken", in_doubt=mine)
         await _pause("taken")
         try:
             result = await client.resume(halted, effective, toolkit=toolkit, cancel=cancel)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._base import PendingState
+from ._base import PendingState, check_id
 
 if TYPE_CHECKING:
     from ..loop._results import Message
@@ -41,6 +41,7 @@ class InMemoryConversationStore:
 
     async def get(self, id: str) -> list[Message] | None:
         """A copy of the transcript saved under *id*, or ``None``."""
+        check_id(id)
         await trio.lowlevel.checkpoint()
         messages = self._threads.get(id)
         if messages is None:
@@ -53,6 +54,7 @@ class InMemoryConversationStore:
 
         A ``"pending"`` state of *id* becomes ``"superseded"``.
         """
+        check_id(id)
         await trio.lowlevel.checkpoint()
         state = self._pending.get(id)
         if state is not None and state.status == "pending":
@@ -61,23 +63,28 @@ class InMemoryConversationStore:
 
     async def get_pending(self, id: str) -> PendingState | None:
         """The pending state of *id*, or ``None``."""
+        check_id(id)
         await trio.lowlevel.checkpoint()
         return self._pending.get(id)
 
     async def save_pending(self, id: str, messages: Sequence[Message], state: PendingState) -> None:
         """Keep *messages* and *state* under *id* together."""
+        check_id(id)
         await trio.lowlevel.checkpoint()
         self._pending[id] = state
         self._keep(id, messages)
 
-    async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
+    async def take_pending(
+        self, id: str, key: str, messages: Sequence[Message], *, token: str | None = None
+    ) -> bool:
         """The take-once mark (see :meth:`PendingStore.take_pending`)."""
+        check_id(id)
         await trio.lowlevel.checkpoint()
         # No await between the check and the change: atomic within the Trio run.
         state = self._pending.get(id)
         if state is None or state.key != key or state.status != "pending":
             return False
-        self._pending[id] = PendingState(key, "taken")
+        self._pending[id] = PendingState(key, "taken", taken_by=token)
         self._keep(id, messages)
         return True
 

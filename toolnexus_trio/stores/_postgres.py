@@ -11,12 +11,20 @@ connection borrowed from a ``psycopg_pool.ConnectionPool`` (checked before use, 
 server restart costs one reconnect, not an error). Connections are in autocommit mode:
 every statement is its own transaction.
 
-**Cancellation.** A call waiting for a thread (the limiter is full) is cancelled at
-once and nothing ran. A call whose statement is running is *not* abandoned: the
-caller waits for the statement to end (bounded by the server's ``statement_timeout``,
-*timeout* seconds) and gets its result; the cancellation is delivered at its next
-checkpoint. So a take either committed (the thread then shows ``"taken"`` and the
-interrupted outcome, to whoever reads it by id) or never ran; never half-done.
+**Bounds and cancellation.** Every call returns within *timeout* (plus a second), and
+a cancelled call returns at once: the worker thread is abandoned, never waited for, as
+a frozen or unreachable server would block it in the driver where no cancel reaches.
+A call waiting for a thread (the limiter is full) is cancelled before anything ran.
+A call whose statement had started follows the rule of a lost connection: a write
+may or may not have been applied (read the thread to know). The statement itself runs
+to its end in the server, or is rolled back by ``statement_timeout``; never half-done,
+so a take either committed (the thread then shows ``"taken"`` and the interrupted
+outcome) or never ran. Its thread keeps its limiter slot until the driver returns (the
+statement ends, the socket's bounds fail it, the server wakes), so at most
+*max_connections* threads ever wait on the server. Connections have socket-level
+bounds unless the DSN sets its own: ``connect_timeout``, TCP keepalives and
+``tcp_user_timeout`` derived from *timeout*, so an unreachable server fails the
+connection instead of holding it.
 
 **Encoding.** Transcripts and results are stored as ASCII JSON in ``text`` columns,
 not ``jsonb``: ``jsonb`` (and ``text`` itself) refuse U+0000, and a lone surrogate
@@ -31,6 +39,7 @@ processes starting together create it once; a newer version is refused.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -38,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from ._base import PendingState
+from ._base import PendingState, check_id, pending_of, token_column
 
 if TYPE_CHECKING:
     import psycopg
@@ -50,6 +59,10 @@ T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 """The ``schema_version`` this store writes; a database with a newer one is refused."""
+
+_DEADLINE_MARGIN_S = 1.0
+"""How long past *timeout* a call waits for a server that does not answer at all: the
+margin lets a live server's own ``statement_timeout`` (a clean rollback) come first."""
 
 _LOCK_KEY = 0x746E5F7374_6F7265  # "tn_store": the advisory lock around schema creation
 
@@ -98,7 +111,7 @@ ON CONFLICT (id) DO UPDATE SET
 
 _TAKE = """
 UPDATE toolnexus_threads
-SET pending_status = 'taken', pending_result = NULL, messages = %s, updated_at = now()
+SET pending_status = 'taken', pending_result = %s, messages = %s, updated_at = now()
 WHERE id = %s AND pending_key = %s AND pending_status = 'pending'
 """
 
@@ -116,6 +129,25 @@ def _loads(text: str, what: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise ValueError(f"{what} in the database is damaged: {exc}") from None
+
+
+_SECRET_KEYS = frozenset(
+    {"password", "sslpassword", "oauth_client_secret", "scram_client_key", "scram_server_key"}
+)
+"""libpq's secret parameters as of PostgreSQL 18; libpq's own list is added at run time."""
+
+
+def _secret_keys(driver: Any) -> frozenset[str]:
+    """Every libpq parameter that holds a secret: ours, plus those libpq marks ``*``."""
+    try:
+        marked = {
+            option.keyword.decode()
+            for option in driver.pq.Conninfo.get_defaults()
+            if option.dispchar == b"*"
+        }
+    except Exception:  # an exotic libpq: our list alone
+        marked = set()
+    return _SECRET_KEYS | marked
 
 
 def _import_driver() -> tuple[Any, Any]:
@@ -137,17 +169,22 @@ class PostgresConversationStore:
     ``host=... dbname=...``); without one, the standard ``PG*`` environment variables
     (``PGHOST``, ``PGDATABASE``, ``PGPASSWORD``...) say where, as for ``psql``. TLS is
     psycopg's: ``sslmode``, ``sslrootcert`` and the rest in the DSN or ``PGSSLMODE``.
-    The password never appears in the store's ``repr`` or in the errors it raises.
+    No secret of the DSN (``password``, ``sslpassword``, every parameter libpq marks
+    secret) appears in the store's ``repr`` or in the errors it raises.
 
     At most *max_connections* calls run at a time (each in a worker thread, on its own
     connection); *timeout* bounds the wait for a connection and, as the server's
-    ``statement_timeout``, each statement. Use it as ``async with`` or call
+    ``statement_timeout``, each statement; a server that does not answer at all fails
+    the call with :class:`ConnectionError` one second past *timeout*, and a cancel
+    returns at once. Use it as ``async with`` or call
     :meth:`aclose`. The first call creates the tables (or checks their
     ``schema_version``; a newer one is refused with :class:`RuntimeError`).
 
     A call that loses its connection while running raises :class:`ConnectionError`
     (a write may or may not have been applied: read the thread to know); the next call
-    reconnects. See the module notes for what cancellation does.
+    reconnects. An id outside the stores' one id contract is refused
+    with :class:`ValueError` before the database is asked. See the module notes for
+    what cancellation does.
     """
 
     def __init__(
@@ -163,10 +200,34 @@ class PostgresConversationStore:
             raise ValueError(
                 "the PostgreSQL DSN could not be parsed (it is not shown: it may hold a password)"
             ) from None
-        # Scrubbed from any message we raise (libpq does not echo it; this makes sure).
-        self._secret = str(params.get("password") or os.environ.get("PGPASSWORD") or "")
-        shown = {k: v for k, v in params.items() if k != "password"}
+        # Every secret parameter (the password, the TLS key's passphrase, ...) is left
+        # out of the repr and scrubbed from any message we raise (libpq does not echo
+        # them; this makes sure).
+        secret_keys = _secret_keys(driver)
+        self._secrets = sorted(
+            {str(v) for k, v in params.items() if k in secret_keys and v}
+            | {os.environ[k] for k in ("PGPASSWORD", "PGSSLPASSWORD") if os.environ.get(k)},
+            key=len,
+            reverse=True,
+        )
+        shown = {k: v for k, v in params.items() if k not in secret_keys}
         self._shown = driver.conninfo.make_conninfo(**shown) if shown else ""
+        # Socket-level bounds, unless the DSN sets its own: a server that cannot be
+        # reached, or stops answering, fails the connection instead of hanging on it.
+        seconds = max(1, math.ceil(timeout))
+        network = {
+            "connect_timeout": max(2, seconds),
+            "keepalives": 1,
+            "keepalives_idle": seconds,
+            "keepalives_interval": max(1, math.ceil(timeout / 3)),
+            "keepalives_count": 3,
+            "tcp_user_timeout": max(1000, math.ceil(timeout * 1000)),
+        }
+        network = {
+            k: v
+            for k, v in network.items()
+            if k not in params and f"PG{k.upper()}" not in os.environ
+        }
         self.max_connections = max_connections
         self.timeout = timeout
         self._psycopg = driver
@@ -178,7 +239,7 @@ class PostgresConversationStore:
                 max_size=max_connections,
                 open=False,
                 timeout=timeout,
-                kwargs={"autocommit": True},
+                kwargs={"autocommit": True, **network},
                 configure=self._configure,
                 check=pool_module.ConnectionPool.check_connection,
                 name="toolnexus-store",
@@ -223,9 +284,21 @@ class PostgresConversationStore:
         )
 
     async def _call(self, what: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
-        # Not abandoned on cancel (see the module notes): a statement that started runs
-        # to its end and its result is returned; waiting for a thread is cancellable.
-        return await trio.to_thread.run_sync(self._in_thread, what, fn, limiter=self._limiter)
+        # Abandoned on cancel and at the call's deadline (see the module notes): a frozen
+        # or unreachable server blocks the worker thread in the driver, where no cancel
+        # reaches it; the caller never waits for it. The thread keeps its limiter slot
+        # until the driver returns (the statement ends, the socket's bounds fail it, or
+        # the server wakes), so at most max_connections threads ever wait on the server.
+        with trio.move_on_after(self.timeout + _DEADLINE_MARGIN_S) as bound:
+            return await trio.to_thread.run_sync(
+                self._in_thread, what, fn, limiter=self._limiter, abandon_on_cancel=True
+            )
+        assert bound.cancelled_caught
+        raise ConnectionError(
+            f"PostgreSQL store: {what} failed, the server did not answer within "
+            f"{self.timeout:g} s (a write may or may not have been applied): the connection "
+            "is given up"
+        )
 
     def _in_thread(self, what: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         with self._lock:
@@ -272,7 +345,9 @@ class PostgresConversationStore:
         return str(exc).strip()
 
     def _hide(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def _ensure_schema(self, connection: psycopg.Connection[Any]) -> None:
         with connection.transaction():
@@ -298,6 +373,7 @@ class PostgresConversationStore:
 
     async def get(self, id: str) -> list[Message] | None:
         """The transcript saved under *id*, or ``None``."""
+        check_id(id)
 
         def read(db: psycopg.Connection[Any]) -> list[Message] | None:
             row = db.execute("SELECT messages FROM toolnexus_threads WHERE id = %s", (id,))
@@ -313,6 +389,7 @@ class PostgresConversationStore:
 
     async def save(self, id: str, messages: Sequence[Message]) -> None:
         """Replace the transcript of *id* (a waiting pending state becomes superseded)."""
+        check_id(id)
         text = _dumps(list(messages), f"the transcript of {id!r}")
 
         def write(db: psycopg.Connection[Any]) -> None:
@@ -324,6 +401,7 @@ class PostgresConversationStore:
 
     async def get_pending(self, id: str) -> PendingState | None:
         """The pending state of *id*, or ``None`` if it never had one."""
+        check_id(id)
 
         def read(db: psycopg.Connection[Any]) -> PendingState | None:
             row = db.execute(
@@ -334,30 +412,34 @@ class PostgresConversationStore:
             if row is None:
                 return None
             key, status, result = row
-            data = {
-                "key": key,
-                "status": status,
-                "result": None if result is None else _loads(result, f"the pending run of {id!r}"),
-            }
-            return PendingState.from_json(data)
+            parsed = None if result is None else _loads(result, f"the pending run of {id!r}")
+            return PendingState.from_json(pending_of(key, status, parsed))
 
         return await self._call("get_pending", read)
 
     async def save_pending(self, id: str, messages: Sequence[Message], state: PendingState) -> None:
         """Replace the transcript and the pending state of *id* in one statement."""
+        check_id(id)
         text = _dumps(list(messages), f"the transcript of {id!r}")
-        result = None if state.result is None else _dumps(state.result, "the pending run")
+        result = (
+            token_column(state.taken_by)
+            if state.result is None
+            else _dumps(state.result, "the pending run")
+        )
 
         def write(db: psycopg.Connection[Any]) -> None:
             db.execute(_SAVE_PENDING, (id, text, state.key, state.status, result))
 
         await self._call("save_pending", write)
 
-    async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
+    async def take_pending(
+        self, id: str, key: str, messages: Sequence[Message], *, token: str | None = None
+    ) -> bool:
         """The take-once mark: one conditional ``UPDATE`` (see :class:`PendingStore`)."""
+        check_id(id)
         text = _dumps(list(messages), f"the transcript of {id!r}")
 
         def take(db: psycopg.Connection[Any]) -> bool:
-            return db.execute(_TAKE, (text, id, key)).rowcount == 1
+            return db.execute(_TAKE, (token_column(token), text, id, key)).rowcount == 1
 
         return await self._call("take_pending", take)

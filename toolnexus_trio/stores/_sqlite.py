@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from ._base import PendingState
+from ._base import PendingState, check_id, pending_of, token_column
 
 if TYPE_CHECKING:
     from ..loop._results import Message
@@ -75,7 +75,7 @@ ON CONFLICT (id) DO UPDATE SET
 
 _TAKE = """
 UPDATE toolnexus_threads
-SET pending_status = 'taken', pending_result = NULL, messages = ?, updated_at = ?
+SET pending_status = 'taken', pending_result = ?, messages = ?, updated_at = ?
 WHERE id = ? AND pending_key = ? AND pending_status = 'pending'
 """
 
@@ -176,6 +176,7 @@ class SqliteConversationStore:
 
     async def get(self, id: str) -> list[Message] | None:
         """The transcript saved under *id*, or ``None``."""
+        check_id(id)
 
         def read(db: sqlite3.Connection) -> list[Message] | None:
             row = db.execute("SELECT messages FROM toolnexus_threads WHERE id = ?", (id,))
@@ -191,6 +192,7 @@ class SqliteConversationStore:
 
     async def save(self, id: str, messages: Sequence[Message]) -> None:
         """Replace the transcript of *id* (a waiting pending state becomes superseded)."""
+        check_id(id)
         snapshot = list(messages)
 
         def write(db: sqlite3.Connection) -> None:
@@ -203,6 +205,7 @@ class SqliteConversationStore:
 
     async def get_pending(self, id: str) -> PendingState | None:
         """The pending state of *id*, or ``None`` if it never had one."""
+        check_id(id)
 
         def read(db: sqlite3.Connection) -> PendingState | None:
             row = db.execute(
@@ -213,32 +216,37 @@ class SqliteConversationStore:
             if row is None:
                 return None
             key, status, result = row
-            data = {
-                "key": key,
-                "status": status,
-                "result": None if result is None else _loads(result, f"the pending run of {id!r}"),
-            }
-            return PendingState.from_json(data)
+            parsed = None if result is None else _loads(result, f"the pending run of {id!r}")
+            return PendingState.from_json(pending_of(key, status, parsed))
 
         return await self._call(read)
 
     async def save_pending(self, id: str, messages: Sequence[Message], state: PendingState) -> None:
         """Replace the transcript and the pending state of *id* in one transaction."""
+        check_id(id)
         snapshot = list(messages)
 
         def write(db: sqlite3.Connection) -> None:
             text = _dumps(snapshot, f"the transcript of {id!r}")
-            result = None if state.result is None else _dumps(state.result, "the pending run")
+            result = (
+                token_column(state.taken_by)
+                if state.result is None
+                else _dumps(state.result, "the pending run")
+            )
             db.execute(_SAVE_PENDING, (id, text, state.key, state.status, result, time.time()))
 
         await self._call(write)
 
-    async def take_pending(self, id: str, key: str, messages: Sequence[Message]) -> bool:
+    async def take_pending(
+        self, id: str, key: str, messages: Sequence[Message], *, token: str | None = None
+    ) -> bool:
         """The take-once mark: one conditional ``UPDATE`` (see :class:`PendingStore`)."""
+        check_id(id)
         snapshot = list(messages)
 
         def take(db: sqlite3.Connection) -> bool:
             text = _dumps(snapshot, f"the transcript of {id!r}")
-            return db.execute(_TAKE, (text, time.time(), id, key)).rowcount == 1
+            taken = token_column(token)
+            return db.execute(_TAKE, (taken, text, time.time(), id, key)).rowcount == 1
 
         return await self._call(take)
