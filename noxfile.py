@@ -22,8 +22,9 @@ XBENCH_PEERS = {  # bench scenario 14: virtualenv -> its packages (benchmarks/xf
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite (pytest-trio, trio_mode), with the ``mcp`` extra so the MCP tests run
-    and the ``postgres`` extra so the PostgreSQL store tests run (against pgserver's binaries)."""
-    session.install("-e", ".[test,mcp,postgres]")
+    the ``postgres`` extra so the PostgreSQL store tests run (against pgserver's binaries),
+    and the ``docs`` extra so tests/test_docs.py can build the pages it checks."""
+    session.install("-e", ".[test,mcp,postgres,docs]")
     session.run("pytest", "-q", *session.posargs)
 
 
