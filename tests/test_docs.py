@@ -10,6 +10,7 @@ for JSON, shell and the like; one that holds Python statements fails here.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -24,33 +25,87 @@ DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.rst"))
 
 
-def _blocks(text: str, opener: re.Pattern[str]) -> Iterator[tuple[int, str]]:
-    """The indented body after each line matching *opener*: (line number, dedented code)."""
+def _blocks(text: str, opener: re.Pattern[str]) -> Iterator[tuple[int, dict[str, str], str]]:
+    """The body after each line matching *opener*: (line number, options, dedented code)."""
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if not opener.search(line):
             continue
         indent = len(line) - len(line.lstrip())
-        body: list[str] = []
+        options: dict[str, str] = {}
         j = i + 1
-        while j < len(lines) and lines[j].strip().startswith(":") and lines[j].startswith(" "):
-            j += 1  # directive options
+        while j < len(lines) and lines[j].startswith(" ") and lines[j].strip().startswith(":"):
+            _, key, value = lines[j].strip().split(":", 2)
+            options[key] = value.strip()
+            j += 1
+        body: list[str] = []
         for follow in lines[j:]:
             if follow.strip() and len(follow) - len(follow.lstrip()) <= indent:
                 break
             body.append(follow)
-        code = "\n".join(body)
         width = min((len(b) - len(b.lstrip()) for b in body if b.strip()), default=0)
-        yield i + 1, "\n".join(b[width:] for b in code.splitlines()).strip("\n") + "\n"
+        code = "\n".join(b[width:] for b in body).strip("\n") + "\n"
+        yield i + 1, options, code
 
 
 CODE_BLOCK = re.compile(r"^\s*\.\. code-block:: python\s*$")
+ANY_BLOCK = re.compile(r"^\s*\.\. code-block:: \w+\s*$")
 LITERAL = re.compile(r"(?<!:)::\s*$")
+FILE_NAME = re.compile(r"^[\w.-]+\.\w+$")
+
+
+def _files(page: Path) -> dict[str, str]:
+    """The files a page shows (a code-block captioned with a file name), by name."""
+    blocks = _blocks(page.read_text("utf-8"), ANY_BLOCK)
+    return {o["caption"]: code for _, o, code in blocks if FILE_NAME.match(o.get("caption", ""))}
+
+
+# A captioned python block is a file another snippet uses (an MCP server, say), run by it.
 SNIPPETS = [
     pytest.param(page, line, code, id=f"{page.name}:{line}")
     for page in PAGES
-    for line, code in _blocks(page.read_text("utf-8"), CODE_BLOCK)
+    for line, options, code in _blocks(page.read_text("utf-8"), CODE_BLOCK)
+    if not FILE_NAME.match(options.get("caption", ""))
 ]
+
+# What the FakeProvider that stands in for "a real model" answers: snippets that talk to
+# a model read its URL from BASE_URL, as the quick start's program does.
+MODEL_SCRIPT = [
+    {"tool_calls": [{"name": "add", "arguments": {"a": 19, "b": 23}}]},
+    {"text": "19 + 23 = 42"},
+]
+
+
+@pytest.fixture(scope="module")
+def model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A FakeProvider process (``python -m toolnexus_trio.testing serve``), cycling."""
+    script = tmp_path_factory.mktemp("model") / "script.json"
+    script.write_text(json.dumps(MODEL_SCRIPT), "utf-8")
+    command = [sys.executable, "-m", "toolnexus_trio.testing", "serve", "--cycle"]
+    server = subprocess.Popen(
+        [*command, "--script", str(script)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        start_new_session=True,
+    )
+    try:
+        assert server.stdout is not None
+        yield server.stdout.readline().strip()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """This interpreter's environment, the checkout first on the path and its bin on PATH
+    (a config's ``"command": ["python", ...]`` finds this interpreter)."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    pythonpath = os.pathsep.join([str(ROOT), *sys.path])
+    return {**os.environ, "PYTHONPATH": pythonpath, "PATH": path, **extra}
 
 
 def test_there_are_snippets() -> None:
@@ -59,13 +114,17 @@ def test_there_are_snippets() -> None:
 
 
 @pytest.mark.parametrize(("page", "line", "code"), SNIPPETS)
-def test_snippet_runs(page: Path, line: int, code: str, tmp_path: Path) -> None:
-    """The snippet, as written, is a program that exits 0 (in an empty directory)."""
+def test_snippet_runs(page: Path, line: int, code: str, tmp_path: Path, model_url: str) -> None:
+    """The snippet, as written, is a program that exits 0, in a directory holding the
+    files its page shows, and with BASE_URL naming a (fake) model."""
+    for name, content in _files(page).items():
+        (tmp_path / name).write_text(content, "utf-8")
     script = tmp_path / "snippet.py"
     script.write_text(code, "utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+    env = _env(BASE_URL=model_url)
     done = subprocess.run(
         [sys.executable, str(script)],
+        stdin=subprocess.DEVNULL,
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -92,7 +151,7 @@ def test_literal_blocks_hold_no_python() -> None:
     found = []
     for page in PAGES:
         text = page.read_text("utf-8")
-        for line, code in _blocks(text, LITERAL):
+        for line, _, code in _blocks(text, LITERAL):
             if text.splitlines()[line - 1].lstrip().startswith(".. "):
                 continue  # a directive, not a literal block
             if _is_python(code):
@@ -116,7 +175,7 @@ def built_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("sphinx")
     pytest.importorskip("furo")
     out = tmp_path_factory.mktemp("html")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+    env = _env()
     done = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", str(DOCS), str(out)],
         capture_output=True,
