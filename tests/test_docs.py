@@ -198,3 +198,12 @@ def test_reference_shows_real_defaults(built_html: Path) -> None:
     # a plain default, a factory's value, and keyword-only fields after a star
     assert "ToolHints(read_only=False" in reference
     assert "BuiltinsConfig(enabled=True, tools={}, base_dir=None)" in reference
+
+
+def test_one_install_story() -> None:
+    """The package is installed from a checkout (``pip install -e '.[extra]'``): no page,
+    example, error message or README names an index package that does not exist."""
+    places = [ROOT / "README.md", *PAGES, *(DOCS / "examples").glob("*.py")]
+    places += [*(ROOT / "toolnexus_trio").rglob("*.py"), *(ROOT / "interop").glob("*.py")]
+    wrong = [str(p.relative_to(ROOT)) for p in places if "toolnexus-trio[" in p.read_text("utf-8")]
+    assert wrong == []
