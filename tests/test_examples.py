@@ -57,6 +57,31 @@ def test_example_runs(script: Path, request: pytest.FixtureRequest) -> None:
     assert "ok" in done.stdout
 
 
+def test_many_machines_without_a_database_says_why() -> None:
+    """No server: the example stops with the server's own reason, not a bare
+    CalledProcessError from a worker after the store's 30 s connection wait."""
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PGHOST": "127.0.0.1", "PGPORT": str(port), "PGCONNECT_TIMEOUT": "5"}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "many_machines.py")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode != 0
+    assert "cannot reach PostgreSQL" in done.stderr
+    assert "Connection refused" in done.stderr
+    assert "docs/many-machines.rst" in done.stderr
+    assert "CalledProcessError" not in done.stderr
+
+
 def test_demo_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["demo"]) == 0
     out = capsys.readouterr().out
