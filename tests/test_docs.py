@@ -207,3 +207,12 @@ def test_one_install_story() -> None:
     places += [*(ROOT / "toolnexus_trio").rglob("*.py"), *(ROOT / "interop").glob("*.py")]
     wrong = [str(p.relative_to(ROOT)) for p in places if "toolnexus-trio[" in p.read_text("utf-8")]
     assert wrong == []
+
+
+def test_dir_of_the_package_shows_only_what_it_offers() -> None:
+    """``dir(toolnexus_trio)``, a newcomer's first look, holds no typing helper."""
+    import toolnexus_trio
+
+    public = {name for name in dir(toolnexus_trio) if not name.startswith("_")}
+    assert "TYPE_CHECKING" not in public
+    assert {"tool", "create_toolkit", "create_client"} <= public
