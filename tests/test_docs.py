@@ -216,3 +216,18 @@ def test_dir_of_the_package_shows_only_what_it_offers() -> None:
     public = {name for name in dir(toolnexus_trio) if not name.startswith("_")}
     assert "TYPE_CHECKING" not in public
     assert {"tool", "create_toolkit", "create_client"} <= public
+
+
+def test_performance_table_has_one_number_per_cell(tmp_path: Path) -> None:
+    """The generated page (benchmarks/report.py) puts each figure in its own cell, and
+    is what the generator makes of benchmarks/results/latest.json."""
+    page = (DOCS / "performance.rst").read_text("utf-8")
+    packed = re.compile(r"^\s+- -?[\d.,]+ / -?[\d.,]+ /", re.MULTILINE)
+    assert packed.search(page) is None
+    assert "Ours (median)" in page and "Ours p95" in page
+    from benchmarks.report import refresh_tables
+
+    copy = tmp_path / "performance.rst"
+    copy.write_text(page, "utf-8")
+    refresh_tables(ROOT / "benchmarks" / "results" / "latest.json", copy)
+    assert copy.read_text("utf-8") == page
