@@ -31,6 +31,43 @@ def test_the_seed_examples_are_present() -> None:
     } <= names
 
 
+# What an example prints for its reader, checked here (the examples hold no asserts of
+# their own); an example not listed still ends with an "ok" line.
+EXPECTED: dict[str, list[str]] = {
+    "seed_1_cancellation.py": [
+        "calling slow (it waits five seconds)\ncancelling the call's token\n",
+        "slow returned 'cancelled' (an error: True)\n",
+    ],
+    "seed_2_timeout.py": [
+        "with a 20 ms budget: 'timed out after 20ms' (an error: True)\n",
+        "with no budget: 'finished' (an error: False)\n",
+    ],
+    "seed_3_answer.py": [
+        "wait_for: the tool asks 'Proceed?' (approval); approving\n",
+        "tool confirm: confirmed\nmodel: tool said: confirmed\n",
+    ],
+    "seed_4_call_id.py": [
+        "probe running as call call_",
+        "tool result for call_a: I was call_a\ntool result for call_b: I was call_b\n",
+    ],
+}
+
+
+def check_output(name: str, out: str) -> None:
+    """The facts an example's output must show (see EXPECTED)."""
+    if name not in EXPECTED:
+        assert "ok" in out
+        return
+    for expected in EXPECTED[name]:
+        assert expected in out, out
+    if name == "seed_1_cancellation.py":  # back long before the tool's five seconds
+        ms = int(out.split("after ", 1)[1].split(" ms", 1)[0])
+        assert ms < 5000, out
+    if name == "seed_4_call_id.py":  # both calls started before either finished
+        lines = out.splitlines()
+        assert [line.startswith("probe running") for line in lines[:2]] == [True, True]
+
+
 # Examples that need a PostgreSQL database get one through the standard PG* variables.
 NEEDS_POSTGRES = {"many_machines.py"}
 
@@ -54,7 +91,7 @@ def test_example_runs(script: Path, request: pytest.FixtureRequest) -> None:
         env=env,
     )
     assert done.returncode == 0, done.stderr
-    assert "ok" in done.stdout
+    check_output(script.name, done.stdout)
 
 
 def test_many_machines_without_a_database_says_why() -> None:
