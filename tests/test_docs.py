@@ -231,3 +231,30 @@ def test_performance_table_has_one_number_per_cell(tmp_path: Path) -> None:
     copy.write_text(page, "utf-8")
     refresh_tables(ROOT / "benchmarks" / "results" / "latest.json", copy)
     assert copy.read_text("utf-8") == page
+
+
+def test_readme_example_runs(tmp_path: Path) -> None:
+    """The README's "A taste" program runs as written."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    code = readme.split("## A taste", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "taste.py"
+    script.write_text(code, "utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "The sum is 5\n"
+
+
+def test_readme_and_docs_agree_on_the_jobs() -> None:
+    readme = (ROOT / "README.md").read_text("utf-8")
+    index = (DOCS / "index.rst").read_text("utf-8")
+    assert "three jobs" in readme and "three jobs" in index
+    assert "two jobs" not in readme + index
