@@ -133,6 +133,8 @@ def test_snippet_runs(page: Path, line: int, code: str, tmp_path: Path, model_ur
         env=env,
     )
     assert done.returncode == 0, f"{page.name}:{line}\n{done.stdout}\n{done.stderr}"
+    # nor did anything it started fail (an MCP server's crash is only logged)
+    assert "Traceback" not in done.stderr, f"{page.name}:{line}\n{done.stderr}"
 
 
 def _is_python(code: str) -> bool:
