@@ -50,6 +50,22 @@ EXPECTED: dict[str, list[str]] = {
         "probe running as call call_",
         "tool result for call_a: I was call_a\ntool result for call_b: I was call_b\n",
     ],
+    "real_models.py": [
+        "run: '2 + 3 = 5.' (done); tools called: add({'a': 2, 'b': 3}) -> 5\n",
+        "  usage: {'prompt_tokens': 20, 'completion_tokens': 10, 'total_tokens': 30}\n",
+        "stream: 'Streamed word by word.', as deltas ['Streamed ', 'word ', 'by ', ",
+        "'streamed.']\n",
+        "conversation user-42: 'You are Ada.'; the store keeps 5 messages\n",
+        "a Conversation after reset() holds 0 messages\n",
+        'metrics: toolnexus_llm_requests_total{model="gpt-4o-mini",status="ok"} 7\n',
+        "on_metric saw 7 model calls, 1 tool call, 6 runs\n",
+        "the server got POST /v1/chat/completions, model 'gpt-4o-mini',\n",
+        "  an Authorization header: True,\n",
+        "  first message {'role': 'system', 'content': 'You are terse.'}\n",
+        "  request 3 asked to stream: True\n",
+        "  the second ask on user-42 sent: ['My name is Ada.', 'Nice to meet you, Ada.', "
+        "'Who am I?']\n",
+    ],
 }
 
 
