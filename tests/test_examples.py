@@ -66,6 +66,17 @@ EXPECTED: dict[str, list[str]] = {
         "  the second ask on user-42 sent: ['My name is Ada.', 'Nice to meet you, Ada.', "
         "'Who am I?']\n",
     ],
+    "relay_proxy.py": [
+        "the caller got the answer: 'Paris is sunny and Oslo is snowing.'\n",
+        "the model was offered: ['get_weather']\n",
+        "  and got back call_paris: 'sunny, 21C', run by the caller\n"
+        "  and got back call_oslo: 'snow, -3C', run by the caller\n",
+        "  {'role': 'assistant', 'content': 'Paris is sunny and Oslo is snowing.'}\n",
+    ],
+    "compaction.py": [
+        "  system: 'You are Ava.'\n",
+        "  system: '[Summary of earlier conversation]\\n(a summary of ",
+    ],
 }
 
 
@@ -79,6 +90,9 @@ def check_output(name: str, out: str) -> None:
     if name == "seed_1_cancellation.py":  # back long before the tool's five seconds
         ms = int(out.split("after ", 1)[1].split(" ms", 1)[0])
         assert ms < 5000, out
+    if name == "compaction.py":  # under the budget, plus the last turn
+        tokens = int(out.split("about ", 1)[1].split(" tokens", 1)[0])
+        assert tokens <= 400 + 100, out
     if name == "seed_4_call_id.py":  # both calls started before either finished
         lines = out.splitlines()
         assert [line.startswith("probe running") for line in lines[:2]] == [True, True]
