@@ -90,6 +90,15 @@ EXPECTED: dict[str, list[str]] = {
         "a Trio scope cancelled the run at 100 ms: True\n"
         "  and the server saw its connection closed: True\n",
     ],
+    "real_models_translate.py": [
+        "the model said 'Checking.' and stopped for 'tool_calls'\n",
+        "its call: toolu_1 get_weather({'city': 'Paris'}); usage {'prompt_tokens': 10, "
+        "'completion_tokens': 5, 'total_tokens': 15}\n",
+        "what went over the wire: POST /v1/messages, anthropic-version\n"
+        "  2023-06-01, system 'Be brief.',\n  max_tokens 256, and the tool as\n",
+        '"input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, '
+        '"required": ["city"]}}\n',
+    ],
 }
 
 
