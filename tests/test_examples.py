@@ -99,6 +99,15 @@ EXPECTED: dict[str, list[str]] = {
         '"input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, '
         '"required": ["city"]}}\n',
     ],
+    "builtins_agent.py": [
+        "the system prompt lists the skill fix-python: True\n"
+        'skill [ok]: <skill_content name="fix-python">\n'
+        'bash [error]: TypeError: can only concatenate str (not "int") to str\n'
+        "edit [ok]: Edited sum.py (1 replacement)\n"
+        "bash [ok]: total: 6\n"
+        "model: fixed; the script now prints 'total: 6\\n'\n"
+        'sum.py now ends with: print(f"total: {total}")\n',
+    ],
 }
 
 
