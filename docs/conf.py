@@ -33,7 +33,7 @@ html_css_files = ["wide.css"]
 def _attrs_default(field: Any) -> str:
     """How the signature shows one attrs field's default: its value, or what its factory makes."""
     default = field.default
-    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+    if isinstance(default, attrs.Factory):
         factory = default.factory
         if not default.takes_self and factory in (list, dict, set, tuple, frozenset):
             return repr(factory())
