@@ -260,3 +260,43 @@ def test_readme_and_docs_agree_on_the_jobs() -> None:
     index = (DOCS / "index.rst").read_text("utf-8")
     assert "three jobs" in readme and "three jobs" in index
     assert "two jobs" not in readme + index
+
+
+def test_quickstart_run_session_against_its_script(tmp_path: Path) -> None:
+    """The quick start's offline ``run``: its script.json served by the FakeProvider
+    process, and ``run`` pointed at it, in a directory holding that script."""
+    script = _files(DOCS / "quickstart.rst")["script.json"]
+    (tmp_path / "script.json").write_text(script, "utf-8")
+    command = [sys.executable, "-m", "toolnexus_trio.testing", "serve", "--cycle"]
+    server = subprocess.Popen(
+        [*command, "--script", "script.json"],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        start_new_session=True,
+    )
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        run = [sys.executable, "-m", "toolnexus_trio", "run", "--base-url", url]
+        done = subprocess.run(
+            [*run, "--style", "openai", "--model", "fake", "--once", "which JSON files?"],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=_env(),
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if server.stdout is not None:
+            server.stdout.close()
+    assert done.returncode == 0, done.stderr
+    assert "Let me look." in done.stdout
+    assert "There is one JSON file here: script.json." in done.stdout
+    assert "<- glob [ok]: script.json" in done.stderr
