@@ -135,6 +135,27 @@ def test_snippet_runs(page: Path, line: int, code: str, tmp_path: Path, model_ur
     assert done.returncode == 0, f"{page.name}:{line}\n{done.stdout}\n{done.stderr}"
     # nor did anything it started fail (an MCP server's crash is only logged)
     assert "Traceback" not in done.stderr, f"{page.name}:{line}\n{done.stderr}"
+    shown = _printed_after(page, line)
+    if shown is not None:  # the page says what it prints: it does
+        assert done.stdout == shown, f"{page.name}:{line}\n{done.stdout}"
+
+
+def _printed_after(page: Path, line: int) -> str | None:
+    """The output a page shows for the snippet at *line*: a literal block introduced by
+    a paragraph ending in "prints::" right after the snippet, if there is one."""
+    text = page.read_text("utf-8")
+    lines = text.splitlines()
+    for number, _, code in _blocks(text, CODE_BLOCK):
+        if number != line:
+            continue
+        after = line + len(code.splitlines())
+        rest = [x for x in lines[after:] if x.strip()]
+        while rest and rest[0].startswith(" "):  # the rest of the snippet's body
+            rest.pop(0)
+        if rest and rest[0].rstrip().endswith("prints::"):
+            start = lines.index(rest[0], after) + 1
+            return next(code for n, _, code in _blocks(text, LITERAL) if n == start)
+    return None
 
 
 def _is_python(code: str) -> bool:
