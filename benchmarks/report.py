@@ -866,33 +866,78 @@ def _rst_text(text: str) -> str:
     return re.sub(r"^(\d+)\.", r"\1\\.", text)
 
 
-def _rst_table(rows: list[Row]) -> list[str]:
+def _unit(scenario: dict[str, Any]) -> str:
+    """The unit of a scenario in its ``latest.json`` form (``"metric (unit)"``)."""
+    return str(scenario["metric"]).rsplit(" (", 1)[-1].rstrip(")")
+
+
+def _rst_table(scenarios: list[dict[str, Any]]) -> list[str]:
+    """The results as reStructuredText, one number per cell: the medians, ratio and
+    target in the first table, each side's spread (p95, min, max) in a second one.
+
+    *scenarios* are rows in their ``latest.json`` form (:meth:`Row.as_dict`), so the page
+    can be rebuilt from a results file (``python -m benchmarks.report``)."""
     lines = [
         ".. list-table::",
         "   :header-rows: 1",
-        "   :widths: 26 8 20 20 7 7 14 7",
+        "   :widths: 34 6 10 10 8 8 16 6",
         "",
         "   * - Scenario",
         "     - Unit",
-        "     - Ours: median / p95 / min / max",
-        "     - Peer: median / p95 / min / max",
+        "     - Ours (median)",
+        "     - Peer (median)",
         "     - Ratio ours/peer",
         "     - Ours / limit",
         "     - Target",
         "     - Met",
     ]
-    for r in rows:
+    for sc in scenarios:
+        to_limit = sc.get("ours_to_limit")
+        met = {True: "met", False: "MISSED", None: NONE}[sc.get("met")]
         lines += [
-            f"   * - {_rst_text(r.name)}",
-            f"     - {r.unit}",
-            f"     - {_side(r.ours)}",
-            f"     - {_side(r.peer)}",
-            f"     - {_ratio(r.ratio)}",
-            f"     - {_to_limit(r)}",
-            f"     - {r.target.text() if r.target else '(reported)'}",
-            f"     - {_met(r)}",
+            f"   * - {_rst_text(sc['name'])}",
+            f"     - {_unit(sc)}",
+            f"     - {_fmt(sc['ours']['median'])}",
+            f"     - {_fmt(sc['peer']['median'])}",
+            f"     - {_ratio(sc['ratio'])}",
+            f"     - {NONE if to_limit is None else f'{to_limit:.2f}'}",
+            f"     - {sc.get('target') or '(reported)'}",
+            f"     - {met}",
         ]
+    lines += [
+        "",
+        "The spread of each side (same unit):",
+        "",
+        ".. list-table::",
+        "   :header-rows: 1",
+        "   :widths: 34 6 10 10 10 10 10 10",
+        "",
+        "   * - Scenario",
+        "     - Unit",
+        "     - Ours p95",
+        "     - Ours min",
+        "     - Ours max",
+        "     - Peer p95",
+        "     - Peer min",
+        "     - Peer max",
+    ]
+    for sc in scenarios:
+        lines += [f"   * - {_rst_text(sc['name'])}", f"     - {_unit(sc)}"]
+        for side in ("ours", "peer"):
+            lines += [f"     - {_fmt(sc[side][stat])}" for stat in ("p95", "min", "max")]
     return lines
+
+
+def refresh_tables(results: Path = RESULTS, doc: Path = DOC) -> None:
+    """Rewrite the results tables of *doc* from *results* (a ``latest.json``), leaving
+    the rest of the page as the run wrote it: for a change of the tables' layout,
+    without measuring again."""
+    scenarios = json.loads(results.read_text(encoding="utf-8"))["scenarios"]
+    text = doc.read_text(encoding="utf-8")
+    head, rest = text.split("\n.. list-table::\n", 1)
+    ends = [rest.index(m) for m in ("\n**Targets missed", "\nEvery target was met") if m in rest]
+    tail = rest[min(ends) :]
+    doc.write_text(head + "\n" + "\n".join(_rst_table(scenarios)) + "\n" + tail, encoding="utf-8")
 
 
 def write_outputs(
@@ -1031,7 +1076,7 @@ def _rst(
         "share of the limit reached; for a time, how many times the limit it takes.",
         "``met`` is computed from the numbers.",
         "",
-        *_rst_table(rows),
+        *_rst_table([r.as_dict() for r in rows]),
         "",
     ]
     if missed:
@@ -1103,3 +1148,9 @@ def _rst(
         "",
     ]
     return "\n".join(out)
+
+
+if __name__ == "__main__":
+    # ``python -m benchmarks.report``: the page's tables again from latest.json.
+    refresh_tables()
+    print(f"rewrote the tables of {DOC.relative_to(ROOT)} from {RESULTS.relative_to(ROOT)}")
