@@ -232,8 +232,10 @@ async def test_define_tool() -> None:
     def not_async(args: dict[str, Any], ctx: ToolContext) -> str:
         return "x"
 
-    with pytest.raises(TypeError, match="async"):
-        define_tool("s", "", None, not_async)  # type: ignore[arg-type]
+    # a plain function is accepted and runs in a worker thread (tests/test_tool_authoring.py)
+    assert await define_tool("s", "", None, not_async).call({}) == ToolResult.ok("x")
+    with pytest.raises(TypeError, match="expected a function"):
+        define_tool("s", "", None, "not callable")  # type: ignore[arg-type]
 
 
 def test_schemas_are_compiled_once_and_remote_refs_refused() -> None:
