@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 import pytest
@@ -91,10 +90,9 @@ async def test_a_forgotten_await_says_what_to_write() -> None:
 
 
 def test_a_create_toolkit_never_used_warns_as_a_coroutine_would() -> None:
-    unused = create_toolkit(NO_BUILTINS)
+    unused = [create_toolkit(NO_BUILTINS)]
     with pytest.warns(RuntimeWarning, match=r"create_toolkit\(\.\.\.\) was never awaited"):
-        del unused
-        gc.collect()
+        unused.clear()
 
 
 async def test_awaiting_an_opener_says_to_use_async_with() -> None:
@@ -120,7 +118,9 @@ async def test_awaiting_an_opener_says_to_use_async_with() -> None:
 
 
 async def test_awaiting_a_client_says_to_use_async_with() -> None:
-    client: Any = create_client(ClientOptions(style="openai", base_url="http://127.0.0.1:9/v1", model="m"))
+    client: Any = create_client(
+        ClientOptions(style="openai", base_url="http://127.0.0.1:9/v1", model="m")
+    )
     with pytest.raises(TypeError) as caught:
         await client
     assert str(caught.value) == (

@@ -538,10 +538,8 @@ def create_toolkit(
     block's end) or ``toolkit = await create_toolkit(options)`` (close it yourself).
 
     With ``options.mcp``, the MCP servers load first (concurrently); their connections
-    are tasks of the ``async with`` block (or of *nursery*, which the ``await`` form
-    needs then), so none outlives it. Skill folders are read in a worker thread;
-    cancelling the build abandons the walk. A forgotten ``await`` or ``async with`` is
-    an error that says what to write.
+    are tasks of the ``async with`` block (or of *nursery*, which ``await`` then needs).
+    Skill folders are read in a worker thread; cancelling the build abandons the walk.
     """
     return AwaitOrEnter(
         "create_toolkit",

@@ -28,7 +28,6 @@ import trio
 
 from .._cancel import CancelToken
 from .._groups import collapse_groups
-from .._opening import opener
 from .._wire import Answer
 from ..loop._durable import AlreadyAnswered
 from ..loop._results import Generate, Hooks, OnMetric
@@ -596,7 +595,6 @@ class AgentRuntime:
             await source.aclose()
 
 
-@opener("runtime")  # a forgotten `async with` or a stray `await` says what to write
 @asynccontextmanager
 async def open_agent_runtime(
     registry: Mapping[str, AgentDef],
