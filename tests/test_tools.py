@@ -65,6 +65,8 @@ def test_public_names_are_pinned() -> None:
     }  # fmt: skip
     assert set(tn.__all__) == expected
     assert tn.Tool.__module__ == "toolnexus_trio"
+    # dir() shows the public names and the subpackages, not typing's helpers (issue 31)
+    assert "TYPE_CHECKING" not in dir(tn)
 
 
 def test_result_and_context_defaults() -> None:

@@ -6,7 +6,7 @@ The Tesseron host SDK lives in :mod:`toolnexus_trio.tesseron`, the gateway that
 turns a host's actions into tools in :mod:`toolnexus_trio.gateway`.
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
 import attrs as _attrs
 
@@ -149,7 +149,7 @@ __all__ = [
     "tool",
 ]
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:  # (not a bare TYPE_CHECKING: dir(toolnexus_trio) stays public)
     from .agents import Agent as Agent
     from .agents import AgentDef as AgentDef
     from .agents import Budget as Budget
