@@ -128,3 +128,21 @@ async def test_awaiting_a_client_says_to_use_async_with() -> None:
         "(or create_in_process_client), without `await`"
     )
     await client.aclose()
+
+
+async def test_async_with_create_toolkit_holds_mcp_servers_and_stops_them() -> None:
+    pytest.importorskip("mcp")
+    from mcp_helpers import group_members, pid_alive, stdio
+
+    options = ToolkitOptions(mcp={"ev": stdio("--child")}, builtins=False)
+    async with create_toolkit(options) as toolkit:
+        assert toolkit.get("ev_pids") is not None
+        pids = (await toolkit.execute("ev_pids", {})).output[11:-2].split()
+        server_pid, child_pid = map(int, pids)
+        assert pid_alive(server_pid)
+    # the block's end stopped the server's whole process tree
+    assert group_members(server_pid) == []
+    assert not pid_alive(server_pid) and not pid_alive(child_pid)
+    # the await form still needs a nursery for them, and says how to get one
+    with pytest.raises(TypeError, match=r"async with create_toolkit\(options\) as toolkit:"):
+        await create_toolkit(options)

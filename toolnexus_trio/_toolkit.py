@@ -557,7 +557,7 @@ async def _create_toolkit(options: ToolkitOptions | None, nursery: trio.Nursery 
         if nursery is None:
             raise TypeError(
                 "ToolkitOptions.mcp needs a nursery for the server connections: use "
-                "`async with create_toolkit(options) as toolkit:` (or pass nursery=)"
+                "`async with create_toolkit(options) as toolkit:` (as open_toolkit), or nursery="
             )
         from .mcp._sdk import require_sdk
 
