@@ -431,3 +431,69 @@ async def test_read_only_builtins_keep_only_tools_that_change_nothing(tmp_path: 
         outside = await toolkit.execute("read", {"path": "/etc/hostname"})
         assert outside.is_error and "outside" in outside.output
     assert BuiltinsConfig.read_only().base_dir is None
+
+
+# More nesting, returns and the loop's direct path -----------------------------------------
+
+
+@dataclasses.dataclass
+class Leg:
+    at: Coords
+    seats: dict[str, list[Seat]]
+
+
+class Seat(enum.Enum):
+    FRONT = 1
+    BACK = 2
+
+
+async def test_pydantic_inside_a_dataclass_and_enums_inside_containers() -> None:
+    got: list[Leg] = []
+
+    @tool
+    async def fly(legs: list[Leg]) -> Leg:
+        """Fly the legs; returns the first."""
+        got.extend(legs)
+        return legs[0]
+
+    schema = fly.input_schema
+    leg = schema["properties"]["legs"]["items"]
+    assert leg["properties"]["at"]["properties"]["lat"]["minimum"] == -90
+    assert leg["properties"]["seats"]["additionalProperties"]["items"] == {"enum": [1, 2]}
+    result = await fly.call({"legs": [{"at": {"lat": 1, "lon": 2}, "seats": {"ana": [1, 2]}}]})
+    assert got == [Leg(Coords(lat=1, lon=2), {"ana": [Seat.FRONT, Seat.BACK]})]
+    # A returned dataclass (with a pydantic model and enums in it) is sent as JSON.
+    assert result == ToolResult.ok('{"at":{"lat":1.0,"lon":2.0},"seats":{"ana":[1,2]}}')
+
+
+async def test_sync_tools_on_the_loop_s_direct_path_run_concurrently() -> None:
+    both_started = threading.Barrier(2, timeout=30)
+
+    def meet(args: dict[str, Any], ctx: ToolContext) -> str:
+        both_started.wait()  # each waits for the other: only concurrent threads get past
+        return f"met {args['who']}"
+
+    @tool
+    def greet(who: str) -> str:
+        both_started.wait()
+        return f"hello {who}"
+
+    async def generate(req: GenerateRequest) -> InProcessResponse:
+        if req.turn == 0:
+            return InProcessResponse(
+                tool_calls=[
+                    InProcessToolCall("a", "meet", {"who": "ana"}),
+                    InProcessToolCall("b", "greet", {"who": "bo"}),
+                ]
+            )
+        return InProcessResponse(content="done")
+
+    schema = {"type": "object", "properties": {"who": {"type": "string"}}}
+    extra = [define_tool("meet", "Meet", schema, meet), greet]
+    async with create_toolkit(ToolkitOptions(builtins=False, extra_tools=extra)) as toolkit:
+        client = create_in_process_client(InProcessOptions(model="m", generate=generate))
+        result = await client.run("go", toolkit)
+    assert [(c.name, c.output) for c in result.tool_calls] == [
+        ("meet", "met ana"),
+        ("greet", "hello bo"),
+    ]
