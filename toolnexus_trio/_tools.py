@@ -343,7 +343,10 @@ def _param_docs(doc: str) -> tuple[str, dict[str, str]]:
     """The summary line and each parameter's text from a Google, NumPy or reST docstring."""
     if not doc.strip():
         return "", {}
-    parsed = docstring_parser.parse(doc)  # the style is detected
+    try:
+        parsed = docstring_parser.parse(doc)  # the style is detected
+    except docstring_parser.ParseError:  # not one of the three: the first line, no params
+        return doc.strip().splitlines()[0].strip(), {}
     params = {p.arg_name: " ".join(p.description.split()) for p in parsed.params if p.description}
     return (parsed.short_description or "").strip(), params
 
