@@ -56,10 +56,10 @@ async def weather(city: str, days: int = 1) -> dict[str, object]:
 
 
 async def main() -> None:
+    # --- schema: start ---
     # builtins=False: only these two tools (the ten builtins come along by default)
     options = ToolkitOptions(builtins=False, extra_tools=[convert, weather])
     async with create_toolkit(options) as toolkit:
-        # --- schema: start ---
         print("What the model is sent for `convert` (OpenAI style):")
         print(json.dumps(toolkit.to_openai()[0], indent=2))
         # --- schema: end ---
