@@ -97,7 +97,7 @@ def test_a_create_toolkit_never_used_warns_as_a_coroutine_would() -> None:
 
 async def test_awaiting_an_opener_says_to_use_async_with() -> None:
     with pytest.raises(TypeError) as caught:
-        await open_toolkit(NO_BUILTINS)  # type: ignore[misc]
+        await open_toolkit(NO_BUILTINS)  # type: ignore[attr-defined]
     assert str(caught.value) == (
         "open_toolkit(...) is not awaited: write `async with open_toolkit(...) as toolkit:` "
         "and use toolkit inside the block"
@@ -108,7 +108,7 @@ async def test_awaiting_an_opener_says_to_use_async_with() -> None:
         return InProcessResponse(content="done")
 
     with pytest.raises(TypeError, match=r"^open_agent_runtime\(\.\.\.\) is not awaited: write `async with open_agent_runtime\(\.\.\.\) as runtime:`"):  # fmt: skip
-        async with await open_agent_runtime(registry, generate=generate) as rt:  # type: ignore[misc]
+        async with await open_agent_runtime(registry, generate=generate) as rt:  # type: ignore[attr-defined]
             del rt
     not_entered: Any = open_agent_runtime(registry, generate=generate)
     with pytest.raises(AttributeError, match=r"open_agent_runtime\(\.\.\.\) gives a context manager, not the runtime: write `async with open_agent_runtime\(\.\.\.\) as runtime:` and use runtime.spawn inside the block"):  # fmt: skip
