@@ -107,10 +107,13 @@ async def test_cancelling_a_sync_tool_returns_at_once_and_the_thread_runs_to_its
     release.clear()
     started.clear()
 
+    done = threading.Event()
+
     @tool
     def blocked() -> str:
         started.set()
         release.wait()
+        done.set()
         return "never seen"
 
     with trio.CancelScope() as scope:
@@ -120,6 +123,7 @@ async def test_cancelling_a_sync_tool_returns_at_once_and_the_thread_runs_to_its
             scope.cancel()
     assert scope.cancelled_caught and len(results) == 1
     release.set()
+    await trio.to_thread.run_sync(done.wait)  # no thread outlives the test
 
 
 def test_generators_are_refused() -> None:
