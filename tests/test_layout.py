@@ -34,6 +34,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "_groups",
             "_http_client",
             "_names",
+            "_opening",
             "_procs",
             "_reaper",
             "_relay",

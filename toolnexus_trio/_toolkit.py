@@ -13,6 +13,7 @@ import attrs
 import trio
 
 from ._groups import collapse_groups
+from ._opening import AwaitOrEnter, opener
 from ._sampling import Sampler, SamplingLimits
 from ._tools import Tool, ToolContext, ToolResult, ToolSource
 from ._wire import Answer, Request
@@ -529,17 +530,26 @@ class Toolkit:
         await self.aclose()
 
 
-async def create_toolkit(
+def create_toolkit(
     options: ToolkitOptions | None = None, *, nursery: trio.Nursery | None = None
-) -> Toolkit:
+) -> AwaitOrEnter[Toolkit]:
     """Assemble a :class:`Toolkit` from *options* (SPEC §4 order: MCP, skills,
-    builtins, extras).
+    builtins, extras): ``async with create_toolkit(options) as toolkit:`` (closed at the
+    block's end) or ``toolkit = await create_toolkit(options)`` (close it yourself).
 
-    With ``options.mcp``, the MCP servers load first (concurrently) and their
-    connections live in *nursery* until the toolkit is closed; :func:`open_toolkit`
-    provides both the nursery and the close. Skill folders are read in a worker thread
-    (the event loop never waits on the disk); cancelling the build abandons the walk.
+    With ``options.mcp``, the MCP servers load first (concurrently); their connections
+    are tasks of the ``async with`` block (or of *nursery*, which ``await`` then needs).
+    Skill folders are read in a worker thread; cancelling the build abandons the walk.
     """
+    return AwaitOrEnter(
+        "create_toolkit",
+        "toolkit",
+        lambda: _create_toolkit(options, nursery),
+        lambda: _opened_toolkit(options, nursery),
+    )
+
+
+async def _create_toolkit(options: ToolkitOptions | None, nursery: trio.Nursery | None) -> Toolkit:
     options = options or ToolkitOptions()
     check_relay_names(options.extra_tools)  # before any MCP server starts
     mcp_source: McpSource | None = None
@@ -547,7 +557,7 @@ async def create_toolkit(
         if nursery is None:
             raise TypeError(
                 "ToolkitOptions.mcp needs a nursery for the server connections: use "
-                "`async with open_toolkit(options) as toolkit:` (or pass nursery=)"
+                "`async with create_toolkit(options) as toolkit:` (as open_toolkit), or nursery="
             )
         from .mcp._sdk import require_sdk
 
@@ -612,16 +622,26 @@ async def create_toolkit(
     return toolkit
 
 
-@contextlib.asynccontextmanager
-async def open_toolkit(options: ToolkitOptions | None = None) -> AsyncIterator[Toolkit]:
-    """A :class:`Toolkit` for the ``async with`` block, closed at its end.
+@opener("toolkit")
+def open_toolkit(
+    options: ToolkitOptions | None = None,
+) -> contextlib.AbstractAsyncContextManager[Toolkit]:
+    """A :class:`Toolkit` for the ``async with`` block, closed at its end: the same as
+    ``async with create_toolkit(options) as toolkit:``.
 
-    The form to use with ``ToolkitOptions.mcp``: the MCP server connections are tasks
-    of this block, so none outlives it (and a cancelled load leaves no process).
+    The MCP server connections (``ToolkitOptions.mcp``) are tasks of this block, so
+    none outlives it (and a cancelled load leaves no process).
     """
+    return _opened_toolkit(options, None)
+
+
+@contextlib.asynccontextmanager
+async def _opened_toolkit(
+    options: ToolkitOptions | None, nursery: trio.Nursery | None
+) -> AsyncIterator[Toolkit]:
     with collapse_groups():
-        async with trio.open_nursery() as nursery:
-            toolkit = await create_toolkit(options, nursery=nursery)
+        async with trio.open_nursery() as own:  # for the MCP connections, unless given one
+            toolkit = await _create_toolkit(options, nursery or own)
             try:
                 yield toolkit
             finally:

@@ -17,6 +17,7 @@ Personas (SPEC §7E) ride on it: ``_soul`` (:func:`compose_soul`), ``_memory``
 (:func:`start_agent`).
 """
 
+from .._opening import opener as _opener
 from ._heartbeat import StartedAgent as StartedAgent
 from ._heartbeat import start_agent as start_agent
 from ._level1 import Agent as Agent
@@ -24,7 +25,7 @@ from ._level1 import agent as agent
 from ._memory import memory_tool as memory_tool
 from ._persona import agent_from_dir as agent_from_dir
 from ._runtime import AgentRuntime as AgentRuntime
-from ._runtime import open_agent_runtime as open_agent_runtime
+from ._runtime import open_agent_runtime as _open_agent_runtime
 from ._soul import BOOTSTRAP_ORDER as BOOTSTRAP_ORDER
 from ._soul import HEARTBEAT_OK as HEARTBEAT_OK
 from ._soul import compose_soul as compose_soul
@@ -45,6 +46,10 @@ from ._types import InboxItem as InboxItem
 from ._types import PostResult as PostResult
 from ._types import SpawnError as SpawnError
 from ._types import TaskResult as TaskResult
+
+open_agent_runtime = _opener("runtime")(_open_agent_runtime)
+"""The public :func:`open_agent_runtime`: a forgotten ``async with`` or a stray ``await``
+is an error showing the line to write (``toolnexus_trio._opening``)."""
 
 __all__ = [
     "BOOTSTRAP_ORDER",

@@ -27,6 +27,9 @@ BUILTIN_ORDER = (
 )
 """The SPEC's fixed builtin order (SPEC §4A); :func:`builtin_tools` keeps it."""
 
+READ_ONLY_BUILTINS = ("read", "grep", "glob", "todowrite")
+"""The builtins :meth:`BuiltinsConfig.read_only` keeps."""
+
 
 def _to_base_dir(value: str | os.PathLike[str] | None) -> str | None:
     return None if value is None else os.fspath(value)
@@ -58,6 +61,18 @@ class BuiltinsConfig:
     def off(cls) -> BuiltinsConfig:
         """No builtins at all."""
         return cls(enabled=False)
+
+    @classmethod
+    def read_only(cls, base_dir: str | os.PathLike[str] | None = None) -> BuiltinsConfig:
+        """Only the builtins that look and never change anything: ``read``, ``grep``,
+        ``glob`` and ``todowrite`` (the model's own to-do list, kept in memory).
+
+        No shell (``bash``), no writes (``write``, ``edit``, ``apply_patch``), no web
+        (``webfetch``) and no ``question``. *base_dir*, when given, also confines the
+        three file tools to that directory (see the class docs).
+        """
+        off = {name: False for name in BUILTIN_ORDER if name not in READ_ONLY_BUILTINS}
+        return cls(tools=off, base_dir=base_dir)
 
     def is_on(self, name: str) -> bool:
         """Whether builtin *name* is enabled."""

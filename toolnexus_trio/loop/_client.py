@@ -20,7 +20,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 
@@ -161,6 +161,15 @@ class Client(ToolCalls):
     async def __aexit__(self, *exc_info: object) -> None:
         with trio.move_on_after(1, shield=True):
             await self.aclose()
+
+    if not TYPE_CHECKING:  # hidden from type checkers, which should flag the `await`
+
+        def __await__(self) -> NoReturn:
+            # Python would say "object Client can't be used in 'await' expression".
+            raise TypeError(
+                "a Client is not awaited: write `async with create_client(options) as "
+                "client:` (or create_in_process_client), without `await`"
+            )
 
     # -- public API ---------------------------------------------------------
 
