@@ -27,6 +27,7 @@ from toolnexus_trio.tesseron import (
     _subscriptions,
     _ws,
 )
+from toolnexus_trio.tesseron._invocations import MAX_HELD_ANSWER_BYTES
 from toolnexus_trio.tesseron._ws import SEND_HIGH_WATER, SEND_STALL_TIMEOUT
 
 BIG = 100_000
@@ -92,6 +93,36 @@ async def test_reads_the_peer_does_not_take_stay_within_the_bound() -> None:
             assert ws.queued_bytes + answers_alive() * BIG <= ANSWER_BOUND
             assert peak() <= ANSWER_BOUND + SLACK
             assert host.connected  # still within the stall deadline
+
+
+async def test_answers_of_quick_invocations_the_peer_does_not_take_are_bounded_in_bytes() -> None:
+    # The same flood through actions/invoke: handlers that answer at once each held
+    # their (fresh) output while waiting for room. Now an answer without room is held
+    # as its frame, counted, and past MAX_HELD_ANSWER_BYTES handlers wait to start.
+    app = TesseronApp("t", "T")
+    started = 0
+
+    @app.action("big")
+    async def big(input: Any, ctx: ActionContext) -> Any:
+        nonlocal started
+        started += 1
+        return {"marker": MARKER, "data": ["x" * BIG]}
+
+    with trio.fail_after(20), traced():
+        async with serving(app) as host, gateway(host) as gw:
+            conn = host._active
+            ws = conn._ws  # type: ignore[union-attr]
+            tracemalloc.reset_peak()
+            for _ in range(400):
+                gw.invoke("big", {})
+            await trio.testing.wait_all_tasks_blocked()
+            held = conn._held_bytes  # type: ignore[union-attr]
+            assert answers_alive() <= 1
+            assert held <= MAX_HELD_ANSWER_BYTES + BIG + 1024
+            assert ws.queued_bytes + held <= ANSWER_BOUND + MAX_HELD_ANSWER_BYTES + BIG
+            assert started < 400  # the rest wait to start
+            assert peak() <= ANSWER_BOUND + MAX_HELD_ANSWER_BYTES + SLACK
+            assert host.connected
 
 
 async def test_reads_in_flight_are_capped_and_answered_one_at_a_time(

@@ -25,13 +25,15 @@ Backpressure, so that memory stays bounded whatever the gateway does:
   the gateway side), and admits an invocation or resource read only while fewer than
   :data:`MAX_IN_FLIGHT` of them, holding under :data:`MAX_IN_FLIGHT_BYTES` of request
   text, are running;
-- every other producer waits for room *before* it builds its frame: answers of
-  invocations, progress and log (:meth:`_Connection.notify_room`),
+- every other producer waits for room *before* it builds its frame: progress and log
+  (:meth:`_Connection.notify_room`),
   sample/elicit requests (the servicer takes the next one only when there is room),
   ``publish``; updates from a subscribe hook's synchronous ``emit`` are coalesced
   instead (see :mod:`._subscriptions`);
 - resource reads wait for room before they *read*, one at a time, so the bytes of
   read answers in flight are the send queue plus one value, whatever their count;
+- an invocation answer that finds no room is held as its frame, counted; while more
+  than ``MAX_HELD_ANSWER_BYTES`` are held, admitted handlers wait to start;
 - a gateway that reads nothing for ``SEND_STALL_TIMEOUT`` while a write is pending is
   disconnected with close code 1008 by the transport's watchdog.
 
@@ -162,6 +164,8 @@ class _Connection(Invocations):
         self._req_send, self._req_recv = trio.open_memory_channel[_OutboundRequest](0)
         self._read_lock = trio.Lock()  # resources/read answers one at a time (_run_read)
         self._reads = 0  # reads admitted and not yet answered
+        self._held_bytes = 0
+        self._held_lot = trio.lowlevel.ParkingLot()
         # Each takes the request and its admitted size (0 unless in _SPAWNING).
         self._requests: dict[str, Callable[[Request, int], None]] = {
             "actions/invoke": self._on_invoke,
@@ -300,6 +304,7 @@ class _Connection(Invocations):
             inv.cancel()
         # 4. Stop subscriptions.
         self._slot_lot.unpark_all()
+        self._held_lot.unpark_all()
         self._subs.stop_all()
         # 5. Free the host's slot so the next dial is accepted at once.
         self._host._connection_closed(self, code, reason)
