@@ -74,14 +74,16 @@ async def test_a_runtime_opened_later_on_the_store_resumes_the_tree(tmp_path: Pa
         with pytest.raises(AlreadyAnswered) as replay:
             await rt.resume(Answer(request, True))
         assert replay.value.status == "answered"
+        # The leaf's usage grew across the processes instead of starting again.
+        assert rt.handle(LEAF).turns == 2
     state = await store.get_pending(pending_id(request))
     assert state is not None
     assert state.status == "answered"
-    # The leaf's usage grew across the processes instead of starting again.
+    # The table keeps what a resume needs: the closed deputy and leaf (no run can
+    # reattach to them any more) are no longer in it.
     table = read_table(await store.get(TABLE_ID))
     assert table is not None
-    leaf = next(h for h in table.snapshot["handles"] if h["id"] == LEAF)
-    assert leaf["turns"] == 2
+    assert [h["id"] for h in table.snapshot["handles"]] == [LEAD]
 
 
 async def test_a_replay_in_a_third_runtime_is_refused_and_runs_nothing(tmp_path: Path) -> None:
@@ -130,7 +132,8 @@ async def test_an_interrupted_approval_is_superseded(tmp_path: Path) -> None:
     assert state is not None
     assert state.status == "superseded"
     async with open_agent_runtime(registry(book), generate=generate, store=store) as rt:
-        assert rt.inspect(rt.handle(LEAD)).state == "closed"
+        # A closed root child is not kept in the table: nothing can resume it.
+        assert [v.id for v in rt.list()] == ["root"]
         with pytest.raises(AlreadyAnswered) as late:
             await rt.resume(Answer(request, True))
         assert late.value.status == "superseded"

@@ -58,6 +58,15 @@ if TYPE_CHECKING:
 TRACE_LIMIT = 10_000
 """The most runtime events (``trace``) and per-handle transitions kept."""
 
+DEFAULT_MAX_DEPTH = 32
+"""The deepest a handle may be under the root (``open_agent_runtime(max_depth=...)``):
+a model that keeps delegating to its own agent stops there with a ``maxDepth`` refusal."""
+
+CLOSED_KEPT = 256
+"""How many closed handles stay in the table (for ``list``, ``handle`` and ``inspect``)
+once nothing needs them; older ones are forgotten, so a long-lived runtime stays flat.
+A closed child its parent's halted run may reattach to is kept until that run ends."""
+
 OnChange = Callable[["AgentRuntime", str, Handle], Awaitable[None]]
 """The persistence seam: awaited after a handle settles, suspends, resumes or closes."""
 
@@ -65,6 +74,18 @@ OnChange = Callable[["AgentRuntime", str, Handle], Awaitable[None]]
 def _closed_result(h: Handle, text: str = "closed") -> TaskResult:
     return TaskResult(
         text, True, "closed", turns=h.turns, total_tokens=h.tokens, own_tokens=h.own_tokens
+    )
+
+
+def _pinned(h: Handle) -> bool:
+    """Whether *h* is the child a ``task`` call of its (open) parent's run made: a
+    replay of that run reattaches to it, so it stays in the table until the run ends."""
+    parent = h.parent
+    return (
+        parent is not None
+        and parent.state != "closed"
+        and h.task_key is not None
+        and parent.task_children.get(h.task_key) is h
     )
 
 
@@ -93,6 +114,7 @@ class AgentRuntime:
         store: ConversationStore | None,
         hooks: Hooks | Any | None,
         on_metric: OnMetric | None,
+        max_depth: int = DEFAULT_MAX_DEPTH,
     ) -> None:
         if (generate is None) == (llm is None):
             raise ValueError("open_agent_runtime needs exactly one of generate= or llm=")
@@ -100,6 +122,9 @@ class AgentRuntime:
             raise ValueError("inbox_cap must be at least 1")
         if max_concurrent_turns < 1:
             raise ValueError("max_concurrent_turns must be at least 1")
+        if type(max_depth) is not int or max_depth < 1:
+            raise ValueError("max_depth must be an integer of at least 1")
+        self.max_depth = max_depth
         # The key names the agent (spawn, task, ids); a def called otherwise takes it.
         self.registry: dict[str, AgentDef] = {
             key: defn if defn.name == key else attrs.evolve(defn, name=key)
@@ -120,6 +145,8 @@ class AgentRuntime:
         self.turn_gate = trio.CapacityLimiter(max_concurrent_turns)
         self.root = Handle("root", None, None, Budget())
         self._handles: dict[str, Handle] = {"root": self.root}
+        # Closed handles still in the table, oldest first (see CLOSED_KEPT).
+        self._closed: collections.OrderedDict[str, Handle] = collections.OrderedDict()
         # Bounded: a long-lived runtime (a persona's heartbeats) keeps the latest events.
         self.trace: collections.deque[str] = collections.deque(maxlen=TRACE_LIMIT)
         self.on_change: OnChange | None = None
@@ -178,10 +205,16 @@ class AgentRuntime:
         """Views of *h*'s subtree (the whole tree by default), parents before children."""
         return [self.inspect(node) for node in self._subtree(h or self.root)]
 
-    def _subtree(self, h: Handle) -> Iterator[Handle]:
-        yield h
-        for child in h.children:
-            yield from self._subtree(child)
+    def _subtree(self, h: Handle, *, into_closed: bool = True) -> Iterator[Handle]:
+        """*h* and its descendants, parents before children, without recursion: a tree
+        may be deeper than Python's stack (a model that keeps delegating to itself).
+        With ``into_closed=False`` a closed handle's (closed) subtree is not walked."""
+        stack = [h]
+        while stack:
+            node = stack.pop()
+            yield node
+            if into_closed or node.state != "closed":
+                stack.extend(reversed(node.children))
 
     def _note(self, h: Handle, event: str) -> None:
         self.trace.append(f"{h.id}: {event}")
@@ -208,8 +241,7 @@ class AgentRuntime:
         if parent.state == "closed" or parent.closing:
             raise SpawnError(f"handle {parent.id} is closed")
         cap = parent.budget.max_children
-        # Counted only under a cap: a walk of every child per spawn is quadratic.
-        live = 0 if cap is None else sum(1 for c in parent.children if c.state != "closed")
+        live = parent.live_children  # kept up to date: no walk of the children per spawn
         if cap is not None and live >= cap:
             raise SpawnError(
                 f"spawn refused: {parent.id} has {live} children (maxChildren {cap})",
@@ -221,6 +253,11 @@ class AgentRuntime:
                 raise SpawnError(
                     f"spawn refused: deeper than maxDepth {depth} of {node.id}", LIMIT_MAX_DEPTH
                 )
+        if parent.depth + 1 > self.max_depth:
+            raise SpawnError(
+                f"spawn refused: {parent.id} is at the runtime's max_depth {self.max_depth}",
+                LIMIT_MAX_DEPTH,
+            )
         spent = _budget.tokens_exhausted(parent, overspent=False)
         if spent is not None:
             limit, holder = spent
@@ -232,6 +269,7 @@ class AgentRuntime:
         parent.seq[def_name] = number
         child = Handle(f"{parent.id}/{def_name}.{number}", defn, parent, carved, spawned_at=now)
         parent.children.append(child)
+        parent.live_children += 1
         self._handles[child.id] = child
         self._start_in(parent, functools.partial(self._serve, child))
         return child
@@ -355,11 +393,21 @@ class AgentRuntime:
             # a suspended run), and so does the pending state.
             h.task_children.clear()
             h.pending = h.pending_run = h.budget_ask = None
+            self._forget_closed()
         self._release_slot(h)
+        await self._signal(h, "suspended" if result.status == "pending" else "settled")
+
+    async def _signal(self, h: Handle, event: str) -> None:
+        """Make *h*'s change durable, then tell its waiters (never the other way round:
+        what a host is told, a pending result above all, is already in the store)."""
         settled, h.settled = h.settled, trio.Event()
-        settled.set()
-        if self.on_change is not None:
-            await self.on_change(self, "suspended" if result.status == "pending" else "settled", h)
+        try:
+            if self.on_change is not None:
+                h.settling = True
+                await self.on_change(self, event, h)
+        finally:
+            h.settling = False
+            settled.set()
 
     # -- wait / interrupt -----------------------------------------------------------
 
@@ -368,7 +416,7 @@ class AgentRuntime:
 
         On *timeout_ms* the result is ``status="timeout"``; *h* keeps running.
         """
-        if h.state not in ("running",) and not h.queued:
+        if h.state not in ("running",) and not h.queued and not h.settling:
             if h.last_result is not None:
                 return h.last_result
             if h.state == "closed":
@@ -394,7 +442,7 @@ class AgentRuntime:
     async def wait_idle(self, h: Handle) -> HandleState:
         """Return once *h* is neither running nor queued (its state then: ``idle``,
         ``suspended`` or ``closed``). A heartbeat uses it to wake only at idle."""
-        while h.state == "running" or h.queued:
+        while h.state == "running" or h.queued or h.settling:
             await h.settled.wait()
         await trio.lowlevel.checkpoint()
         return h.state
@@ -408,7 +456,7 @@ class AgentRuntime:
         wake is dropped. Never a kill: the handle stays usable.
         """
         self._stop_tree(h, "interrupt")
-        for node in reversed(list(self._subtree(h))):
+        for node in reversed(list(self._subtree(h, into_closed=False))):
             if node.state == "suspended":
                 self._drop_pending(node, "interrupted")
             elif node.queued:
@@ -418,6 +466,7 @@ class AgentRuntime:
     def _drop_pending(self, h: Handle, status: str) -> None:
         h.pending = h.pending_run = h.budget_ask = None
         h.task_children.clear()
+        self._forget_closed()
         self._move(h, "idle")
         self._finish_now(h, self._result(h, f"{status}: pending request cancelled", status))
 
@@ -444,7 +493,7 @@ class AgentRuntime:
 
     def _stop_tree(self, h: Handle, reason: str, limit: str | None = None) -> None:
         """Cancel the running turn of *h* and of every descendant (synchronously)."""
-        for node in self._subtree(h):
+        for node in self._subtree(h, into_closed=False):
             token = node.token
             if node.state == "running" and token is not None and not token.is_cancelled:
                 node.stop_reason, node.stop_limit = reason, limit
@@ -453,7 +502,14 @@ class AgentRuntime:
     async def _quiesce(self, h: Handle) -> None:
         """Return once no descendant of *h* is running (their turns were cancelled)."""
         while True:
-            busy = next((d for d in self._subtree(h) if d is not h and d.state == "running"), None)
+            busy = next(
+                (
+                    d
+                    for d in self._subtree(h, into_closed=False)
+                    if d is not h and d.state == "running"
+                ),
+                None,
+            )
             if busy is None:
                 return
             await busy.settled.wait()
@@ -481,8 +537,16 @@ class AgentRuntime:
             attempt.set()
 
     async def _close(self, h: Handle, *, force: bool, reason: str | None) -> None:
-        for child in list(h.children):
-            await self.close(child, force=force, reason=reason)
+        # Leaf-first without recursion (a tree may be deeper than the stack): the open
+        # descendants, deepest first; again if a running one spawned meanwhile.
+        while True:
+            below = [
+                n for n in self._subtree(h, into_closed=False) if n is not h and n.state != "closed"
+            ]
+            if not below:
+                break
+            for node in reversed(below):
+                await self.close(node, force=force, reason=reason)
         if h.queued:
             self._unqueue(h)
         if h.state == "running":
@@ -502,10 +566,31 @@ class AgentRuntime:
             h.last_result = _closed_result(h)
         h.finished.set()
         h.kick.set()
-        settled, h.settled = h.settled, trio.Event()
-        settled.set()
-        if self.on_change is not None:
-            await self.on_change(self, "closed", h)
+        # What a closed handle leaves behind: its view and last result, for a while.
+        h.task_children.clear()
+        h.toolkit = h.client = None
+        if h.parent is not None:
+            h.parent.live_children -= 1
+            self._closed[h.id] = h
+            self._forget_closed()
+        await self._signal(h, "closed")
+
+    def _forget_closed(self) -> None:
+        """Forget the oldest closed handles past :data:`CLOSED_KEPT` (not one a halted
+        run of its parent may still reattach to): out of the table and the tree, and
+        their transcripts out of the runtime's own in-memory store."""
+        while len(self._closed) > CLOSED_KEPT:
+            old = next((c for c in self._closed.values() if not _pinned(c)), None)
+            if old is None:
+                return
+            assert old.parent is not None
+            old.parent.children.remove(old)
+            for node in list(self._subtree(old)):
+                self._closed.pop(node.id, None)
+                self._handles.pop(node.id, None)
+                if self._own_store is not None:
+                    assert isinstance(self._own_store, InMemoryConversationStore)
+                    self._own_store._threads.pop(node.id, None)
 
     # -- runs and resume ----------------------------------------------------------------
 
@@ -607,6 +692,7 @@ async def open_agent_runtime(
     store: ConversationStore | None = None,
     hooks: Hooks | Any | None = None,
     on_metric: OnMetric | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> AsyncIterator[AgentRuntime]:
     """Open the §7D agent runtime over *registry* (agent name → :class:`AgentDef`).
 
@@ -615,7 +701,8 @@ async def open_agent_runtime(
     :class:`~toolnexus_trio.models.ClientOptions`; a def's ``model`` overrides its model).
     *store* keeps every handle's transcript under the handle id; *hooks* and
     *on_metric* are forwarded verbatim to every agent's client unless its def sets its
-    own. Leaving the block closes the tree leaf-first (each running turn gets
+    own. *max_depth* caps how deep a handle may be under the root (a spawn deeper is
+    refused with ``maxDepth``; :data:`DEFAULT_MAX_DEPTH` unless given). Leaving the block closes the tree leaf-first (each running turn gets
     *shutdown_ms* to finish) and cancels whatever is left.
     """
     runtime = AgentRuntime(
@@ -628,6 +715,7 @@ async def open_agent_runtime(
         store=store,
         hooks=hooks,
         on_metric=on_metric,
+        max_depth=max_depth,
     )
     with collapse_groups():
         async with trio.open_nursery() as nursery:
