@@ -292,9 +292,11 @@ class AgentRuntime:
         run there) and, in its own body, the handle's turns one after the other."""
         async with trio.open_nursery() as nursery:
             h.nursery = nursery
-            for fn in h.starts:
-                nursery.start_soon(fn)
-            h.starts.clear()
+            # Popped, not iterated: a loop variable would keep the last child's service
+            # (and so the child) alive for as long as this handle serves.
+            starts, h.starts = h.starts, []
+            while starts:
+                nursery.start_soon(starts.pop(0))
             while not h.finished.is_set():
                 job, h.turn_job = h.turn_job, None
                 if job is not None:
@@ -307,6 +309,7 @@ class AgentRuntime:
             # without a Cancelled raised and caught per handle).
             if nursery.child_tasks:
                 nursery.cancel_scope.cancel()
+        h.nursery = None  # nothing starts under a closed handle
 
     # -- post / wake ---------------------------------------------------------------
 
@@ -701,9 +704,10 @@ async def open_agent_runtime(
     :class:`~toolnexus_trio.models.ClientOptions`; a def's ``model`` overrides its model).
     *store* keeps every handle's transcript under the handle id; *hooks* and
     *on_metric* are forwarded verbatim to every agent's client unless its def sets its
-    own. *max_depth* caps how deep a handle may be under the root (a spawn deeper is
-    refused with ``maxDepth``; :data:`DEFAULT_MAX_DEPTH` unless given). Leaving the block closes the tree leaf-first (each running turn gets
-    *shutdown_ms* to finish) and cancels whatever is left.
+    own. *max_depth* caps how deep a handle may be under the root (a deeper spawn is
+    refused with ``maxDepth``; 32 unless given), so a model that keeps delegating to its
+    own agent stops. Leaving the block closes the tree leaf-first (each running turn
+    gets *shutdown_ms* to finish) and cancels whatever is left.
     """
     runtime = AgentRuntime(
         registry,

@@ -71,7 +71,7 @@ def check_agent_name(name: object) -> None:
         )
 
 
-def _valid_name(_: object, __: object, value: object) -> None:
+def _valid_name(_: object, __: object, value: str) -> None:
     check_agent_name(value)
 
 
