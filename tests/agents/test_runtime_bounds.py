@@ -31,7 +31,8 @@ from toolnexus_trio.agents import (
     open_agent_runtime,
 )
 from toolnexus_trio.agents._durable import MAX_RECORD_CHARS, TABLE_ID
-from toolnexus_trio.agents._runtime import CLOSED_KEPT, DEFAULT_MAX_DEPTH
+from toolnexus_trio.agents._runtime import DEFAULT_MAX_DEPTH
+from toolnexus_trio.agents._table import CLOSED_KEPT
 from toolnexus_trio.loop import GenerateRequest, InProcessResponse, InProcessToolCall
 
 USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}

@@ -1,4 +1,7 @@
-"""The agent runtime (SPEC §7D): the handle tree, the six verbs, gates and escalation.
+"""The agent runtime (SPEC §7D): the handle tree, the six verbs, gates and escalation;
+long because the verbs share one state machine per handle (admission, settle, interrupt,
+close and resume each move it), which reads best in one place. The handle table itself
+(ids, walks, closed handles) is :mod:`._table`, a turn :mod:`._turn`, ``task`` :mod:`._task`.
 
 ``async with open_agent_runtime(registry, ...) as runtime`` opens the runtime's nursery;
 it is the root handle's subtree. Every spawned handle gets a service task in its
@@ -19,7 +22,7 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +40,7 @@ from . import _budget, _snapshot
 from ._durable import keep_durable
 from ._escalation import suspended_path
 from ._inbox import turn_input
+from ._table import HandleTable
 from ._turn import Turns
 from ._types import (
     LIMIT_MAX_CHILDREN,
@@ -62,10 +66,6 @@ DEFAULT_MAX_DEPTH = 32
 """The deepest a handle may be under the root (``open_agent_runtime(max_depth=...)``):
 a model that keeps delegating to its own agent stops there with a ``maxDepth`` refusal."""
 
-CLOSED_KEPT = 256
-"""How many closed handles stay in the table (for ``list``, ``handle`` and ``inspect``)
-once nothing needs them; older ones are forgotten, so a long-lived runtime stays flat.
-A closed child its parent's halted run may reattach to is kept until that run ends."""
 
 OnChange = Callable[["AgentRuntime", str, Handle], Awaitable[None]]
 """The persistence seam: awaited after a handle settles, suspends, resumes or closes."""
@@ -74,18 +74,6 @@ OnChange = Callable[["AgentRuntime", str, Handle], Awaitable[None]]
 def _closed_result(h: Handle, text: str = "closed") -> TaskResult:
     return TaskResult(
         text, True, "closed", turns=h.turns, total_tokens=h.tokens, own_tokens=h.own_tokens
-    )
-
-
-def _pinned(h: Handle) -> bool:
-    """Whether *h* is the child a ``task`` call of its (open) parent's run made: a
-    replay of that run reattaches to it, so it stays in the table until the run ends."""
-    parent = h.parent
-    return (
-        parent is not None
-        and parent.state != "closed"
-        and h.task_key is not None
-        and parent.task_children.get(h.task_key) is h
     )
 
 
@@ -144,9 +132,7 @@ class AgentRuntime:
         # CapacityLimiter is released by `async with` on any exit, cancellation included.
         self.turn_gate = trio.CapacityLimiter(max_concurrent_turns)
         self.root = Handle("root", None, None, Budget())
-        self._handles: dict[str, Handle] = {"root": self.root}
-        # Closed handles still in the table, oldest first (see CLOSED_KEPT).
-        self._closed: collections.OrderedDict[str, Handle] = collections.OrderedDict()
+        self.table = HandleTable(self.root, self._forget_transcript)
         # Bounded: a long-lived runtime (a persona's heartbeats) keeps the latest events.
         self.trace: collections.deque[str] = collections.deque(maxlen=TRACE_LIMIT)
         self.on_change: OnChange | None = None
@@ -195,7 +181,7 @@ class AgentRuntime:
 
     def handle(self, id: str) -> Handle:
         """The handle with this id (:class:`KeyError` when there is none)."""
-        return self._handles[id]
+        return self.table[id]
 
     def inspect(self, h: Handle) -> HandleView:
         """A read-only view of *h*."""
@@ -203,18 +189,7 @@ class AgentRuntime:
 
     def list(self, h: Handle | None = None) -> list[HandleView]:
         """Views of *h*'s subtree (the whole tree by default), parents before children."""
-        return [self.inspect(node) for node in self._subtree(h or self.root)]
-
-    def _subtree(self, h: Handle, *, into_closed: bool = True) -> Iterator[Handle]:
-        """*h* and its descendants, parents before children, without recursion: a tree
-        may be deeper than Python's stack (a model that keeps delegating to itself).
-        With ``into_closed=False`` a closed handle's (closed) subtree is not walked."""
-        stack = [h]
-        while stack:
-            node = stack.pop()
-            yield node
-            if into_closed or node.state != "closed":
-                stack.extend(reversed(node.children))
+        return [self.inspect(node) for node in self.table.subtree(h or self.root)]
 
     def _note(self, h: Handle, event: str) -> None:
         self.trace.append(f"{h.id}: {event}")
@@ -268,9 +243,7 @@ class AgentRuntime:
         number = parent.seq.get(def_name, 0) + 1
         parent.seq[def_name] = number
         child = Handle(f"{parent.id}/{def_name}.{number}", defn, parent, carved, spawned_at=now)
-        parent.children.append(child)
-        parent.live_children += 1
-        self._handles[child.id] = child
+        self.table.add(child)
         self._start_in(parent, functools.partial(self._serve, child))
         return child
 
@@ -396,7 +369,7 @@ class AgentRuntime:
             # a suspended run), and so does the pending state.
             h.task_children.clear()
             h.pending = h.pending_run = h.budget_ask = None
-            self._forget_closed()
+            self.table.forget_closed()
         self._release_slot(h)
         await self._signal(h, "suspended" if result.status == "pending" else "settled")
 
@@ -459,7 +432,7 @@ class AgentRuntime:
         wake is dropped. Never a kill: the handle stays usable.
         """
         self._stop_tree(h, "interrupt")
-        for node in reversed(list(self._subtree(h, into_closed=False))):
+        for node in reversed(list(self.table.subtree(h, into_closed=False))):
             if node.state == "suspended":
                 self._drop_pending(node, "interrupted")
             elif node.queued:
@@ -469,7 +442,7 @@ class AgentRuntime:
     def _drop_pending(self, h: Handle, status: str) -> None:
         h.pending = h.pending_run = h.budget_ask = None
         h.task_children.clear()
-        self._forget_closed()
+        self.table.forget_closed()
         self._move(h, "idle")
         self._finish_now(h, self._result(h, f"{status}: pending request cancelled", status))
 
@@ -496,7 +469,7 @@ class AgentRuntime:
 
     def _stop_tree(self, h: Handle, reason: str, limit: str | None = None) -> None:
         """Cancel the running turn of *h* and of every descendant (synchronously)."""
-        for node in self._subtree(h, into_closed=False):
+        for node in self.table.subtree(h, into_closed=False):
             token = node.token
             if node.state == "running" and token is not None and not token.is_cancelled:
                 node.stop_reason, node.stop_limit = reason, limit
@@ -508,7 +481,7 @@ class AgentRuntime:
             busy = next(
                 (
                     d
-                    for d in self._subtree(h, into_closed=False)
+                    for d in self.table.subtree(h, into_closed=False)
                     if d is not h and d.state == "running"
                 ),
                 None,
@@ -544,7 +517,9 @@ class AgentRuntime:
         # descendants, deepest first; again if a running one spawned meanwhile.
         while True:
             below = [
-                n for n in self._subtree(h, into_closed=False) if n is not h and n.state != "closed"
+                n
+                for n in self.table.subtree(h, into_closed=False)
+                if n is not h and n.state != "closed"
             ]
             if not below:
                 break
@@ -570,30 +545,15 @@ class AgentRuntime:
         h.finished.set()
         h.kick.set()
         # What a closed handle leaves behind: its view and last result, for a while.
-        h.task_children.clear()
-        h.toolkit = h.client = None
-        if h.parent is not None:
-            h.parent.live_children -= 1
-            self._closed[h.id] = h
-            self._forget_closed()
+        self.table.closed(h)
         await self._signal(h, "closed")
 
-    def _forget_closed(self) -> None:
-        """Forget the oldest closed handles past :data:`CLOSED_KEPT` (not one a halted
-        run of its parent may still reattach to): out of the table and the tree, and
-        their transcripts out of the runtime's own in-memory store."""
-        while len(self._closed) > CLOSED_KEPT:
-            old = next((c for c in self._closed.values() if not _pinned(c)), None)
-            if old is None:
-                return
-            assert old.parent is not None
-            old.parent.children.remove(old)
-            for node in list(self._subtree(old)):
-                self._closed.pop(node.id, None)
-                self._handles.pop(node.id, None)
-                if self._own_store is not None:
-                    assert isinstance(self._own_store, InMemoryConversationStore)
-                    self._own_store._threads.pop(node.id, None)
+    def _forget_transcript(self, id: str) -> None:
+        # A forgotten handle's transcript goes with it from the runtime's own store.
+        own = self._own_store
+        if own is not None:
+            assert isinstance(own, InMemoryConversationStore)
+            own._threads.pop(id, None)
 
     # -- runs and resume ----------------------------------------------------------------
 

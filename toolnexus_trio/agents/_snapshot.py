@@ -12,7 +12,6 @@ from where it was.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -37,21 +36,6 @@ a durable tree's take-once records refuse any older one)."""
 RESULT_CHARS_KEPT = 65_536
 """The longest last-result text kept for a handle no resume reads it from (an idle one);
 a longer one is cut (its full text is the last message of the handle's transcript)."""
-
-
-def _kept(rt: AgentRuntime) -> Iterator[Handle]:
-    """The handles a resume needs, parents first: every open one, and a closed one only
-    while its parent's halted run may reattach to it (its result is the call's)."""
-    for h in rt._subtree(rt.root, into_closed=False):
-        if h is rt.root:
-            continue
-        parent = h.parent
-        assert parent is not None
-        if h.state == "closed" and not (
-            h.task_key is not None and parent.task_children.get(h.task_key) is h
-        ):
-            continue
-        yield h
 
 
 def _durable_result(h: Handle) -> dict[str, Any] | None:
@@ -87,7 +71,7 @@ def snapshot(rt: AgentRuntime) -> dict[str, Any]:
     """
     now = trio.current_time()
     handles = []
-    for h in _kept(rt):
+    for h in rt.table.kept():
         assert h.defn is not None
         assert h.parent is not None
         handles.append(
@@ -141,7 +125,7 @@ def restore(rt: AgentRuntime, data: dict[str, Any]) -> None:
         defn = rt.registry.get(item["def"])
         if defn is None:
             raise ValueError(f"snapshot handle {item['id']} runs {item['def']!r}: not in registry")
-        parent = rt._handles[item["parent"]]
+        parent = rt.table[item["parent"]]
         h = Handle(
             item["id"],
             defn,
@@ -163,16 +147,13 @@ def restore(rt: AgentRuntime, data: dict[str, Any]) -> None:
         ask = item.get("budget_ask")
         h.budget_ask = Request.from_json(ask) if ask else None
         h.spawn_hook_done = item["spawn_hook_done"]
-        parent.children.append(h)
-        rt._handles[h.id] = h
+        rt.table.add(h)
         if h.state == "closed":
             h.finished.set()
             h.kick.set()
-            rt._closed[h.id] = h
         else:
-            parent.live_children += 1
             rt._start_in(parent, functools.partial(rt._serve, h))
     for item in data["handles"]:
-        h = rt._handles[item["id"]]
+        h = rt.table[item["id"]]
         for agent, prompt, child_id in item["task_children"]:
-            h.task_children[(agent, prompt)] = rt._handles[child_id]
+            h.task_children[(agent, prompt)] = rt.table[child_id]
