@@ -88,25 +88,37 @@ async def test_the_depth_cap_is_overridable(autojump_clock: trio.testing.MockClo
             pass
 
 
+async def slow_answer(request: GenerateRequest) -> InProcessResponse:
+    await trio.sleep(10)
+    return InProcessResponse(content="ok", usage=USAGE)
+
+
+@pytest.mark.parametrize("end", ["close", "leave", "cancel"])
 async def test_a_tree_deeper_than_the_stack_is_walked_without_recursion(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, end: str
 ) -> None:
     depth = 1_500  # past Python's recursion limit (1,000)
-    async with open_agent_runtime({"a": _def()}, generate=answer_ok, max_depth=depth) as rt:
-        node = rt.root
-        for _ in range(depth):
-            node = rt.spawn(node, "a")
-        await trio.lowlevel.checkpoint()  # every service task is up
-        top = rt.root.children[0]
-        assert len(rt.list()) == depth + 1
-        rt.post(node, _item("hello"))
-        assert rt.wake(node, "go").ok
-        rt.interrupt(top)  # reaches the deepest handle's run
-        result = await rt.wait(node)
-        assert result.status in ("interrupted", "done")
-        await rt.close(top)
-        assert top.state == "closed" and node.state == "closed"
-    # Leaving the runtime did not break Trio (no RecursionError, no TrioInternalError).
+    with trio.move_on_after(5) as outer:
+        async with open_agent_runtime({"a": _def()}, generate=slow_answer, max_depth=depth) as rt:
+            node = rt.root
+            for _ in range(depth):
+                node = rt.spawn(node, "a")
+            await trio.lowlevel.checkpoint()  # every service task is up
+            top = rt.root.children[0]
+            assert len(rt.list()) == depth + 1
+            assert rt.wake(node, "go").ok
+            await trio.sleep(1)
+            rt.interrupt(top)  # reaches the deepest handle's run
+            assert (await rt.wait(node)).status == "interrupted"
+            assert rt.wake(node, "again").ok
+            if end == "close":
+                await rt.close(top)
+                assert top.state == "closed" and node.state == "closed"
+            elif end == "cancel":
+                await trio.sleep_forever()  # the outer deadline ends the block
+    # Leaving the runtime, even by a cancel, did not break Trio (no RecursionError, no
+    # TrioInternalError, no group nested once per level).
+    assert outer.cancelled_caught is (end == "cancel")
 
 
 def _item(text: str) -> Any:

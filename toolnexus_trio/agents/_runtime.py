@@ -262,7 +262,15 @@ class AgentRuntime:
 
     async def _serve(self, h: Handle) -> None:
         """The handle's service task: its subtree nursery (its children's service tasks
-        run there) and, in its own body, the handle's turns one after the other."""
+        run there) and, in its own body, the handle's turns one after the other.
+
+        Groups are collapsed at every level: a cancel that ends a deep tree at once (the
+        runtime's exit) reaches the top as one ``Cancelled``, not a group nested once
+        per level (which a tree deeper than the stack could not even print)."""
+        with collapse_groups():
+            await self._serve_in_nursery(h)
+
+    async def _serve_in_nursery(self, h: Handle) -> None:
         async with trio.open_nursery() as nursery:
             h.nursery = nursery
             # Popped, not iterated: a loop variable would keep the last child's service
