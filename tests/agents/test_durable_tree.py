@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from durable_app import open_store
 from durable_tree_child import generate, registry
 from helpers import TaskCensus
@@ -249,3 +250,51 @@ async def test_every_store_we_ship_keeps_the_tree(tmp_path: Path, store_place: s
                 await rt.resume(Answer(request, True))
             assert replay.value.status == "answered"
     assert ledger(book) == ["asked", "deployed"]
+
+
+class _SlowStore(InMemoryConversationStore):
+    """The in-memory store, with each take-once record's write held until ``go`` is set
+    (a slow disk): the test sees who is told what while the write is under way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing = trio.Event()
+        self.go = trio.Event()
+
+    async def save_pending(self, id: str, messages: Any, state: Any) -> None:
+        self.writing.set()
+        await self.go.wait()
+        await super().save_pending(id, messages, state)
+
+
+async def test_waiters_hear_of_a_pending_tree_only_once_it_is_stored(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Issue 30, item 4, in one process: run() and a waiter that comes during the write
+    # both get the pending result after the approval's record is stored, not before.
+    store = _SlowStore()
+    told: list[str] = []
+    with trio.fail_after(10):
+        async with open_agent_runtime(
+            registry(tmp_path / "ledger"), generate=generate, store=store
+        ) as rt:
+
+            async def host() -> None:
+                result = await rt.run("lead", "ship it")
+                assert result.pending is not None
+                stored = await store.get_pending(pending_id(result.pending.id))
+                told.append(f"run {result.status} stored={stored is not None}")
+
+            async def late_waiter() -> None:
+                await store.writing.wait()
+                result = await rt.wait(rt.handle(LEAD))
+                told.append(f"wait {result.status}")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(host)
+                nursery.start_soon(late_waiter)
+                await store.writing.wait()
+                await trio.sleep(1)  # nobody is told while the record is being written
+                assert told == []
+                store.go.set()
+    assert sorted(told) == ["run pending stored=True", "wait pending"]

@@ -384,13 +384,13 @@ class AgentRuntime:
     async def _signal(self, h: Handle, event: str) -> None:
         """Make *h*'s change durable, then tell its waiters (never the other way round:
         what a host is told, a pending result above all, is already in the store)."""
-        settled, h.settled = h.settled, trio.Event()
         try:
             if self.on_change is not None:
-                h.settling = True
+                h.settling = True  # wait() meanwhile waits for the event set below
                 await self.on_change(self, event, h)
         finally:
             h.settling = False
+            settled, h.settled = h.settled, trio.Event()
             settled.set()
 
     # -- wait / interrupt -----------------------------------------------------------
