@@ -188,7 +188,10 @@ class AgentRuntime:
         return HandleView(h.id, h.state, h.tokens, len(h.inbox), tuple(h.transitions))
 
     def list(self, h: Handle | None = None) -> list[HandleView]:
-        """Views of *h*'s subtree (the whole tree by default), parents before children."""
+        """Views of *h*'s subtree (the whole tree by default), parents before children.
+
+        A closed handle is listed until 256 more recent ones have closed (then it is
+        forgotten, see :mod:`._table`), so the list of a long-lived runtime stays short."""
         return [self.inspect(node) for node in self.table.subtree(h or self.root)]
 
     def _note(self, h: Handle, event: str) -> None:
