@@ -122,6 +122,23 @@ async def test_two_resumes_racing_in_one_process_take_the_answer_once(tmp_path: 
     assert ledger(book) == ["asked", "deployed"]
 
 
+async def test_an_interrupt_alone_supersedes_the_stored_approval(tmp_path: Path) -> None:
+    book = tmp_path / "ledger"
+    store = InMemoryConversationStore()
+    request = await suspend(store, book)
+    async with open_agent_runtime(registry(book), generate=generate, store=store) as rt:
+        rt.interrupt(rt.handle(LEAD))
+        await trio.testing.wait_all_tasks_blocked()
+        state = await store.get_pending(pending_id(request))
+        assert state is not None
+        assert state.status == "superseded"
+        # Another runtime on the store would refuse the answer now.
+        with pytest.raises(AlreadyAnswered) as late:
+            await rt.resume(Answer(request, True))
+        assert late.value.status == "superseded"
+    assert ledger(book) == ["asked"]
+
+
 async def test_an_interrupted_approval_is_superseded(tmp_path: Path) -> None:
     book = tmp_path / "ledger"
     store = InMemoryConversationStore()

@@ -443,12 +443,22 @@ class AgentRuntime:
         wake is dropped. Never a kill: the handle stays usable.
         """
         self._stop_tree(h, "interrupt")
+        dropped: Handle | None = None
         for node in reversed(list(self.table.subtree(h, into_closed=False))):
             if node.state == "suspended":
                 self._drop_pending(node, "interrupted")
+                dropped = node
             elif node.queued:
                 self._unqueue(node)
                 self._finish_now(node, self._result(node, "interrupted", "interrupted"))
+        if dropped is not None and self.on_change is not None and self.root.nursery is not None:
+            # This verb is synchronous: the store learns of the cancelled approvals at
+            # once after (the durable record becomes "superseded"), not at the next change.
+            self.root.nursery.start_soon(self._store_change, dropped)
+
+    async def _store_change(self, h: Handle) -> None:
+        if self.on_change is not None:
+            await self.on_change(self, "interrupted", h)
 
     def _drop_pending(self, h: Handle, status: str) -> None:
         h.pending = h.pending_run = h.budget_ask = None
