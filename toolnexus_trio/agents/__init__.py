@@ -9,8 +9,9 @@ and a child's §10 suspension escalates to the nearest ``wait_for`` or up to the
 
 Modules: ``_types`` (the data), ``_inbox`` (the unsolicited rail's block), ``_budget``
 (carve and live checks), ``_escalation`` (``data.path`` and answer routing), ``_task``
-(the ``task`` tool), ``_turn`` (one turn on the shared loop), ``_runtime`` (the verbs),
-``_snapshot`` (the table as JSON) and ``_level1`` (``agent``).
+(the ``task`` tool), ``_turn`` (one turn on the shared loop), ``_table`` (the handle
+table: ids, walks, closed handles), ``_runtime`` (the verbs), ``_snapshot`` (the table as
+JSON) and ``_level1`` (``agent``).
 
 Personas (SPEC §7E) ride on it: ``_soul`` (:func:`compose_soul`), ``_memory``
 (:func:`memory_tool`), ``_persona`` (:func:`agent_from_dir`) and ``_heartbeat``
