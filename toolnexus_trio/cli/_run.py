@@ -7,7 +7,10 @@ the model keeps the context, its answer streamed as it arrives. ``--once PROMPT`
 once and exits instead.
 
 The streams are ``ask``'s: the answer on stdout, everything else (tool calls, questions,
-the ``done: ...`` line of each turn, errors, the ``> `` prompt on a terminal) on stderr.
+the ``done: ...`` line of each turn, errors, the start-up banner) on stderr. On a
+terminal the ``> `` prompt is read with line editing and history (:mod:`._prompt`);
+each MCP server that failed to start is reported once, and every log line is escaped
+(:mod:`._log`).
 So are the tool rules (:mod:`._ask_guard`): file tools confined to the current directory,
 a question before each ``bash``, ``write``, ``edit`` and ``apply_patch`` (``--yes``: none).
 
