@@ -222,6 +222,21 @@ async def test_run_reports_a_hostile_failed_server_once_escaped_in_a_terminal(
     assert lines[1] == banner("m", len(BUILTIN_ORDER))  # after the failure, before the prompt
 
 
+async def test_serve_reports_a_hostile_failed_server_once_escaped(tmp_path: Path) -> None:
+    config = _hostile_config(tmp_path)
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, "-m", "toolnexus_trio", "serve", "--stdio", "--mcp-config",
+             str(config)],
+            stdin=b"", capture_stdout=True, capture_stderr=True, check=False, env=_env(tmp_path),
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for raw in RAW:
+        assert raw not in done.stdout + done.stderr
+    lines = done.stderr.decode().splitlines()
+    assert [line for line in lines if "'bad'" in line] == [FAILED + " \\x9b31m end"]
+
+
 # Unknown keys in mcp.json ------------------------------------------------------------------
 
 

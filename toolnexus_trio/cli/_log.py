@@ -28,13 +28,15 @@ _WIDTH: Final = 2000
 
 
 class TerminalLog(logging.Handler):
-    """Writes each record (WARNING and above) as one escaped line to *stream* (default:
-    ``sys.stderr`` at the time of writing)."""
+    """Writes each record of *level* and above as one escaped line to *stream* (default:
+    ``sys.stderr`` at the time of writing), after its logger's name with *names*."""
 
-    def __init__(self, stream: TextIO | None = None, *, prefix: str = "") -> None:
-        super().__init__(logging.WARNING)
+    def __init__(
+        self, stream: TextIO | None = None, *, level: int = logging.WARNING, names: bool = False
+    ) -> None:
+        super().__init__(level)
         self._stream = stream
-        self._prefix = prefix
+        self._names = names
         self._held: list[logging.LogRecord] | None = None
         self._dropped = 0
 
@@ -67,6 +69,8 @@ class TerminalLog(logging.Handler):
 
     def _write(self, record: logging.LogRecord) -> None:
         text = _message(record)
+        if self._names:
+            text = f"{record.name}: {text}"
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
             text += f": {type(exc).__name__}: {exc}"
@@ -75,7 +79,7 @@ class TerminalLog(logging.Handler):
     def _line(self, text: str) -> None:
         stream = self._stream if self._stream is not None else sys.stderr
         try:
-            stream.write(self._prefix + _one_line(text, _WIDTH) + "\n")
+            stream.write(_one_line(text, _WIDTH) + "\n")
             stream.flush()
         except (OSError, ValueError):  # stderr closed: nothing more can be said
             pass
@@ -89,13 +93,17 @@ def _message(record: logging.LogRecord) -> str:
 
 
 @contextmanager
-def terminal_logging(*, prefix: str = "") -> Iterator[TerminalLog]:
-    """A :class:`TerminalLog` on the root logger for the block (removed after it)."""
+def terminal_logging(*, level: int = logging.WARNING, names: bool = False) -> Iterator[TerminalLog]:
+    """A :class:`TerminalLog` on the root logger for the block, the root logger at
+    *level* (both as before after it)."""
     root = logging.getLogger()
-    handler = TerminalLog(prefix=prefix)
+    handler = TerminalLog(level=level, names=names)
+    before = root.level
+    root.setLevel(level)
     root.addHandler(handler)
     try:
         yield handler
     finally:
         root.removeHandler(handler)
+        root.setLevel(before)
         handler.show_held()

@@ -58,7 +58,7 @@ from ._ask import (
 from ._ask_guard import ask_tools
 from ._commands import stopped_by_signal
 from ._log import TerminalLog, terminal_logging
-from ._mcp import read_config_file
+from ._mcp import read_config_file, report_failed_servers
 from ._prompt import PromptLines
 from ._terminal import TerminalLines, is_terminal
 
@@ -154,22 +154,7 @@ async def _toolkit(options: ToolkitOptions, log: TerminalLog) -> AsyncIterator[T
     log.hold()  # the library logs each failure too: one report is enough
     try:
         async with open_toolkit(options) as toolkit:
-            failed = {
-                name: status.error or ""
-                for name, status in toolkit.mcp_status().items()
-                if status.state == "failed"
-            }
-            for name, error in failed.items():
-                line = _one_line(f"MCP server {name!r} failed: {error}", 2000)
-                print(line, file=sys.stderr, flush=True)
-
-            def reported(message: str) -> bool:
-                return any(
-                    message.startswith(f"MCP server {name!r}") and error in message
-                    for name, error in failed.items()
-                )
-
-            log.show_held(skip=reported)
+            report_failed_servers(toolkit, log)
             yield toolkit
     finally:
         log.show_held()
