@@ -4,6 +4,7 @@ reported once and escaped, unknown keys in ``mcp.json`` named."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -27,6 +28,9 @@ KEYS = ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY")
 UP, LEFT, HOME, END = b"\x1b[A", b"\x1b[D", b"\x1b[H", b"\x1b[F"  # as an xterm sends them
 HOSTILE = [sys.executable, str(SERVERS / "hostile_error.py")]
 RAW = (b"\x1b", b"\x07", b"\xc2\x9b")  # ESC, BEL, and the C1 CSI as UTF-8
+needs_readline = pytest.mark.skipif(
+    importlib.util.find_spec("readline") is None, reason="no readline module (Windows)"
+)
 FAILED = "MCP server 'bad' failed: no thanks \\x1b]0;pwned\\x07 \\x1b[2J \\x1b]52;c;aGFja2Vk\\x07"
 
 
@@ -54,6 +58,7 @@ async def _turn(child: Child, typed: bytes, prompts: int) -> None:
     await child.wait_for_count(b"\n> ", prompts)
 
 
+@needs_readline
 async def test_up_arrow_recalls_the_last_line_and_history_survives_a_restart(
     tmp_path: Path,
 ) -> None:
@@ -89,6 +94,7 @@ async def test_up_arrow_recalls_the_last_line_and_history_survives_a_restart(
     assert (state / "toolnexus-trio" / "history").read_text() == "first line\nsecond\nexit\n"
 
 
+@needs_readline
 async def test_the_line_is_edited_with_arrows_home_and_end(tmp_path: Path) -> None:
     async with open_fake_provider([{"text": "Edited."}]) as provider:
         with trio.fail_after(60):
@@ -121,6 +127,7 @@ async def test_the_banner_names_the_model_the_tools_and_how_to_quit(tmp_path: Pa
     )
 
 
+@needs_readline
 async def test_ctrl_c_at_the_prompt_exits_130_and_gives_the_terminal_back(
     tmp_path: Path,
 ) -> None:
@@ -144,11 +151,13 @@ async def test_ctrl_c_at_the_prompt_exits_130_and_gives_the_terminal_back(
     assert len(provider.requests) == 1  # the half line was never sent
 
 
-async def test_a_question_during_a_turn_is_not_kept_in_the_history(tmp_path: Path) -> None:
+@needs_readline
+async def test_an_answer_is_not_kept_and_a_line_typed_ahead_is(tmp_path: Path) -> None:
     state = tmp_path / "state"
     script = [
         {"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]},
         {"text": "Ran it."},
+        {"text": "Next."},
     ]
     async with open_fake_provider(script) as provider:
         with trio.fail_after(60):
@@ -158,12 +167,14 @@ async def test_a_question_during_a_turn_is_not_kept_in_the_history(tmp_path: Pat
                 await child.wait_for_output(b"> ")
                 await child.type(b"run true\n")
                 await child.wait_for_output(b"? Allow bash to run this command? [y/N]")
-                await _turn(child, b"y\n", 2)  # answered on the same terminal
+                # The answer, and the next line typed before the prompt is back.
+                await _turn(child, b"y\nsecond line\n", 3)
                 await child.type(b"\x04")
                 code, out, _ = await child.finish()
     assert code == 0, out
     assert "<- bash [ok]" in out
-    assert history_path({"XDG_STATE_HOME": str(state)}).read_text() == "run true\n"
+    assert _asked(provider)[-1] == "second line"
+    assert history_path({"XDG_STATE_HOME": str(state)}).read_text() == "run true\nsecond line\n"
 
 
 def test_the_history_lives_in_the_state_folder(tmp_path: Path) -> None:
