@@ -5,6 +5,7 @@ reported once and escaped, unknown keys in ``mcp.json`` named."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ from terminal_helpers import Child, child_command
 
 from toolnexus_trio.builtins import BUILTIN_ORDER
 from toolnexus_trio.cli._commands import GOODBYE
+from toolnexus_trio.cli._log import MAX_HELD, TerminalLog
 from toolnexus_trio.cli._prompt import HISTORY_LENGTH, history_path
 from toolnexus_trio.cli._run import banner
 from toolnexus_trio.mcp._config import parse_mcp_config
@@ -285,3 +287,40 @@ def test_another_clients_key_is_ignored_with_a_warning(caplog: pytest.LogCapture
         config = parse_mcp_config({"x": {"command": "true", "autoApprove": []}})
     assert config.servers[0].command == ("true",)
     assert caplog.messages == ["MCP server 'x': unknown key 'autoApprove' ignored"]
+
+
+# The log lines of the terminal commands ----------------------------------------------------
+
+
+def test_log_lines_are_escaped_held_and_bounded() -> None:
+    out = io.StringIO()
+    handler = TerminalLog(out, names=True)
+    log = logging.getLogger("toolnexus_trio.test_cli_log")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        log.warning("said \x1b]0;title\x07 %s", "\x1b[2J")
+        try:
+            raise ValueError("deep \x1b]52;c;aGk=\x07")
+        except ValueError:
+            log.exception("with a traceback")
+        handler.hold()
+        log.warning("MCP server 'a' failed: why")
+        log.warning("MCP server 'b': other")
+        for i in range(MAX_HELD + 5):
+            log.warning("filler %d", i)
+        assert "MCP server" not in out.getvalue()  # held
+        handler.show_held(skip=lambda message: message.startswith("MCP server 'a'"))
+        log.warning("after")
+    finally:
+        log.removeHandler(handler)
+    text = out.getvalue()
+    assert "\x1b" not in text and "\x07" not in text
+    lines = text.splitlines()
+    assert lines[0] == "toolnexus_trio.test_cli_log: said \\x1b]0;title\\x07 \\x1b[2J"
+    assert lines[1] == "toolnexus_trio.test_cli_log: with a traceback"
+    assert lines[2] == "Traceback (most recent call last):"
+    assert "ValueError: deep \\x1b]52;c;aGk=\\x07" in lines
+    assert "MCP server 'a'" not in text and "MCP server 'b': other" in text
+    assert f"filler {MAX_HELD - 3}" in text and f"filler {MAX_HELD - 2}" not in text
+    assert lines[-2:] == ["(7 more log records not shown)", "toolnexus_trio.test_cli_log: after"]

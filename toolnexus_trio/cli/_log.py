@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final, TextIO
 
-from ._ask import _one_line
+from ._ask import _TEXT_CONTROLS, _escape, _one_line
 
 MAX_HELD: Final = 200
 """Records held beyond this many are counted, not kept: memory stays bounded."""
 
 _WIDTH: Final = 2000
+_FORMAT: Final = logging.Formatter()
 
 
 class TerminalLog(logging.Handler):
@@ -71,15 +72,16 @@ class TerminalLog(logging.Handler):
         text = _message(record)
         if self._names:
             text = f"{record.name}: {text}"
+        trace = ""
         if record.exc_info and record.exc_info[1] is not None:
-            exc = record.exc_info[1]
-            text += f": {type(exc).__name__}: {exc}"
-        self._line(text)
+            # The traceback keeps its lines; any other control character is made visible.
+            trace = _TEXT_CONTROLS.sub(_escape, _FORMAT.formatException(record.exc_info))
+        self._line(text, trace)
 
-    def _line(self, text: str) -> None:
+    def _line(self, text: str, trace: str = "") -> None:
         stream = self._stream if self._stream is not None else sys.stderr
         try:
-            stream.write(_one_line(text, _WIDTH) + "\n")
+            stream.write(_one_line(text, _WIDTH) + "\n" + (trace + "\n" if trace else ""))
             stream.flush()
         except (OSError, ValueError):  # stderr closed: nothing more can be said
             pass
