@@ -8,6 +8,7 @@ is not a boolean) and an error names the server and the field.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -40,6 +41,14 @@ _TRANSPORTS: Final[dict[str, Literal["auto", "streamable-http", "sse"]]] = {
     "streamable-http": "streamable-http",
     "sse": "sse",
 }
+SERVER_KEYS: Final = frozenset(
+    {"type", "command", "args", "url", "environment", "env", "cwd", "headers"}
+    | {"enabled", "disabled", "timeout", "tools"}
+)
+"""The keys a server entry may have. Another key close to one of them (a typo such as
+``comand``) is an error naming both; any other key (another client's own setting, such
+as Cline's ``autoApprove``) is ignored with a warning naming it."""
+
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -154,9 +163,22 @@ def _command(raw: Mapping[str, Any], server: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
+def _unknown_keys(raw: Mapping[Any, Any], server: str) -> None:
+    for key in raw:
+        if key in SERVER_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key), SERVER_KEYS, n=1, cutoff=0.75)
+        if close:  # a typo: its setting would be silently lost, or a wrong error given
+            raise ValueError(
+                f"MCP server {server!r}: unknown key {key!r:.60} (did you mean {close[0]!r}?)"
+            )
+        logger.warning("MCP server %r: unknown key %.60r ignored", server, key)
+
+
 def _server(name: str, raw: object) -> McpServerConfig:
     if not isinstance(raw, Mapping):
         raise ValueError(f"MCP server {name!r}: must be an object")
+    _unknown_keys(raw, name)
     kind = raw.get("type")
     if kind not in (None, "local", "remote", "stdio", "http", "streamable-http", "sse"):
         raise _fail(name, "type", f"must be 'local' or 'remote', got {kind!r:.40}")
