@@ -14,13 +14,20 @@ import logging
 import random
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import attrs
 import httpx2
 import trio
 
-from .._http_client import body_chunks, close_response, error_text, new_client, redact
+from .._http_client import (
+    body_chunks,
+    close_response,
+    error_text,
+    new_client,
+    own_transport,
+    redact,
+)
 from ..loop._results import GenerateError
 
 _HTTPX_LOG = logging.getLogger("httpx2")
@@ -268,8 +275,8 @@ class Poster:
     def _direct_transport(
         self, http: httpx2.AsyncClient, request: httpx2.Request
     ) -> httpx2.AsyncBaseTransport | None:
-        """The owned pool's transport for *request* (a proxy's, when the environment
-        names one) when ``send`` would add nothing, else ``None``."""
+        """The owned pool's transport (the one every request of it takes: it was made
+        without a proxy) when ``send`` would add nothing, else ``None``."""
         if (
             not self._owned
             or http.is_closed  # send says so, clearly
@@ -277,8 +284,7 @@ class Poster:
             or request.url.scheme not in ("http", "https")
         ):
             return None
-        pick = getattr(http, "_transport_for_url", None)  # httpx2's own choice, proxies too
-        return None if pick is None else cast("httpx2.AsyncBaseTransport", pick(request.url))
+        return own_transport(http)
 
     async def _read(self, response: httpx2.Response) -> bytes:
         """:func:`read_bounded`; the caller's :func:`close_response` closes the response
