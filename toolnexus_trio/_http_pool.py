@@ -445,8 +445,10 @@ class _Body(httpx2.AsyncByteStream):
     async def __anext__(self) -> bytes:
         if self._iterator is None:
             self._iterator = aiter(self._parts)
-        with _as_httpx():
+        try:  # (per chunk: a plain try, not the context manager)
             return await anext(self._iterator)
+        except _FROM_HTTPCORE as exc:
+            raise _translated(exc) from exc
 
     async def aclose(self) -> None:
         iterator, self._iterator = self._iterator, None
@@ -487,8 +489,10 @@ class PoolTransport(httpx2.AsyncBaseTransport):
             content=cast("AsyncIterable[bytes]", request.stream),
             extensions=request.extensions,
         )
-        with _as_httpx():
+        try:
             answer = await self.pool.handle_async_request(core)
+        except _FROM_HTTPCORE as exc:
+            raise _translated(exc) from exc
         return httpx2.Response(
             status_code=answer.status,
             headers=answer.headers,
