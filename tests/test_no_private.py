@@ -186,6 +186,7 @@ def violations(where: str, tree: ast.Module, ours: set[str]) -> Iterator[str]:
 def package_violations(root: Path = ROOT) -> list[str]:
     """Every use of another package's private names in the package under *root*."""
     paths = _modules(root)
+    assert paths, f"no modules under {root}"
     trees = [ast.parse(p.read_text(encoding="utf-8"), str(p)) for p in paths]
     ours = _defined_names(trees)
     return [
