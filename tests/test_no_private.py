@@ -19,6 +19,8 @@ exception is listed in :data:`ALLOWED` with its reason.
 from __future__ import annotations
 
 import ast
+import re
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -231,3 +233,26 @@ def test_the_reader_flags_private_names(source: str, flagged: bool) -> None:
     # The snippet is the whole "package": the names it defines are ours.
     found = list(violations("m.py", tree, _defined_names([tree])))
     assert bool(found) is flagged, found
+
+
+# -- upper bounds ---------------------------------------------------------------------
+
+UNBOUNDED: dict[str, str] = {
+    # requirement name: why it has no upper bound
+}
+"""Runtime requirements without an upper bound, each with its reason."""
+
+
+def test_runtime_dependencies_have_upper_bounds() -> None:
+    """Every requirement a user installs (the dependencies and the runtime extras) has
+    an upper bound: a release we have not run on is not installed under us."""
+    pyproject = tomllib.loads((ROOT.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    project = pyproject["project"]
+    extras = project["optional-dependencies"]
+    runtime = [*project["dependencies"], *extras["mcp"], *extras["a2a"], *extras["postgres"]]
+    unbounded = []
+    for requirement in runtime:
+        name = re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0]
+        if "<" not in requirement and "==" not in requirement and name not in UNBOUNDED:
+            unbounded.append(requirement)
+    assert not unbounded, f"requirements without an upper bound: {unbounded}"
