@@ -115,17 +115,25 @@ def new_client_blocking(
     connect_timeout: float | None = None,
     follow_redirects: bool = False,
     plain_http: bool = False,
+    max_connections: int | None = None,
 ) -> httpx2.AsyncClient:
     """:func:`new_client` for a caller outside Trio; the first call of the process
     blocks while it loads the CA bundle (unless *plain_http*)."""
     verify = _no_tls_context() if plain_http else _load_ssl_context()
-    transport = None if _env_proxies() else PoolTransport(verify)
+    limits = LIMITS
+    if max_connections is not None:
+        limits = httpx2.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=LIMITS.max_keepalive_connections,
+            keepalive_expiry=LIMITS.keepalive_expiry,
+        )
+    transport = None if _env_proxies() else PoolTransport(verify, limits)
     client = httpx2.AsyncClient(
         verify=verify,
         timeout=httpx2.Timeout(None, connect=connect_timeout),
         follow_redirects=follow_redirects,
         trust_env=True,
-        limits=LIMITS,
+        limits=limits,
         event_hooks={"request": [_only_http]},
         transport=transport,
     )
@@ -139,6 +147,7 @@ async def new_client(
     connect_timeout: float | None = None,
     follow_redirects: bool = False,
     plain_http: bool = False,
+    max_connections: int | None = None,
 ) -> httpx2.AsyncClient:
     """A new ``httpx2.AsyncClient`` with the rules of the module doc; close it with
     ``aclose``.
@@ -146,11 +155,16 @@ async def new_client(
     *connect_timeout* (seconds, ``None``: none) bounds connecting; nothing else has a
     limit of its own. *plain_http*: the caller only ever sends ``http`` URLs without
     redirects (no CA bundle is loaded; TLS through the client fails closed).
+    *max_connections*: the most connections open at once (``None``: no cap); a request
+    beyond it waits for one to be free.
     """
     if _ssl_context is None and not plain_http:  # the first client: the CA bundle, off-loop
         await trio.to_thread.run_sync(_load_ssl_context)
     return new_client_blocking(
-        connect_timeout=connect_timeout, follow_redirects=follow_redirects, plain_http=plain_http
+        connect_timeout=connect_timeout,
+        follow_redirects=follow_redirects,
+        plain_http=plain_http,
+        max_connections=max_connections,
     )
 
 

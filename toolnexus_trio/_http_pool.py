@@ -468,8 +468,7 @@ class PoolTransport(httpx2.AsyncBaseTransport):
     with httpcore2's errors raised as httpx2's (:func:`_as_httpx`).
     """
 
-    def __init__(self, ssl_context: ssl.SSLContext) -> None:
-        limits = LIMITS
+    def __init__(self, ssl_context: ssl.SSLContext, limits: httpx2.Limits = LIMITS) -> None:
         self.pool = httpcore2.AsyncConnectionPool(
             ssl_context=ssl_context,
             max_connections=limits.max_connections,

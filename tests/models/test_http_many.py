@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 
+import attrs
+import pytest
 import trio
 from raw_http_server import Peer, raw_server
 from trio.abc import Clock
 
-from toolnexus_trio import ClientOptions, create_client
+from toolnexus_trio import Client, ClientOptions, create_client
 
 CONVERSATIONS = 150
 _GIVE_UP_S = 600  # virtual time: only an idle run (nobody can proceed) gets there
@@ -30,6 +32,12 @@ def sse_answer(text: str) -> bytes:
     body += b"data: [DONE]\n\n"
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
     return head % len(body) + body
+
+
+async def conversation(client: Client, texts: list[str]) -> None:
+    """One streamed model call; its text deltas go to *texts*."""
+    async with client.stream("hello") as events:
+        texts.extend([event["delta"] async for event in events if event["type"] == "text"])
 
 
 async def test_150_streamed_conversations_are_in_flight_at_once(
@@ -53,19 +61,57 @@ async def test_150_streamed_conversations_are_in_flight_at_once(
 
     texts: list[str] = []
 
-    async def conversation(client: object) -> None:
-        async with client.stream("hello") as events:  # type: ignore[attr-defined]
-            async for event in events:
-                if event["type"] == "text":
-                    texts.append(event["delta"])
-
     async with raw_server(hold_until_everyone_is_here) as server:
         options = ClientOptions(base_url=server.url + "/v1", style="openai", model="m")
         async with create_client(options) as client:
             with trio.move_on_after(_GIVE_UP_S):
                 async with trio.open_nursery() as nursery:
                     for _ in range(CONVERSATIONS):
-                        nursery.start_soon(conversation, client)
+                        nursery.start_soon(conversation, client, texts)
     assert most == CONVERSATIONS, f"only {most} of {CONVERSATIONS} requests were in flight"
     assert texts == ["hi"] * CONVERSATIONS
     assert len(server.peers) == CONVERSATIONS  # one connection each
+
+
+async def test_max_connections_caps_the_clients_own_pool(socket_autojump_clock: Clock) -> None:
+    """``max_connections=3``: six conversations take turns on three connections."""
+    cap = 3
+    in_flight = 0
+    most = 0
+    batch = [trio.Event()]
+
+    async def answer_in_batches_of_three(peer: Peer) -> None:
+        nonlocal in_flight, most
+        while True:
+            await peer.read_request()
+            in_flight += 1
+            most = max(most, in_flight)
+            mine = batch[0]
+            if in_flight == cap:  # a full batch: answer its three requests
+                batch[0] = trio.Event()
+                mine.set()
+            await mine.wait()
+            in_flight -= 1
+            await peer.send(sse_answer("hi"))
+
+    texts: list[str] = []
+
+    async with raw_server(answer_in_batches_of_three) as server:
+        options = ClientOptions(
+            base_url=server.url + "/v1", style="openai", model="m", max_connections=cap
+        )
+        async with create_client(options) as client:
+            with trio.move_on_after(_GIVE_UP_S):
+                async with trio.open_nursery() as nursery:
+                    for _ in range(2 * cap):
+                        nursery.start_soon(conversation, client, texts)
+    assert most == cap
+    assert texts == ["hi"] * (2 * cap)
+    assert len(server.peers) == cap  # the second three reused the first three's
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3"])
+def test_max_connections_must_be_a_positive_int(bad: object) -> None:
+    options = ClientOptions(base_url="http://127.0.0.1:9/v1", style="openai", model="m")
+    with pytest.raises(ValueError, match="max_connections"):
+        create_client(attrs.evolve(options, max_connections=bad))

@@ -129,8 +129,10 @@ class Poster:
         secret: str | None,
         credentials: tuple[str, str] | None = None,
         max_retry_after: float = 60.0,
+        max_connections: int | None = None,
     ) -> None:
         self._owned = http_client is None
+        self.max_connections = max_connections
         self.http: httpx2.AsyncClient | None = http_client
         # Credentials of the URL (user, password), sent as basic auth; they and the
         # header that carries them are redacted like the key.
@@ -351,7 +353,11 @@ class Poster:
         # An http:// model (a local server) never needs the CA bundle: no redirects are
         # followed, so its client only ever sends plain http (TLS through it fails closed).
         plain = url[:7].lower() == "http://"
-        made = await new_client(connect_timeout=_CONNECT_TIMEOUT, plain_http=plain)
+        made = await new_client(
+            connect_timeout=_CONNECT_TIMEOUT,
+            plain_http=plain,
+            max_connections=self.max_connections,
+        )
         if self.http is None:
             self.http = made
         else:
