@@ -1,4 +1,5 @@
-"""A model client shared by many conversations has them all in flight at once (issue 39).
+"""A model client shared by many conversations has them all in flight at once (issue 39),
+spread over the transport's pools.
 
 The client's own pool has no cap on connections: 150 streamed model calls through one
 client are 150 requests the server holds open together. (httpx2's default pool stops at
@@ -11,12 +12,15 @@ from __future__ import annotations
 import json
 
 import attrs
+import httpx2
 import pytest
 import trio
-from raw_http_server import Peer, raw_server
+from raw_http_server import Peer, raw_server, response
 from trio.abc import Clock
 
 from toolnexus_trio import Client, ClientOptions, create_client
+from toolnexus_trio import _http_client as factory
+from toolnexus_trio import _http_pool as direct
 
 CONVERSATIONS = 150
 _GIVE_UP_S = 600  # virtual time: only an idle run (nobody can proceed) gets there
@@ -115,3 +119,46 @@ def test_max_connections_must_be_a_positive_int(bad: object) -> None:
     options = ClientOptions(base_url="http://127.0.0.1:9/v1", style="openai", model="m")
     with pytest.raises(ValueError, match="max_connections"):
         create_client(attrs.evolve(options, max_connections=bad))
+
+
+async def test_requests_in_flight_are_spread_evenly_over_the_pools(
+    socket_autojump_clock: Clock,
+) -> None:
+    """The uncapped transport's pools each hold a share of the connections (each scan
+    of a pool sees only its own), and one caller alone keeps reusing one connection."""
+    n = 150
+    in_flight = 0
+    everyone = trio.Event()
+    spread: list[int] = []
+
+    async def hold_until_everyone_is_here(peer: Peer) -> None:
+        nonlocal in_flight
+        while True:
+            await peer.read_request()
+            in_flight += 1
+            if in_flight == n:
+                spread.extend(len(s.pool.connections) for s in transport.shards)
+                everyone.set()
+            await everyone.wait()
+            in_flight -= 1
+            await peer.send(response(b"ok"))
+
+    async def one(http: httpx2.AsyncClient, url: str) -> None:
+        async with http.stream("GET", url) as answer:
+            assert await answer.aread() == b"ok"
+
+    async with (
+        raw_server(hold_until_everyone_is_here) as server,
+        await factory.new_client() as http,
+    ):
+        transport = factory.own_transport(http)
+        assert isinstance(transport, direct.PoolTransport)
+        with trio.move_on_after(_GIVE_UP_S):
+            async with trio.open_nursery() as nursery:
+                for _ in range(n):
+                    nursery.start_soon(one, http, server.url)
+        assert sum(spread) == n and max(spread) - min(spread) <= 1, spread
+        assert len(spread) == direct.SHARDS
+        for _ in range(3):  # alone: the first pool's kept-alive connection, again
+            await one(http, server.url)
+    assert len(server.peers) == n
