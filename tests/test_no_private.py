@@ -10,10 +10,17 @@ This test reads every module of the package with :mod:`ast` and fails on:
   ``mod.sub._y`` (whatever our own package defines);
 - ``obj._name`` read or written, and ``getattr`` / ``setattr`` / ``hasattr`` /
   ``delattr`` with a literal ``"_name"``, where ``obj`` is not ``self`` or ``cls`` and
-  ``_name`` is defined nowhere in this package (so it can only be someone else's).
+  ``_name`` is defined nowhere in this package (so it can only be someone else's);
+- the same on a chain rooted at an argument annotated with another package's type
+  (``client: httpx2.AsyncClient`` -> ``client._transport``; ``ctx:
+  ServerRequestContext[Any]`` -> ``ctx.session._connection``), whatever we define.
 
 Dunder names (``__name__``, ``__aenter__``) are the language's, not private. An
-exception is listed in :data:`ALLOWED` with its reason.
+exception is listed in :data:`ALLOWED` with its reason. The old code's four (httpcore2's
+``_backends.trio``, ``client._transport._pool``, ``pool._network_backend``, httpx2's
+``_transport_for_url``) are what this was written against.
+
+Also here: every runtime requirement in pyproject.toml has an upper bound.
 """
 
 from __future__ import annotations
