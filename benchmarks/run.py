@@ -25,38 +25,10 @@ from typing import Any
 
 from benchmarks.http_suite import collect_http
 from benchmarks.report import build_rows, machine_info, print_table, write_outputs
+from benchmarks.rows import Config, Raw
 
 PY = sys.executable
 SIDES = ("ours", "peer")
-Raw = dict[str, dict[str, list[dict[str, Any]]]]
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """How much work each scenario does; ``--quick`` shrinks rounds, never N per run."""
-
-    agent_rounds: int = 8
-    host_rounds: int = 5
-    overhead_runs: int = 300
-    overhead_warmup: int = 50
-    fanout_runs: int = 20
-    fanout_warmup: int = 1  # the first run of the process only: what a user warms
-    fanout_cold_rounds: int = 12
-    cancel_runs: int = 1
-    invoke_sequential: int = 2000
-    invoke_total: int = 20000
-    stubborn_reps: int = 3
-    scale_n: int = 10_000
-    storm_n: int = 100_000
-    http_rounds: int = 3
-    http_overhead_runs: int = 200
-    http_overhead_warmup: int = 30
-    http_burst_runs: int = 1
-    http_cancel_runs: int = 5
-    xf_rounds: int = 5  # scenario 17: rounds x sides, one fresh process each
-    xf_runs: int = 30
-    xf_warmup: int = 5
-    store_rounds: int = 3  # scenario 18: whole store runs (1, 2, 4 workers each)
 
 
 QUICK = dataclasses.replace(

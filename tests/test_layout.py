@@ -33,6 +33,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "_converter",
             "_groups",
             "_http_client",
+            "_http_pool",
             "_names",
             "_opening",
             "_procs",

@@ -14,13 +14,20 @@ import logging
 import random
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import attrs
 import httpx2
 import trio
 
-from .._http_client import body_chunks, close_response, error_text, new_client, redact
+from .._http_client import (
+    body_chunks,
+    close_response,
+    error_text,
+    new_client,
+    own_transport,
+    redact,
+)
 from ..loop._results import GenerateError
 
 _HTTPX_LOG = logging.getLogger("httpx2")
@@ -122,8 +129,10 @@ class Poster:
         secret: str | None,
         credentials: tuple[str, str] | None = None,
         max_retry_after: float = 60.0,
+        max_connections: int | None = None,
     ) -> None:
         self._owned = http_client is None
+        self.max_connections = max_connections
         self.http: httpx2.AsyncClient | None = http_client
         # Credentials of the URL (user, password), sent as basic auth; they and the
         # header that carries them are redacted like the key.
@@ -268,8 +277,8 @@ class Poster:
     def _direct_transport(
         self, http: httpx2.AsyncClient, request: httpx2.Request
     ) -> httpx2.AsyncBaseTransport | None:
-        """The owned pool's transport for *request* (a proxy's, when the environment
-        names one) when ``send`` would add nothing, else ``None``."""
+        """The owned pool's transport (the one every request of it takes: it was made
+        without a proxy) when ``send`` would add nothing, else ``None``."""
         if (
             not self._owned
             or http.is_closed  # send says so, clearly
@@ -277,8 +286,7 @@ class Poster:
             or request.url.scheme not in ("http", "https")
         ):
             return None
-        pick = getattr(http, "_transport_for_url", None)  # httpx2's own choice, proxies too
-        return None if pick is None else cast("httpx2.AsyncBaseTransport", pick(request.url))
+        return own_transport(http)
 
     async def _read(self, response: httpx2.Response) -> bytes:
         """:func:`read_bounded`; the caller's :func:`close_response` closes the response
@@ -345,7 +353,11 @@ class Poster:
         # An http:// model (a local server) never needs the CA bundle: no redirects are
         # followed, so its client only ever sends plain http (TLS through it fails closed).
         plain = url[:7].lower() == "http://"
-        made = await new_client(connect_timeout=_CONNECT_TIMEOUT, plain_http=plain)
+        made = await new_client(
+            connect_timeout=_CONNECT_TIMEOUT,
+            plain_http=plain,
+            max_connections=self.max_connections,
+        )
         if self.http is None:
             self.http = made
         else:

@@ -52,6 +52,10 @@ class ClientOptions:
     - ``http_client``: an ``httpx2.AsyncClient`` you own (custom transport, proxy,
       mTLS); the client never closes it. Without it the client makes its own, closed
       by :meth:`Client.aclose <toolnexus_trio.Client.aclose>`.
+    - ``max_connections`` (default ``None``: no cap): the most connections the client's
+      own pool opens at once; a model call beyond it waits for a free one. Without a
+      cap, every conversation sharing the client has its call in flight at once (a
+      thousand conversations, a thousand connections). Not used with ``http_client``.
     """
 
     base_url: str = attrs.field(repr=lambda url: repr(safe_url(url)))  # no password shown
@@ -75,3 +79,4 @@ class ClientOptions:
     request_params: Mapping[str, Any] | None = None
     body_transform: BodyTransform | None = None
     http_client: httpx2.AsyncClient | None = attrs.field(default=None, repr=False)
+    max_connections: int | None = None

@@ -112,6 +112,9 @@ class HttpTurns:
                 f"max_retry_after must be a finite number of seconds >= 0, "
                 f"not {options.max_retry_after!r}"
             )
+        cap = options.max_connections
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise ValueError(f"max_connections must be None or an int >= 1, not {cap!r}")
         self.wire: ModuleType = _openai if options.style == "openai" else _anthropic
         # Credentials in the URL go as basic auth, and never into a message or a log.
         self.url, credentials = split_credentials(self.wire.endpoint(options.base_url))
@@ -132,6 +135,7 @@ class HttpTurns:
             secret=self.secret,
             credentials=credentials,
             max_retry_after=options.max_retry_after,
+            max_connections=options.max_connections,
         )
 
     def tools_for(self, toolkit: Toolkit | None) -> list[dict[str, Any]]:
