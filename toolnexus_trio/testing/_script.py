@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import attrs
 
-WireStyle = Literal["openai", "anthropic"]
+WireStyle = Literal["openai", "anthropic", "responses", "gemini"]
 
 
 @attrs.frozen
@@ -53,6 +53,10 @@ class Step:
     (``[DONE]``, ``message_stop``) included, then keeps the body open without ending
     it until the client hangs up (a JSON answer is sent whole, as usual);
     ``event_delay_ms`` waits between streamed events.
+
+    ``reasoning`` (Responses and Gemini wires) adds a reasoning item with that summary
+    (Responses) or a thought signature on the first call (Gemini). ``usage`` may also
+    give ``cache_read_tokens`` and ``cache_write_tokens`` (of the prompt tokens).
     """
 
     text: str = ""
@@ -72,6 +76,7 @@ class Step:
     drop_after: int | None = None
     hold_open: bool = False
     event_delay_ms: int = 0
+    reasoning: str = ""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Step:
@@ -159,7 +164,20 @@ def json_body(style: WireStyle, step: Step, model: str, serial: int) -> dict[str
         "content": content, "stop_reason": reason, "stop_sequence": None,
     }  # fmt: skip
     if step.usage is not None:
-        out["usage"] = {"input_tokens": prompt, "output_tokens": completion}
+        out["usage"] = _anthropic_usage(step, completion)
+    return out
+
+
+def _anthropic_usage(step: Step, output: int) -> dict[str, int]:
+    """Anthropic counts cached input apart: ``input_tokens`` is the rest of the prompt."""
+    prompt, _ = _tokens(step)
+    usage = step.usage or {}
+    read = int(usage.get("cache_read_tokens", 0))
+    write = int(usage.get("cache_write_tokens", 0))
+    out = {"input_tokens": prompt - read - write, "output_tokens": output}
+    if read or write:
+        out["cache_read_input_tokens"] = read
+        out["cache_creation_input_tokens"] = write
     return out
 
 
@@ -220,10 +238,10 @@ def _anthropic_events(step: Step, model: str, serial: int) -> list[bytes]:
             + b"\n\n"
         )
 
-    prompt, completion = _tokens(step)
+    _, completion = _tokens(step)
     message: dict[str, Any] = {"id": f"msg_fake_{serial}", "type": "message", "role": "assistant",
                "model": model, "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": prompt, "output_tokens": 1}}  # fmt: skip
+               "usage": _anthropic_usage(step, 1)}  # fmt: skip
     events = [event("message_start", {"message": message}), event("ping", {})]
     index = 0
     deltas = _deltas(step)
