@@ -46,7 +46,8 @@ class Step:
     answer with these raw bytes (non-JSON, wrong shape), sent as ``content_type``
     (default: ``text/event-stream`` when the request asked to stream, else
     ``application/json``); ``delay_ms`` waits before
-    answering; ``stall`` never answers and waits for the client to hang up;
+    answering (a client that hangs up meanwhile is seen, as with ``stall``);
+    ``stall`` never answers and waits for the client to hang up;
     ``stall_after=N`` streams N events then stalls; ``drop_after=N`` closes the
     connection after N events (JSON: halfway through the body) without ending it;
     ``hold_open`` sends every event of a streamed answer, its terminal one

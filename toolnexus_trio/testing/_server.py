@@ -198,8 +198,8 @@ class FakeProvider:
         if step is None:
             await _send_simple(conn, stream, 500, _error("FakeProvider: the script has run out"))
             return True
-        if step.delay_ms:
-            await trio.sleep(step.delay_ms / 1000)
+        if step.delay_ms and not await _wait_or_gone(conn, stream, received, step.delay_ms):
+            return False
         if step.stall:
             await _wait_gone(stream, received)
             return False
@@ -332,6 +332,22 @@ async def _send_events(
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         received.mark_closed()
         raise _Gone from None
+    return True
+
+
+async def _wait_or_gone(
+    conn: h11.Connection, stream: trio.SocketStream, received: ReceivedRequest, ms: int
+) -> bool:
+    """Wait *ms* before answering, watching the socket: ``False`` (and the request marked
+    closed) when the client hangs up meanwhile, as a hedged request's loser does."""
+    with trio.move_on_after(ms / 1000):
+        try:
+            while data := await stream.receive_some(65536):
+                conn.receive_data(data)  # (a next request, kept for its turn)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        received.mark_closed()
+        return False
     return True
 
 
