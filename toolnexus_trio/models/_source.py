@@ -137,6 +137,9 @@ class HttpTurns:
             **{k.lower(): v for k, v in (options.headers or {}).items()},
         }
         self.params = _clean_params(options.request_params)
+        # Only the Anthropic wire needs breakpoints; the others cache on their own.
+        cached = options.prompt_cache and options.style == "anthropic"
+        self._body_options: dict[str, Any] = {"prompt_cache": True} if cached else {}
         self.transform = options.body_transform
         self.poster = Poster(
             http_client=options.http_client,
@@ -172,6 +175,7 @@ class HttpTurns:
             request.tools or (),
             max_tokens=request.max_tokens,
             stream=stream,
+            **self._body_options,
         )
         content = await self._encode(body)
         url = self._url(request.model, stream)

@@ -130,7 +130,7 @@ def _deltas(step: Step) -> list[str]:
 
 def json_body(style: WireStyle, step: Step, model: str, serial: int) -> dict[str, Any]:
     """The whole answer of a non-streamed call."""
-    prompt, completion = _tokens(step)
+    _, completion = _tokens(step)
     text = step.text * step.burst if step.burst else step.text
     ids = _ids(step, serial)
     if style == "openai":
@@ -148,8 +148,7 @@ def json_body(style: WireStyle, step: Step, model: str, serial: int) -> dict[str
             "choices": [{"index": 0, "message": message, "finish_reason": reason}],
         }  # fmt: skip
         if step.usage is not None:
-            out["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
-                            "total_tokens": prompt + completion}  # fmt: skip
+            out["usage"] = _openai_usage(step)
         return out
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     for i, c in zip(ids, step.tool_calls, strict=True):
@@ -166,6 +165,16 @@ def json_body(style: WireStyle, step: Step, model: str, serial: int) -> dict[str
     }  # fmt: skip
     if step.usage is not None:
         out["usage"] = _anthropic_usage(step, completion)
+    return out
+
+
+def _openai_usage(step: Step) -> dict[str, Any]:
+    prompt, completion = _tokens(step)
+    out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                           "total_tokens": prompt + completion}  # fmt: skip
+    read = int((step.usage or {}).get("cache_read_tokens", 0))
+    if read:
+        out["prompt_tokens_details"] = {"cached_tokens": read}
     return out
 
 
@@ -222,10 +231,7 @@ def _openai_events(step: Step, model: str, serial: int, include_usage: bool) -> 
     reason = step.finish_reason or ("tool_calls" if step.tool_calls else "stop")
     events.append(chunk({}, reason))
     if include_usage and step.usage is not None:
-        prompt, completion = _tokens(step)
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion,
-                 "total_tokens": prompt + completion}  # fmt: skip
-        body = {**head, "choices": [], "usage": usage}
+        body = {**head, "choices": [], "usage": _openai_usage(step)}
         events.append(b"data: " + json.dumps(body).encode() + b"\n\n")
     events.append(b"data: [DONE]\n\n")
     return events
