@@ -163,3 +163,17 @@ async def test_bad_answers_are_clear_errors(style: str) -> None:
     ):
         with pytest.raises(GenerateError, match="not a"):
             await client.run("hi")
+
+
+async def test_provider_state_stays_with_its_wire() -> None:
+    """A transcript whose assistant turn kept Responses reasoning items goes to the chat
+    completions wire without them (a fallback of another style, a later client)."""
+    step = calls_step((1, 2)) | {"reasoning": "plan"}
+    async with served("responses", [step, {"text": "3"}]) as (_, client):
+        first = await client.run("sum", await adder())
+    assert "responses_output" in first.messages[1]
+    async with served("openai", [{"text": "ok"}]) as (provider, client):
+        await client.run("again", history=first.messages)
+    sent = provider.requests[0].json["messages"]
+    assert all("responses_output" not in m for m in sent)
+    assert sent[1]["tool_calls"] == first.messages[1]["tool_calls"]

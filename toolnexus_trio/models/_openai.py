@@ -43,7 +43,7 @@ def body(
     tool_choice: Any = "auto",
 ) -> dict[str, Any]:
     """The request body; ``tools`` and ``tool_choice`` are left out when there are no tools."""
-    out: dict[str, Any] = {"model": model, "messages": messages}
+    out: dict[str, Any] = {"model": model, "messages": _plain(messages)}
     if tools:
         out["tools"] = tools
         if tool_choice is not None:
@@ -189,6 +189,23 @@ class StreamAssembler:
         }
         response = InProcessResponse(text, tuple(calls), self._usage)
         return Parsed(response, _counts(self._usage), self._reason, raw)
+
+
+_PROVIDER_STATE = ("responses_output", "gemini_parts")
+"""Keys another wire keeps on an assistant message (a fallback's answer, an earlier
+transcript): never sent on this one."""
+
+
+def _plain(messages: Sequence[Message]) -> Sequence[Message]:
+    """*messages*, without other wires' provider state (the same list when none has it)."""
+    if not any(k in m for m in messages for k in _PROVIDER_STATE):
+        return messages
+    return [
+        {k: v for k, v in m.items() if k not in _PROVIDER_STATE}
+        if any(k in m for k in _PROVIDER_STATE)
+        else m
+        for m in messages
+    ]
 
 
 def _counts(usage: Mapping[str, Any] | None) -> dict[str, int]:
