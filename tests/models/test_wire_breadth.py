@@ -177,3 +177,48 @@ async def test_provider_state_stays_with_its_wire() -> None:
     sent = provider.requests[0].json["messages"]
     assert all("responses_output" not in m for m in sent)
     assert sent[1]["tool_calls"] == first.messages[1]["tool_calls"]
+
+
+@pytest.mark.parametrize("style", ["responses", "gemini"])
+async def test_same_surface_retries_hooks_metrics_conversations(style: str) -> None:
+    """Retries, hooks, metrics and conversations work for the new styles as for the others;
+    a model changed by before_llm reaches Gemini's URL."""
+    metrics: list[dict[str, Any]] = []
+    hooks = {"before_llm": lambda e: {"model": "other"} if e["turn"] == 0 else None}
+    script = [{"status": 503}, {"text": "one"}, {"text": "two"}]
+    async with served(style, script, retries=1, retry_base_ms=0, hooks=hooks,
+                      on_metric=metrics.append) as (provider, client):  # fmt: skip
+        first = await client.ask("hi", id="c1")
+        second = await client.ask("again", id="c1")
+        text = client.metrics()
+    assert (first.text, second.text) == ("one", "two")
+    assert len(provider.requests) == 3  # the 503 was retried
+    if style == "gemini":
+        assert provider.requests[0].path == "/v1/models/other:generateContent"
+    else:
+        assert provider.requests[0].json["model"] == "other"
+    # The second ask carries the first exchange.
+    key = "input" if style == "responses" else "contents"
+    assert len(provider.requests[2].json[key]) == 3
+    assert [m["status"] for m in metrics if m["event"] == "llm"] == ["ok", "ok"]
+    assert 'toolnexus_llm_requests_total{model="other",status="ok"} 2' in text
+
+
+@pytest.mark.parametrize("style", ["responses", "gemini"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_run_timeout_aborts_the_request(style: str, stream: bool) -> None:
+    from toolnexus_trio import RunTimeout
+
+    async with served(style, [{"stall": True}], run_timeout_ms=200) as (provider, client):
+
+        async def consume() -> None:
+            if stream:
+                async with client.stream("hi") as events:
+                    async for _ in events:
+                        pass
+            else:
+                await client.run("hi")
+
+        with pytest.raises(RunTimeout):
+            await consume()
+        await provider.requests[0].closed.wait()

@@ -11,6 +11,10 @@ and nothing else. Results go back to the model
 in call order. The run itself sits in a cancel scope bound to the run's token and to
 ``run_timeout_ms``, so a cancel or a deadline also covers model calls, tools and
 ``wait_for``. No task outlives :meth:`Client.run`.
+
+Long because it is the one loop and the public :class:`Client` around it (run, stream,
+resume, translate, metrics); the tool calls, conversations, durable answers and costs
+live in their own modules.
 """
 
 from __future__ import annotations
@@ -552,7 +556,7 @@ class Client(ToolCalls):
                 # cache_read_tokens / cache_write_tokens appear only when a provider says.
                 run.usage[key] = run.usage.get(key, 0) + value
             if run.cost is not None:
-                cost = produced_cost(self._prices, produced, model)
+                cost = cost_of(self._prices, produced.model or model, produced.usage)
                 run.cost = None if cost is None else run.cost + cost
             if self._hooks.after_llm is not None:
                 await self._llm_hook(
@@ -611,7 +615,7 @@ class Client(ToolCalls):
                 if key in usage:
                     event[key] = usage[key]
         if self._prices:
-            event["cost"] = produced_cost(self._prices, produced, request.model)
+            event["cost"] = cost_of(self._prices, produced.model or request.model, usage)
         self._metric(event)
         return produced
 
@@ -637,11 +641,6 @@ class Client(ToolCalls):
         if error is not None:
             event["error"] = error
         self._metric(event)
-
-
-def produced_cost(prices: Prices | None, produced: Turn, model: str) -> float | None:
-    """One turn's cost at *prices*: the answering model's (a fallback's, maybe)."""
-    return cost_of(prices, produced.model or model, produced.usage)
 
 
 def create_in_process_client(options: InProcessOptions) -> Client:
