@@ -222,3 +222,13 @@ async def test_a_run_timeout_aborts_the_request(style: str, stream: bool) -> Non
         with pytest.raises(RunTimeout):
             await consume()
         await provider.requests[0].closed.wait()
+
+
+async def test_gemini_call_ids_the_model_gave_are_answered_by_id() -> None:
+    script = [{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}, "id": "g1"}]},
+              {"text": "3"}]  # fmt: skip
+    async with served("gemini", script) as (provider, client):
+        result = await client.run("sum", await adder())
+    assert result.messages[1]["tool_calls"][0]["id"] == "g1"
+    answer = provider.requests[1].json["contents"][-1]["parts"][0]["functionResponse"]
+    assert answer == {"name": "add", "response": {"result": "3"}, "id": "g1"}

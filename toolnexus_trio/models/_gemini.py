@@ -93,6 +93,7 @@ def convert_messages(
     systems: list[str] = []
     contents: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # call id -> function name, for the functionResponse
+    own_ids: set[str] = set()  # call ids the model gave itself: its responses name them
     merging = False
     for m in messages:
         role = m.get("role")
@@ -101,12 +102,13 @@ def convert_messages(
             continue
         if role == "tool":
             call_id = m.get("tool_call_id") or ""
-            part = {
-                "functionResponse": {
-                    "name": names.get(call_id, ""),
-                    "response": {"result": text_of(m.get("content"))},
-                }
+            answer: dict[str, Any] = {
+                "name": names.get(call_id, ""),
+                "response": {"result": text_of(m.get("content"))},
             }
+            if call_id in own_ids:
+                answer["id"] = call_id
+            part = {"functionResponse": answer}
             if merging:
                 contents[-1]["parts"].append(part)
             else:
@@ -116,6 +118,12 @@ def convert_messages(
         merging = False
         if role == "assistant":
             parts = _assistant_parts(m, names)
+            own_ids.update(
+                p["functionCall"]["id"]
+                for p in parts
+                if isinstance(p.get("functionCall"), Mapping)
+                and isinstance(p["functionCall"].get("id"), str)
+            )
             if parts:
                 contents.append({"role": "model", "parts": parts})
         else:
