@@ -232,3 +232,34 @@ async def test_gemini_call_ids_the_model_gave_are_answered_by_id() -> None:
     assert result.messages[1]["tool_calls"][0]["id"] == "g1"
     answer = provider.requests[1].json["contents"][-1]["parts"][0]["functionResponse"]
     assert answer == {"name": "add", "response": {"result": "3"}, "id": "g1"}
+
+
+@pytest.mark.parametrize("style", ["responses", "gemini"])
+@pytest.mark.parametrize("fault", [{"drop_after": 2}, {"body": "data: {}\n\n"}])
+async def test_a_cut_stream_is_a_clear_error(style: str, fault: dict[str, Any]) -> None:
+    from toolnexus_trio import GenerateError
+
+    async with served(style, [{"text": "one two three"} | fault], retries=0) as (_, client):
+
+        async def consume() -> None:
+            async with client.stream("hi") as events:
+                async for _ in events:
+                    pass
+
+        with pytest.raises(GenerateError, match=r"broke|truncated"):
+            await consume()
+
+
+async def test_gemini_stream_joins_text_parts() -> None:
+    step = {"text": "a b c d", "tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}
+    toolkit = await adder()
+    async with (
+        served("gemini", [step, {"text": "3"}]) as (provider, client),
+        client.stream("sum", toolkit) as events,
+    ):
+        [e async for e in events]
+    parts = provider.requests[1].json["contents"][1]["parts"]
+    assert parts == [
+        {"text": "a b c d"},
+        {"functionCall": {"name": "add", "args": {"a": 1, "b": 2}}},
+    ]

@@ -230,9 +230,15 @@ class StreamAssembler:
             content = mapping(candidate.get("content") or {}, "a stream candidate's content")
             for i, part in enumerate(content.get("parts") or ()):
                 piece = mapping(part, f"a stream part {i}")
-                self._parts.append(dict(piece))
-                if isinstance(piece.get("text"), str) and not piece.get("thought"):
-                    delta.append(piece["text"])
+                text = piece.get("text")
+                plain = isinstance(text, str) and piece.keys() == {"text"}
+                if plain and self._parts and self._parts[-1].keys() == {"text"}:
+                    # One text part per chunk would make one part per delta: joined.
+                    self._parts[-1]["text"] += text
+                else:
+                    self._parts.append(dict(piece))
+                if isinstance(text, str) and not piece.get("thought"):
+                    delta.append(text)
             if isinstance(candidate.get("finishReason"), str):
                 self._reason = candidate["finishReason"]
                 self.done = True

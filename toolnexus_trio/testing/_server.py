@@ -212,7 +212,7 @@ class FakeProvider:
             return True
         request = received.json if isinstance(received.json, dict) else {}
         if step.body is not None:
-            streamed = request.get("stream") is True
+            streamed = request.get("stream") is True or gemini_stream
             kind = step.content_type or ("text/event-stream" if streamed else "application/json")
             await _send_simple(conn, stream, 200, step.body.encode(), extra, kind)
             return True
