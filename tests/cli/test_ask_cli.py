@@ -23,7 +23,13 @@ from toolnexus_trio.cli._commands import GOODBYE
 from toolnexus_trio.testing import FakeProvider, open_fake_provider
 
 TODO = {"todos": [{"id": "1", "text": "buy milk", "completed": False}]}
-KEYS = ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY")
+KEYS = (
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+)
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -87,6 +93,25 @@ async def test_streams_the_answer_to_stdout_and_tool_calls_to_stderr(style: str)
     else:
         assert first.headers["x-api-key"] == "sk-env-1"
         assert first.json["system"] == "be brief"
+
+
+@pytest.mark.parametrize("style", ["responses", "gemini"])
+async def test_the_responses_and_gemini_styles(style: str) -> None:
+    script: list[dict[str, Any]] = [
+        {"text": "Let me note that.", "tool_calls": [{"name": "todowrite", "arguments": TODO}]},
+        {"text": "Noted: buy milk."},
+    ]
+    async with open_fake_provider(script) as provider:
+        done = await _ask(provider, style, OPENAI_API_KEY="sk-env-1", GEMINI_API_KEY="sk-env-2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == "Let me note that.\nNoted: buy milk.\n"
+    first = provider.requests[0]
+    if style == "responses":
+        assert first.path == "/v1/responses"
+        assert first.headers["authorization"] == "Bearer sk-env-1"
+    else:
+        assert first.path == "/v1/models/m:streamGenerateContent?alt=sse"
+        assert first.headers["x-goog-api-key"] == "sk-env-2"
 
 
 async def test_text_arrives_before_the_answer_ends_and_ctrl_c_exits_130() -> None:

@@ -11,6 +11,10 @@ and nothing else. Results go back to the model
 in call order. The run itself sits in a cancel scope bound to the run's token and to
 ``run_timeout_ms``, so a cancel or a deadline also covers model calls, tools and
 ``wait_for``. No task outlives :meth:`Client.run`.
+
+Long because it is the one loop and the public :class:`Client` around it (run, stream,
+resume, translate, metrics); the tool calls, conversations, durable answers and costs
+live in their own modules.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from ..stores._base import ConversationStore
 from ..stores._memory import InMemoryConversationStore
 from ._conversation import Conversation
 from ._conversation import ask as _ask
+from ._cost import Prices, check_prices, cost_of
 from ._durable import answer as _answer
 from ._metrics import PrometheusRegistry
 from ._results import (
@@ -148,6 +153,9 @@ class Client(ToolCalls):
             options.store if options.store is not None else InMemoryConversationStore()
         )
         self._registry = PrometheusRegistry()
+        prices = getattr(options, "prices", None)  # the HTTP client's (issue 38)
+        check_prices(prices)
+        self._prices: Prices | None = prices
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -293,6 +301,7 @@ class Client(ToolCalls):
             records=list(result.tool_calls),
             usage=dict(result.usage),
             turns=result.turns,
+            cost=result.cost if result.cost is not None else (0.0 if result.turns == 0 else None),
         )
 
         async def body() -> None:
@@ -353,6 +362,11 @@ class Client(ToolCalls):
     def conversation(self, toolkit: Toolkit | None = None) -> Conversation:
         """A :class:`Conversation` (``send``, ``messages``, ``reset``) over this client."""
         return Conversation(self, toolkit)
+
+    def observe_metric(self, event: dict[str, Any]) -> None:
+        """Record one metric event as the loop does (the registry, then ``on_metric``):
+        how a model source reports what only it sees (a fallback's attempts)."""
+        self._metric(event)
 
     def metrics(self) -> str:
         """The Prometheus text (SPEC §8 "Observability") of this client's activity."""
@@ -516,6 +530,7 @@ class Client(ToolCalls):
             pending=run.suspended[0].request if halted else None,
             limit=run.limit,
             suspended=tuple(run.suspended) if halted else (),
+            cost=run.cost if self._prices else None,
             toolkit=run.toolkit,
         )
 
@@ -547,7 +562,11 @@ class Client(ToolCalls):
             response, usage = produced.response, produced.usage
             run.turns += 1
             for key, value in usage.items():
-                run.usage[key] += value
+                # cache_read_tokens / cache_write_tokens appear only when a provider says.
+                run.usage[key] = run.usage.get(key, 0) + value
+            if run.cost is not None:
+                cost = cost_of(self._prices, produced.model or model, produced.usage)
+                run.cost = None if cost is None else run.cost + cost
             if self._hooks.after_llm is not None:
                 await self._llm_hook(
                     self._hooks.after_llm, {"response": produced.raw, "model": model, "turn": turn}
@@ -565,6 +584,8 @@ class Client(ToolCalls):
                     }
                     for c in calls
                 ]
+            if produced.extra:
+                assistant.update(produced.extra)  # provider state the wire needs back
             run.messages.append(assistant)
             run.text = response.content
             # A streamed turn already sent its text as deltas.
@@ -590,11 +611,21 @@ class Client(ToolCalls):
             )  # fmt: skip
             raise
         usage = produced.usage
-        self._metric(
-            {"event": "llm", "model": request.model, "status": "ok", "ms": _ms(started),
-             "prompt_tokens": usage["prompt_tokens"],
-             "completion_tokens": usage["completion_tokens"]}
-        )  # fmt: skip
+        event: dict[str, Any] = {
+            "event": "llm",
+            "model": produced.model or request.model,
+            "status": "ok",
+            "ms": _ms(started),
+            "prompt_tokens": usage["prompt_tokens"],
+            "completion_tokens": usage["completion_tokens"],
+        }
+        if len(usage) > 3:  # the cache counts, when the provider gave them
+            for key in ("cache_read_tokens", "cache_write_tokens"):
+                if key in usage:
+                    event[key] = usage[key]
+        if self._prices:
+            event["cost"] = cost_of(self._prices, produced.model or request.model, usage)
+        self._metric(event)
         return produced
 
     async def _llm_hook(self, fn: HookFn, event: dict[str, Any]) -> Any:
@@ -614,6 +645,8 @@ class Client(ToolCalls):
             "ms": _ms(started),
             "status": run.status,
         }
+        if self._prices:
+            event["cost"] = run.cost
         if error is not None:
             event["error"] = error
         self._metric(event)

@@ -122,7 +122,9 @@ class RunResult:
     ``"incomplete"`` (``limit`` says which limit: ``"maxTurns"``, or ``"runTimeout"`` on
     :attr:`RunTimeout.result`) or ``"cancelled"``
     (the run's token was cancelled). ``messages`` is the whole transcript, balanced:
-    every tool call has its tool message.
+    every tool call has its tool message. ``cost`` is what the run's model calls cost
+    at the HTTP client's ``prices`` (``None`` without prices, or when a call's model
+    has none: never a guess); :meth:`to_json` does not keep it.
     """
 
     text: str
@@ -135,6 +137,7 @@ class RunResult:
     pending: Request | None = None
     limit: str | None = None
     suspended: tuple[SuspendedCall, ...] = ()
+    cost: float | None = None
     _toolkit: Toolkit | None = attrs.field(default=None, repr=False, eq=False, alias="toolkit")
 
     @property

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("toolnexus_trio")
 
-_REGISTRY_EVENTS = frozenset({"llm", "tool", "run", "sample"})
+_REGISTRY_EVENTS = frozenset({"llm", "tool", "run", "sample", "attempt"})
 
 
 @attrs.define
@@ -62,6 +62,8 @@ class _Run:
         factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     )
     turns: int = 0
+    # The run's cost so far (issue 38): None once a call of it had no price.
+    cost: float | None = 0.0
     text: str = ""
     status: RunStatus = "done"
     limit: str | None = None
