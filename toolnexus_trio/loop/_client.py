@@ -471,7 +471,9 @@ class Client(ToolCalls):
                 run.status, run.limit = "incomplete", "runTimeout"
                 result = self._result(run)
                 self._metric_run(run, started, error="timeout")
-                raise RunTimeout(f"run timeout after {timeout_ms}ms", result)
+                raise RunTimeout(
+                    f"run timeout after {timeout_ms}ms (client run_timeout_ms budget)", result
+                )
         self._metric_run(run, started)
         return self._result(run)
 

@@ -202,6 +202,29 @@ class GenerateError(RunError):
     """The HTTP status of the last failed attempt, when the model answered with one."""
 
 
+class ProviderError(GenerateError):
+    """The model's server answered with an HTTP error, for good (after its retries).
+
+    The typed form of toolnexus 0.21's ``ProviderError(status, body, retry_after)``:
+    ``status`` is the HTTP status; ``body`` the whole error body as read (up to 64 KiB),
+    secrets and account identifiers redacted and empty for 401 and 403 (see
+    :func:`toolnexus_trio.models.safe_error_body`); ``retry_after`` the raw
+    ``Retry-After`` header, kept verbatim even when the wait rule ignores it (an
+    HTTP-date). The message quotes the body cut to ``MAX_ERROR_BODY`` characters; the
+    cap is for the message only.
+    """
+
+    status: int
+
+    def __init__(
+        self, message: str, *, status: int, body: str = "", retry_after: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+        self.retry_after = retry_after
+
+
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
 
 
