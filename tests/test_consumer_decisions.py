@@ -21,6 +21,8 @@ from toolnexus_trio import (
     RUN_STATUSES,
     Answer,
     GenerateError,
+    Hooks,
+    InProcessOptions,
     ProviderError,
     RunTimeout,
     ToolContext,
@@ -200,3 +202,67 @@ async def test_the_run_timeout_message_names_the_budget(socket_autojump_clock: C
     async with served("openai", script, run_timeout_ms=1000) as (_, client):
         with pytest.raises(RunTimeout, match=r"run timeout after 1000ms \(client run_timeout_ms"):
             await client.run("hi")
+
+
+# -- the small gaps of issue 32 ----------------------------------------------------------
+
+
+async def test_the_result_and_the_run_metric_name_the_model_actually_sent(
+    socket_autojump_clock: Clock,
+) -> None:
+    # peer: the per-turn model of a before_llm hook is what RunResult.model reports
+    metrics: list[dict[str, Any]] = []
+
+    def per_turn(event: dict[str, Any]) -> dict[str, Any]:
+        return {"model": "m-large"}
+
+    hooks = Hooks(before_llm=per_turn)
+    async with served("openai", [{"text": "ok"}], hooks=hooks, on_metric=metrics.append) as (
+        provider,
+        client,
+    ):
+        result = await client.run("hi")
+    assert provider.requests[0].json["model"] == "m-large"
+    assert result.model == "m-large"
+    (run,) = [m for m in metrics if m["event"] == "run"]
+    assert run["model"] == "m-large"
+    async with served("openai", [{"text": "ok"}]) as (_, client):
+        assert (await client.run("hi")).model == "m"  # no override: the configured one
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+async def test_a_body_transform_returning_none_sends_the_body_it_got(asynchronous: bool) -> None:
+    # peer: body_transform returning None means unchanged (edits in place still count)
+    def edit(body: dict[str, Any]) -> None:
+        body["seed"] = 7
+
+    async def edit_async(body: dict[str, Any]) -> None:
+        edit(body)
+
+    transform = edit_async if asynchronous else edit
+    async with served("openai", [{"text": "ok"}], body_transform=transform) as (provider, c):
+        assert (await c.run("hi")).text == "ok"
+    assert provider.requests[0].json["seed"] == 7
+    assert provider.requests[0].json["messages"] == [{"role": "user", "content": "hi"}]
+
+
+async def test_a_body_transform_returning_another_kind_is_a_clear_error() -> None:
+    async with served("openai", [{"text": "ok"}], body_transform=lambda body: [body]) as (_, c):
+        with pytest.raises(GenerateError, match="body_transform returned list, not a dict or None"):
+            await c.run("hi")
+
+
+async def test_timeout_ms_is_the_contracts_name_for_the_run_budget(
+    socket_autojump_clock: Clock,
+) -> None:
+    # peer: ClientOptions(timeout_ms=...) bounds the whole run
+    async with served("openai", [{"text": "late", "stall": True}], timeout_ms=800) as (_, c):
+        assert c.options.run_timeout_ms == 800
+        with pytest.raises(RunTimeout, match="run timeout after 800ms"):
+            await c.run("hi")
+    options = InProcessOptions(model="m", generate=_Model(), timeout_ms=300)
+    assert options.run_timeout_ms == 300
+    with pytest.raises(ValueError, match="disagree"):
+        InProcessOptions(model="m", generate=_Model(), timeout_ms=300, run_timeout_ms=200)
+    with pytest.raises(ValueError, match="timeout_ms must be an integer >= 0"):
+        InProcessOptions(model="m", generate=_Model(), timeout_ms=-1)

@@ -284,6 +284,7 @@ class Client(ToolCalls):
             records=list(result.tool_calls),
             usage=dict(result.usage),
             turns=result.turns,
+            model=result.model,
         )
 
         async def body() -> None:
@@ -505,7 +506,7 @@ class Client(ToolCalls):
             tool_calls=run.records,
             turns=run.turns,
             usage=run.usage,
-            model=self.options.model,
+            model=run.model or self.options.model,
             pending=run.suspended[0].request if halted else None,
             limit=run.limit,
             suspended=tuple(run.suspended) if halted else (),
@@ -533,6 +534,7 @@ class Client(ToolCalls):
                         tools = list(change["tools"])
                     if change.get("model"):
                         model = str(change["model"])
+            run.model = model
             produced = await self._call_model(
                 GenerateRequest(model=model, messages=run.messages, tools=tools or None, turn=turn),
                 run.emit,
@@ -600,7 +602,7 @@ class Client(ToolCalls):
     def _metric_run(self, run: _Run, started: float, error: str | None = None) -> None:
         event: dict[str, Any] = {
             "event": "run",
-            "model": self.options.model,
+            "model": run.model or self.options.model,
             "turns": run.turns,
             "tool_calls": len(run.records),
             "total_tokens": run.usage["total_tokens"],

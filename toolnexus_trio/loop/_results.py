@@ -86,6 +86,22 @@ WaitFor = Callable[[Request], Awaitable[Answer]]
 OnMetric = Callable[[dict[str, Any]], None]
 
 
+def timeout_alias(options: Any) -> None:
+    """``timeout_ms`` (toolnexus 0.21's name) sets ``run_timeout_ms``; both, unequal, is
+    an error (frozen: the one place an options class writes its own field)."""
+    alias = options.timeout_ms
+    if alias is None:
+        return
+    if isinstance(alias, bool) or not isinstance(alias, int) or alias < 0:
+        raise ValueError(f"timeout_ms must be an integer >= 0, not {alias!r}")
+    if options.run_timeout_ms not in (0, alias):
+        raise ValueError(
+            f"timeout_ms={alias} and run_timeout_ms={options.run_timeout_ms} disagree: "
+            "give one (timeout_ms is toolnexus 0.21's name for run_timeout_ms)"
+        )
+    object.__setattr__(options, "run_timeout_ms", alias)
+
+
 @attrs.frozen
 class InProcessOptions:
     """Options of :func:`create_in_process_client`.
@@ -111,6 +127,11 @@ class InProcessOptions:
     run_timeout_ms: int = 0
     on_metric: OnMetric | None = None
     store: ConversationStore | None = None
+    timeout_ms: int | None = None
+    """toolnexus 0.21's name for ``run_timeout_ms`` (either may be given)."""
+
+    def __attrs_post_init__(self) -> None:
+        timeout_alias(self)
 
 
 @attrs.frozen
@@ -123,6 +144,8 @@ class RunResult:
     :attr:`RunTimeout.result`) or ``"cancelled"``
     (the run's token was cancelled). ``messages`` is the whole transcript, balanced:
     every tool call has its tool message.
+    ``model`` is the model the last turn was sent to (a ``before_llm`` hook's per-turn
+    override included), else the configured one.
     """
 
     text: str
