@@ -30,6 +30,7 @@ from ._runtime import open_agent_runtime as _open_agent_runtime
 from ._soul import BOOTSTRAP_ORDER as BOOTSTRAP_ORDER
 from ._soul import HEARTBEAT_OK as HEARTBEAT_OK
 from ._soul import compose_soul as compose_soul
+from ._types import LIMIT_COMPLETION as LIMIT_COMPLETION
 from ._types import LIMIT_MAX_CHILDREN as LIMIT_MAX_CHILDREN
 from ._types import LIMIT_MAX_CONCURRENT as LIMIT_MAX_CONCURRENT
 from ._types import LIMIT_MAX_DEPTH as LIMIT_MAX_DEPTH
@@ -37,6 +38,15 @@ from ._types import LIMIT_MAX_TOKENS as LIMIT_MAX_TOKENS
 from ._types import LIMIT_MAX_TOOL_CALLS as LIMIT_MAX_TOOL_CALLS
 from ._types import LIMIT_MAX_TURNS as LIMIT_MAX_TURNS
 from ._types import LIMIT_MAX_WALL_MS as LIMIT_MAX_WALL_MS
+from ._types import LIMIT_TIMEOUT as LIMIT_TIMEOUT
+from ._types import LIMITS as LIMITS
+from ._types import TASK_STATUS_CLOSED as TASK_STATUS_CLOSED
+from ._types import TASK_STATUS_DONE as TASK_STATUS_DONE
+from ._types import TASK_STATUS_ERROR as TASK_STATUS_ERROR
+from ._types import TASK_STATUS_INCOMPLETE as TASK_STATUS_INCOMPLETE
+from ._types import TASK_STATUS_INTERRUPTED as TASK_STATUS_INTERRUPTED
+from ._types import TASK_STATUS_PENDING as TASK_STATUS_PENDING
+from ._types import TASK_STATUS_TIMEOUT as TASK_STATUS_TIMEOUT
 from ._types import TASK_STATUSES as TASK_STATUSES
 from ._types import AgentDef as AgentDef
 from ._types import Budget as Budget
@@ -55,6 +65,8 @@ is an error showing the line to write (``toolnexus_trio._opening``)."""
 __all__ = [
     "BOOTSTRAP_ORDER",
     "HEARTBEAT_OK",
+    "LIMITS",
+    "LIMIT_COMPLETION",
     "LIMIT_MAX_CHILDREN",
     "LIMIT_MAX_CONCURRENT",
     "LIMIT_MAX_DEPTH",
@@ -62,7 +74,15 @@ __all__ = [
     "LIMIT_MAX_TOOL_CALLS",
     "LIMIT_MAX_TURNS",
     "LIMIT_MAX_WALL_MS",
+    "LIMIT_TIMEOUT",
     "TASK_STATUSES",
+    "TASK_STATUS_CLOSED",
+    "TASK_STATUS_DONE",
+    "TASK_STATUS_ERROR",
+    "TASK_STATUS_INCOMPLETE",
+    "TASK_STATUS_INTERRUPTED",
+    "TASK_STATUS_PENDING",
+    "TASK_STATUS_TIMEOUT",
     "Agent",
     "AgentDef",
     "AgentRuntime",

@@ -33,6 +33,14 @@ TASK_STATUSES: Final[tuple[str, ...]] = (
 )
 """The closed vocabulary of :attr:`TaskResult.status` (identical in every port)."""
 
+TASK_STATUS_DONE: Final = "done"
+TASK_STATUS_PENDING: Final = "pending"
+TASK_STATUS_INCOMPLETE: Final = "incomplete"
+TASK_STATUS_INTERRUPTED: Final = "interrupted"
+TASK_STATUS_CLOSED: Final = "closed"
+TASK_STATUS_TIMEOUT: Final = "timeout"
+TASK_STATUS_ERROR: Final = "error"
+
 LIMIT_MAX_TURNS: Final = "maxTurns"
 LIMIT_MAX_TOKENS: Final = "maxTokens"
 LIMIT_MAX_TOOL_CALLS: Final = "maxToolCalls"
@@ -40,6 +48,23 @@ LIMIT_MAX_WALL_MS: Final = "maxWallMs"
 LIMIT_MAX_CHILDREN: Final = "maxChildren"
 LIMIT_MAX_CONCURRENT: Final = "maxConcurrent"
 LIMIT_MAX_DEPTH: Final = "maxDepth"
+LIMIT_COMPLETION: Final = "completion"
+LIMIT_TIMEOUT: Final = "timeout"
+
+LIMITS: Final[tuple[str, ...]] = (
+    LIMIT_MAX_TURNS,
+    LIMIT_MAX_TOKENS,
+    LIMIT_MAX_TOOL_CALLS,
+    LIMIT_MAX_WALL_MS,
+    LIMIT_MAX_CHILDREN,
+    LIMIT_MAX_CONCURRENT,
+    LIMIT_MAX_DEPTH,
+    LIMIT_COMPLETION,
+    LIMIT_TIMEOUT,
+)
+"""The closed vocabulary of :attr:`TaskResult.limit` (toolnexus 0.21's nine). ``limit``
+is set if and only if ``status`` is ``"incomplete"`` or ``"timeout"``: a budget stop
+names its limit, a ``wait`` that times out names ``"timeout"``."""
 
 BudgetVerdict = Literal["stop", "extend", "suspend"]
 

@@ -72,6 +72,9 @@ class _Run:
     # Set when a call of the current turn relayed (SPEC §10 relay addendum): only then
     # does the turn gather its relay calls, so a run without relay tools never looks.
     relayed: bool = False
+    # The model the last turn was sent to (a before_llm hook may override it per turn):
+    # what RunResult.model and the run metric report. None until a turn is sent.
+    model: str | None = None
 
 
 async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
