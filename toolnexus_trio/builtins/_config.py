@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -31,8 +31,29 @@ READ_ONLY_BUILTINS = ("read", "grep", "glob", "todowrite")
 """The builtins :meth:`BuiltinsConfig.read_only` keeps."""
 
 
+DEFAULT_SHELL: tuple[str, ...] = ("/bin/sh", "-c")
+"""The interpreter ``bash`` runs a command with when the host names none."""
+
+
 def _to_base_dir(value: str | os.PathLike[str] | None) -> str | None:
     return None if value is None else os.fspath(value)
+
+
+def _to_shell(value: Any) -> tuple[str, ...] | None:
+    """``shell`` as a tuple of non-empty strings (an argv prefix), checked at once."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise TypeError(
+            f"BuiltinsConfig(shell=...) takes an argv list such as ['/bin/bash', '-c'], "
+            f"not {type(value).__name__} {value!r:.60}"
+        )
+    argv = tuple(value)
+    if not argv or not all(isinstance(a, str) and a and "\0" not in a for a in argv):
+        raise ValueError(
+            f"BuiltinsConfig(shell=...) must be non-empty strings without NUL, not {value!r:.80}"
+        )
+    return argv
 
 
 @attrs.frozen
@@ -56,6 +77,11 @@ class BuiltinsConfig:
     enabled: bool = True
     tools: Mapping[str, bool] = attrs.field(factory=dict)
     base_dir: str | None = attrs.field(default=None, converter=_to_base_dir)
+    shell: tuple[str, ...] | None = attrs.field(default=None, converter=_to_shell)
+    """The interpreter ``bash`` runs a command with: an argv prefix used verbatim, the
+    command appended as its last argument (``["/bin/bash", "-lc"]``, ``["zsh", "-c"]``);
+    ``None``: :data:`DEFAULT_SHELL` (see :func:`builtin_shell`). ``metadata["shell"]``
+    of each call shows it joined by spaces."""
 
     @classmethod
     def off(cls) -> BuiltinsConfig:
@@ -73,6 +99,10 @@ class BuiltinsConfig:
         """
         off = {name: False for name in BUILTIN_ORDER if name not in READ_ONLY_BUILTINS}
         return cls(tools=off, base_dir=base_dir)
+
+    def shell_argv(self) -> tuple[str, ...]:
+        """The argv prefix ``bash`` uses: ``shell``, or :data:`DEFAULT_SHELL`."""
+        return self.shell if self.shell is not None else DEFAULT_SHELL
 
     def is_on(self, name: str) -> bool:
         """Whether builtin *name* is enabled."""
@@ -155,3 +185,11 @@ def builtin(name: str, description: str, schema: JSONSchema, run: Run) -> Tool:
         source=ToolSource.BUILTIN,
         execute=execute,
     )
+
+
+def builtin_shell(config: BuiltinsConfig | None = None) -> str:
+    """The interpreter the ``bash`` builtin uses under *config* (the default config when
+    ``None``), as ``metadata["shell"]`` reports it: ``"/bin/sh -c"`` unless the host
+    named its own with ``BuiltinsConfig(shell=[...])``. The default is fixed, never
+    sniffed from ``$SHELL``: the SPEC's ``bash`` is a POSIX shell everywhere."""
+    return " ".join((config or BuiltinsConfig()).shell_argv())
