@@ -234,5 +234,5 @@ def test_builtin_shell_reports_the_interpreter_and_bash_can_be_disabled() -> Non
      (["/bin/sh\0", "-c"], ValueError), ([1, "-c"], ValueError)],
 )  # fmt: skip
 def test_a_bad_shell_is_refused_at_once(shell: Any, error: type[Exception]) -> None:
-    with pytest.raises(error, match="BuiltinsConfig\\(shell=...\\)"):
+    with pytest.raises(error, match=r"BuiltinsConfig\(shell=\.\.\.\)"):
         BuiltinsConfig(shell=shell)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -99,6 +100,45 @@ class BuiltinsConfig:
         """
         off = {name: False for name in BUILTIN_ORDER if name not in READ_ONLY_BUILTINS}
         return cls(tools=off, base_dir=base_dir)
+
+    @classmethod
+    def of(cls, value: BuiltinsConfig | bool | Mapping[str, Any] | None) -> BuiltinsConfig:
+        """*value* as a config: ``None`` or ``True`` all on, ``False`` off, a config as
+        it is, or a config file's ``builtins`` object (toolnexus 0.21's form):
+        ``{"enabled": bool, "tools": {name: bool}, "disabled": [names], "baseDir": str,
+        "shell": [argv]}``, every key optional; another key is a :class:`ValueError`."""
+        if value is None or value is True:
+            return cls()
+        if value is False:
+            return cls.off()
+        if isinstance(value, BuiltinsConfig):
+            return value
+        if not isinstance(value, Mapping):
+            raise TypeError(
+                f"builtins must be a BuiltinsConfig, a bool or an object, not {value!r:.60}"
+            )
+        known = ("enabled", "tools", "disabled", "baseDir", "base_dir", "shell")
+        for key in value:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"builtins: unknown key {key!r}{hint}")
+        enabled = value.get("enabled", True)
+        tools = value.get("tools", {})
+        disabled = value.get("disabled", [])
+        if not isinstance(enabled, bool):
+            raise ValueError("builtins.enabled must be true or false")
+        if not isinstance(tools, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, bool) for k, v in tools.items()
+        ):
+            raise ValueError("builtins.tools must map tool names to true or false")
+        if not isinstance(disabled, list) or not all(isinstance(n, str) for n in disabled):
+            raise ValueError("builtins.disabled must be an array of tool names")
+        base_dir = value.get("baseDir", value.get("base_dir"))
+        if base_dir is not None and not isinstance(base_dir, str):
+            raise ValueError("builtins.baseDir must be a string")
+        merged = {**tools, **dict.fromkeys(disabled, False)}
+        return cls(enabled, merged, base_dir, value.get("shell"))
 
     def shell_argv(self) -> tuple[str, ...]:
         """The argv prefix ``bash`` uses: ``shell``, or :data:`DEFAULT_SHELL`."""
