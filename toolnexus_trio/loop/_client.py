@@ -1,4 +1,8 @@
 """The agent loop, with one Trio nursery per turn; both client kinds run it.
+This module is long because :class:`Client` is the loop's one public class (run, resume,
+answer, ask, stream, translate, metrics) with the drive they share; what can stand
+alone already lives beside it (a turn's tool calls, turn sources, conversations,
+durable answers, cost).
 
 :func:`create_in_process_client` and :func:`create_client` build the same
 :class:`Client`; they differ only in the :class:`~toolnexus_trio.loop._turns.TurnSource` that
