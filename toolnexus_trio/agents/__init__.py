@@ -10,7 +10,9 @@ and a child's §10 suspension escalates to the nearest ``wait_for`` or up to the
 Modules: ``_types`` (the data), ``_inbox`` (the unsolicited rail's block), ``_budget``
 (carve and live checks), ``_escalation`` (``data.path`` and answer routing), ``_task``
 (the ``task`` tool), ``_turn`` (one turn on the shared loop), ``_runtime`` (the verbs),
-``_snapshot`` (the table as JSON) and ``_level1`` (``agent``).
+``_snapshot`` (the table as JSON) and ``_level1`` (``agent``). The harness (toolnexus
+0.15): ``_completion`` (the gate's data), ``_harness`` (guardrails, the gate,
+:class:`Loop`) and ``_uses`` (``agent(uses=...)``).
 
 Personas (SPEC §7E) ride on it: ``_soul`` (:func:`compose_soul`), ``_memory``
 (:func:`memory_tool`), ``_persona`` (:func:`agent_from_dir`) and ``_heartbeat``
@@ -18,6 +20,14 @@ Personas (SPEC §7E) ride on it: ``_soul`` (:func:`compose_soul`), ``_memory``
 """
 
 from .._opening import opener as _opener
+from ._completion import Completion as Completion
+from ._completion import Verdict as Verdict
+from ._completion import all_todos_done as all_todos_done
+from ._harness import Loop as Loop
+from ._harness import Outcome as Outcome
+from ._harness import guarded_hooks as guarded_hooks
+from ._harness import harness as harness
+from ._harness import loop_unsupported as loop_unsupported
 from ._heartbeat import StartedAgent as StartedAgent
 from ._heartbeat import start_agent as start_agent
 from ._level1 import Agent as Agent
@@ -67,16 +77,24 @@ __all__ = [
     "AgentRuntime",
     "Budget",
     "BudgetInfo",
+    "Completion",
     "Handle",
     "HandleView",
     "InboxItem",
+    "Loop",
+    "Outcome",
     "PostResult",
     "SpawnError",
     "StartedAgent",
     "TaskResult",
+    "Verdict",
     "agent",
     "agent_from_dir",
+    "all_todos_done",
     "compose_soul",
+    "guarded_hooks",
+    "harness",
+    "loop_unsupported",
     "memory_tool",
     "open_agent_runtime",
     "start_agent",
