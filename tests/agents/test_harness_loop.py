@@ -17,6 +17,7 @@ import trio.testing
 
 from toolnexus_trio import (
     CancelToken,
+    ClientOptions,
     Hooks,
     InProcessOptions,
     RunTimeout,
@@ -36,6 +37,7 @@ from toolnexus_trio.agents import (
 )
 from toolnexus_trio.builtins import BuiltinsConfig, builtin_tools
 from toolnexus_trio.loop import GenerateRequest, InProcessResponse, InProcessToolCall
+from toolnexus_trio.testing import open_fake_provider
 
 Step = InProcessResponse | Callable[[GenerateRequest], InProcessResponse]
 
@@ -353,6 +355,22 @@ async def test_per_call_model_override_reaches_the_wire(
     await loop.run("two")
     assert [r.model for r in model.seen] == ["big-model", "m"]
     assert first.result.model == "big-model"
+
+
+async def test_per_call_model_override_reaches_the_http_wire() -> None:
+    # peer: test_per_call_model_override_reaches_the_wire (an HTTP model, real sockets)
+    script = [{"text": "one"}, {"text": "two"}, {"text": "three"}]
+    a = agent("a", does="d", soul="SOUL", model="agent-model")
+    async with open_fake_provider(script) as provider:
+        options = ClientOptions(base_url=provider.base_url, style="openai", model="inherit")
+        loop = a.loop(options, None)
+        await loop.run("1")
+        await loop.run("2", model="per-call")
+        await loop.run("3")
+    sent = [r.json["model"] for r in provider.requests]
+    assert sent == ["agent-model", "per-call", "agent-model"]
+    assert provider.requests[0].json["messages"][0] == {"role": "system", "content": "SOUL"}
+    assert loop.turns == 3
 
 
 async def test_turns_accumulate_and_status_is_observed(

@@ -268,10 +268,13 @@ def _options(agent: Agent, given: Options | Mapping[str, Any]) -> Options:
     return kind(**fields)
 
 
+_PRESENT = object()  # compares unequal to any value: the field counts as given
+
+
 def _default(a: Any) -> Any:
     default = a.default
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-        return default.factory()
+        return _PRESENT if default.takes_self else default.factory()
     return default
 
 
