@@ -16,14 +16,18 @@ import trio
 import trio.testing
 
 from toolnexus_trio import (
+    Answer,
     CancelToken,
     ClientOptions,
     Hooks,
     InProcessOptions,
+    Request,
     RunTimeout,
+    ToolContext,
     Toolkit,
     ToolResult,
     define_tool,
+    pending,
 )
 from toolnexus_trio.agents import (
     Budget,
@@ -34,6 +38,7 @@ from toolnexus_trio.agents import (
     guarded_hooks,
     harness,
     loop_unsupported,
+    open_agent_runtime,
 )
 from toolnexus_trio.builtins import BuiltinsConfig, builtin_tools
 from toolnexus_trio.loop import GenerateRequest, InProcessResponse, InProcessToolCall
@@ -340,6 +345,32 @@ async def test_the_gate_reaches_a_delegated_child(autojump_clock: trio.testing.M
     assert result.status == "done"
     assert any("completion.verify failed 2x: not yet" in text for text in seen)
     assert "Your work did not verify: not yet. Fix it and finish." in child_model.users()
+
+
+async def test_a_resumed_run_is_gated_too(autojump_clock: trio.testing.MockClock) -> None:
+    async def vault(args: dict[str, Any], ctx: ToolContext) -> Any:
+        if ctx.answer is None:
+            return pending(Request(kind="approval", prompt="open the vault?"))
+        return "opened"
+
+    verdicts: list[tuple[str, list[str]]] = []
+
+    def checked(result: Any) -> Verdict:
+        verdicts.append((result.text, [c.output for c in result.tool_calls]))
+        return Verdict(result.text == "done, checked", "check it")
+
+    model = Script(call("vault"), say("done"), say("done, checked"))
+    gate = Completion(checked, 3)
+    a = agent("a", does="d", uses=[define_tool("vault", "v", None, vault)], completion=gate)
+    async with open_agent_runtime(a.registry(), generate=model) as rt:
+        first = await rt.run("a", "go")
+        assert first.status == "pending" and first.pending is not None
+        assert verdicts == []
+        final = await rt.resume(Answer(first.pending.id, True))
+    # The approval did not take the run past the gate: it retried once, then passed.
+    assert (final.status, final.text) == ("done", "done, checked")
+    assert verdicts == [("done", ["opened"]), ("done, checked", ["opened"])]
+    assert "Your work did not verify: check it. Fix it and finish." in model.users()
 
 
 # -- Loop defaults and state --------------------------------------------------------------

@@ -190,15 +190,25 @@ async def run_gated(
 
 
 async def gated_turn(
-    turns: Turns, h: Handle, text: str, history: Sequence[Message] | None, token: CancelToken
+    turns: Turns,
+    h: Handle,
+    text: str,
+    history: Sequence[Message] | None,
+    token: CancelToken,
+    first: Callable[[], Awaitable[RunResult]] | None = None,
 ) -> RunResult | None:
     """A wake's run of a runtime handle whose def carries a :class:`Completion`: each
     attempt gets what is left of the handle's turn budget; one that finds it spent
-    stops the handle on ``maxTurns`` (the caller's ``None``)."""
+    stops the handle on ``maxTurns`` (the caller's ``None``). *first*, when given, is
+    the first attempt: the resume of a run halted on a §10 request, so an approval
+    never lets a run past the gate (its attempts count afresh from there)."""
     assert h.defn is not None
     toolkit = turns.toolkit(h)
+    resume = [first] if first is not None else []
 
     async def attempt(prompt: str, past: Sequence[Message] | None) -> RunResult | None:
+        if resume:
+            return await resume.pop()()
         allowance = turns._max_turns(h)
         if allowance <= 0:
             h.stop_reason, h.stop_limit = "limit", LIMIT_MAX_TURNS

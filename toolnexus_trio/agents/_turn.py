@@ -292,16 +292,23 @@ class Turns:
 
         async def body(token: CancelToken) -> RunResult | None:
             client = self.client(h, self._max_turns(h, halted.turns))
+
             # resuspend: a call still waiting (a child that asks again, or a sibling
             # suspension of the halted turn not answered yet) keeps this level pending
             # on it, to be escalated like the first request (SPEC §10 first-in-order).
-            return await client.resume(
-                halted,
-                {answer.id: answer},
-                toolkit=self.toolkit(h),
-                cancel=token,
-                resuspend=True,
-            )
+            async def resume() -> RunResult:
+                return await client.resume(
+                    halted,
+                    {answer.id: answer},
+                    toolkit=self.toolkit(h),
+                    cancel=token,
+                    resuspend=True,
+                )
+
+            assert h.defn is not None
+            if h.defn.completion is not None:  # an approval does not get a run past the gate
+                return await gated_turn(self, h, "", None, token, first=resume)
+            return await resume()
 
         await self._drive(h, body)
 
