@@ -168,6 +168,32 @@ async def test_unverifiable_run_stops_loudly(autojump_clock: trio.testing.MockCl
     assert loop.status == "incomplete"
 
 
+async def test_a_retry_that_stops_on_a_budget_says_what_was_being_verified(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A non-done run returns as it is, with the gate's note when a retry was under way.
+    model = Script(say("done"), call("work"))  # the retry never finishes
+    a = agent("a", does="d", completion=Completion(lambda r: Verdict(False, "no tests"), 3))
+    outcome = await a.loop(opts(model, max_turns=2), Toolkit([Counter().tool])).run("go")
+    assert (outcome.status, outcome.result.limit, outcome.attempts) == (
+        "incomplete",
+        "maxTurns",
+        2,
+    )
+    assert outcome.text.endswith(" [while verifying: attempt 2 last failed: no tests]")
+    assert outcome.stopped_by == "" and outcome.turns == 3
+
+
+async def test_a_verifier_must_answer_a_verdict(autojump_clock: trio.testing.MockClock) -> None:
+    a = agent("a", does="d", completion=Completion(lambda r: "yes", 2))
+    loop = a.loop(opts(Script(say("ok"))), None)
+    with pytest.raises(TypeError, match=r"completion\.verify returned str, not a Verdict"):
+        await loop.run("go")
+    assert loop.status == "error"
+    b = agent("b", does="d", completion=Completion(lambda r: True, 2))
+    assert (await b.loop(opts(Script(say("ok"))), None).run("go")).status == "done"
+
+
 def test_max_attempts_is_required() -> None:  # peer: test_max_attempts_is_required
     for bad in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match="max_attempts"):
