@@ -16,8 +16,8 @@ import attrs
 from ..loop._results import RunResult
 
 LIMIT_COMPLETION: Final = "completion"
-"""``TaskResult.limit`` / ``RunResult.limit`` when the gate gave up (the same value as
-the ``LIMIT_COMPLETION`` of the vocabulary in :mod:`._types`, issue 32)."""
+"""``TaskResult.limit`` / ``RunResult.limit`` when the gate gave up. The public limit
+vocabulary (issue 32, ``agents._types``) should re-export this one, not define a second."""
 
 RETRY_PROMPT: Final = "Your work did not verify: {reason}. Fix it and finish."
 """What attempt *k* > 1 sends (the contract's string, byte for byte)."""
