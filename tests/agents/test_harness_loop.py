@@ -592,3 +592,20 @@ def test_uses_takes_a_list_or_the_peers_tools_dict() -> None:
         agent("a", does="d", uses="work")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="not Toolkit"):
         agent("a", does="d", uses=Toolkit([]))  # type: ignore[arg-type]
+
+
+async def test_a_loop_runs_one_prompt_at_a_time(autojump_clock: trio.testing.MockClock) -> None:
+    gate = trio.Event()
+
+    async def slow(request: GenerateRequest) -> InProcessResponse:
+        await gate.wait()
+        return say("ok")
+
+    loop = agent("a", does="d").loop({"generate": slow, "model": "m"}, None)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(loop.run, "one")
+        await trio.sleep(1)
+        with pytest.raises(RuntimeError, match="one prompt at a time"):
+            await loop.run("two")
+        gate.set()
+    assert (loop.status, loop.turns) == ("idle", 1)
