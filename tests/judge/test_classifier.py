@@ -39,11 +39,6 @@ from toolnexus_trio.models import ErrorInfo
 CANONICAL = ["base", "hardened", "numbers", "wide", "degenerate", "near-uniform"]
 
 
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TYPESAFE_API_KEY", KEY)
-
-
 def _questions(request: dict[str, Any]) -> dict[str, Any]:
     return {k: question_from_wire(v) for k, v in request["questions"].items()}
 
