@@ -1,12 +1,30 @@
 """Typed judgments (SPEC §8B): a :class:`Classifier` answers typed questions about a
 state with calibrated probabilities, never free text, and the simple layer over it
 (:func:`ask`, :func:`gate`, the question builders, :class:`Bands`, :class:`Rule`,
-:class:`Policy`, :class:`Tape`).
+:class:`Policy`, :class:`Tape`) and the batteries (a tool guard, tool, skill and
+tool-result relevance, a completion check, agent and model routers, a content guard).
 
 Its own subpackage, loaded only when imported (``import toolnexus_trio`` does not):
 its :func:`ask` is not the package's ``ask``. The HTTP side is the models' client.
 """
 
+from ._batteries import AgentRouterClassifier as AgentRouterClassifier
+from ._batteries import AgentVerdict as AgentVerdict
+from ._batteries import CompleteVerdict as CompleteVerdict
+from ._batteries import ContentGuardBlocked as ContentGuardBlocked
+from ._batteries import ContentGuardClassifier as ContentGuardClassifier
+from ._batteries import ContentVerdict as ContentVerdict
+from ._batteries import FilterVerdict as FilterVerdict
+from ._batteries import IsCompleteClassifier as IsCompleteClassifier
+from ._batteries import ModelRouterClassifier as ModelRouterClassifier
+from ._batteries import ModelVerdict as ModelVerdict
+from ._batteries import RelevanceVerdict as RelevanceVerdict
+from ._batteries import SkillRelevanceClassifier as SkillRelevanceClassifier
+from ._batteries import ToolGuardClassifier as ToolGuardClassifier
+from ._batteries import ToolGuardVerdict as ToolGuardVerdict
+from ._batteries import ToolRelevanceClassifier as ToolRelevanceClassifier
+from ._batteries import ToolResultFilterClassifier as ToolResultFilterClassifier
+from ._batteries import latest_user_text as latest_user_text
 from ._classifier import Classifier as Classifier
 from ._classifier import RecordedDecision as RecordedDecision
 from ._classifier import create_classifier as create_classifier
@@ -52,6 +70,8 @@ __all__ = [
     "MAX_SCORE_LEVELS",
     "MIN_SCORE_LEVELS",
     "NEAR_UNIFORM_TOLERANCE",
+    "AgentRouterClassifier",
+    "AgentVerdict",
     "AnswerView",
     "Bands",
     "ChoiceAnswer",
@@ -59,8 +79,16 @@ __all__ = [
     "Classifier",
     "ClassifierError",
     "ClassifierUsage",
+    "CompleteVerdict",
+    "ContentGuardBlocked",
+    "ContentGuardClassifier",
+    "ContentVerdict",
     "Decision",
+    "FilterVerdict",
     "GateResult",
+    "IsCompleteClassifier",
+    "ModelRouterClassifier",
+    "ModelVerdict",
     "NamedQuestion",
     "NoulAnswer",
     "NoulCriteria",
@@ -68,10 +96,16 @@ __all__ = [
     "Policy",
     "Question",
     "RecordedDecision",
+    "RelevanceVerdict",
     "Rule",
     "ScoreAnswer",
     "ScoreQuestion",
+    "SkillRelevanceClassifier",
     "Tape",
+    "ToolGuardClassifier",
+    "ToolGuardVerdict",
+    "ToolRelevanceClassifier",
+    "ToolResultFilterClassifier",
     "ask",
     "canonical_request",
     "choice",
@@ -79,6 +113,7 @@ __all__ = [
     "context",
     "create_classifier",
     "gate",
+    "latest_user_text",
     "near_uniform",
     "noul",
     "question_from_wire",
