@@ -8,16 +8,9 @@ Its own subpackage, loaded only when imported (``import toolnexus_trio`` does no
 its :func:`ask` is not the package's ``ask``. The HTTP side is the models' client.
 """
 
-from ._batteries import AgentRouterClassifier as AgentRouterClassifier
-from ._batteries import AgentVerdict as AgentVerdict
 from ._batteries import CompleteVerdict as CompleteVerdict
-from ._batteries import ContentGuardBlocked as ContentGuardBlocked
-from ._batteries import ContentGuardClassifier as ContentGuardClassifier
-from ._batteries import ContentVerdict as ContentVerdict
 from ._batteries import FilterVerdict as FilterVerdict
 from ._batteries import IsCompleteClassifier as IsCompleteClassifier
-from ._batteries import ModelRouterClassifier as ModelRouterClassifier
-from ._batteries import ModelVerdict as ModelVerdict
 from ._batteries import RelevanceVerdict as RelevanceVerdict
 from ._batteries import SkillRelevanceClassifier as SkillRelevanceClassifier
 from ._batteries import ToolGuardClassifier as ToolGuardClassifier
@@ -47,6 +40,13 @@ from ._questions import ScoreQuestion as ScoreQuestion
 from ._questions import canonical_request as canonical_request
 from ._questions import choice_over as choice_over
 from ._questions import question_from_wire as question_from_wire
+from ._routing import AgentRouterClassifier as AgentRouterClassifier
+from ._routing import AgentVerdict as AgentVerdict
+from ._routing import ContentGuardBlocked as ContentGuardBlocked
+from ._routing import ContentGuardClassifier as ContentGuardClassifier
+from ._routing import ContentVerdict as ContentVerdict
+from ._routing import ModelRouterClassifier as ModelRouterClassifier
+from ._routing import ModelVerdict as ModelVerdict
 from ._simple import AnswerView as AnswerView
 from ._simple import Bands as Bands
 from ._simple import GateResult as GateResult
