@@ -353,7 +353,9 @@ def create_classifier(
     ``backend="openrouter"`` sets ``base_url``, ``model`` and ``api_key_env`` as a unit
     (OpenRouter, ``typesafe/jev-1.13``, ``OPENROUTER_API_KEY``); ``"typesafe"`` or none
     gives the defaults (``https://api.typesafe.ai/v1``, ``jev-latest``,
-    ``TYPESAFE_API_KEY``); explicit arguments win. ``headers`` values may hold
+    ``TYPESAFE_API_KEY``); explicit arguments win. The key is read from the
+    environment at each call and sent as ``Authorization: Bearer``; an empty
+    ``api_key_env`` sends none (a local backend). ``headers`` values may hold
     ``${VAR}``, read at each call. ``timeout`` (seconds) bounds a whole evaluation, its
     retries included. Retries follow SPEC §8 (429, 500, 502, 503, 504 and 529, plus
     ``retryable_statuses``; ``on_error`` has the final say; backoff ``retry_base_ms *
