@@ -403,3 +403,35 @@ async def test_tool_result_filter_hook() -> None:
             assert await hook({**base, "result": result}) is None
     assert len(provider.requests) == 1
     assert provider.requests[0].json["state"]["query"] == {"tool": "fetch", "arguments": {"q": "x"}}
+
+
+async def _models_per_turn(change: dict[str, Any]) -> list[str]:
+    """The model of each turn of a two-turn run whose ``before_llm`` returns *change*
+    on the first turn only."""
+
+    @tool
+    def probe() -> str:
+        """A tool for the model to call, so the run takes two turns."""
+        return "ok"
+
+    def before_llm(event: dict[str, Any]) -> dict[str, Any] | None:
+        return change if event["turn"] == 0 else None
+
+    generate, seen = _model(_call("probe", {}), {"content": "done"})
+    toolkit_options = ToolkitOptions(extra_tools=[probe], builtins=BuiltinsConfig.off())
+    async with open_toolkit(toolkit_options) as toolkit:
+        options = InProcessOptions(
+            model="configured", generate=generate, hooks=Hooks(before_llm=before_llm)
+        )
+        await create_in_process_client(options).run("hi", toolkit)
+    return [request.model for request in seen]
+
+
+# peer: test_before_llm_model_override_is_per_turn
+async def test_before_llm_model_override_is_per_turn() -> None:
+    assert await _models_per_turn({"model": "routed"}) == ["routed", "configured"]
+
+
+# peer: test_before_llm_empty_model_is_verbatim
+async def test_before_llm_empty_model_is_verbatim() -> None:
+    assert await _models_per_turn({"model": ""}) == ["configured", "configured"]
