@@ -121,7 +121,9 @@ async def test_battery_fixture(name: str, case: dict[str, Any]) -> None:
 # peer: test_every_fixture_file_is_covered
 def test_every_fixture_file_is_covered() -> None:
     on_disk = sorted(
-        p.stem for p in (FIXTURES / "batteries").glob("*.json") if p.stem != "user-text-cases"
+        p.stem
+        for p in (FIXTURES / "batteries").glob("*.json")
+        if p.stem not in ("user-text-cases", "tool-relevance-hooks")
     )
     assert on_disk == BATTERIES
     for name in BATTERIES:
@@ -308,8 +310,33 @@ async def test_model_router_hook() -> None:
     assert seen == ["big"]
 
 
+HOOK_CASES = load("batteries/tool-relevance-hooks")["hookCases"]
+
+
+# peer: test_tool_relevance_hook_cases_present
+def test_tool_relevance_hook_cases_present() -> None:
+    assert HOOK_CASES
+
+
+# peer: test_tool_relevance_hook_case
+@pytest.mark.parametrize("case", HOOK_CASES, ids=[c["name"] for c in HOOK_CASES])
+async def test_tool_relevance_hook_case(case: dict[str, Any]) -> None:
+    script = [answer(call["response"]) for call in case["calls"]]
+    event = case["event"]
+    async with served(script) as (provider, c):
+        hook = ToolRelevanceClassifier(c, **_options(case["options"])).as_hook()
+        change = await hook(event)
+    for sent, call in zip(provider.requests, case["calls"], strict=True):
+        assert sent.json["state"] == call["state"]
+        assert sent.json["questions"] == call["questions"]
+    want = case["want"]["tools"]
+    if want is None:
+        assert change is None or "tools" not in change
+    else:
+        assert change == {"tools": [event["tools"][i] for i in want]}
+
+
 # peer: test_tool_relevance_hook
-# peer: test_tool_relevance_hook_case (the nameless entry; the fixture's hookCases were not copied)
 async def test_tool_relevance_hook() -> None:
     tools = [
         {"type": "function", "function": {"name": "read_file", "description": "reads"}},
