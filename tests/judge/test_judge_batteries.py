@@ -417,18 +417,21 @@ async def test_tool_result_filter_hook() -> None:
         seen.append(event["result"])
 
     base = {"name": "fetch", "args": {"q": "x"}, "id": "c1", "turn": 0}
-    async with served([answer(response)]) as (provider, c):
+    async with served([answer(response)] * 2) as (provider, c):
         hook = ToolResultFilterClassifier(c, on_error="open").as_hook(next_hook)
         change = await hook({**base, "result": ToolResult.ok("a\n\nb\n\nc")})
         assert change == {"result": ToolResult.ok("a\n\nc")} and seen == [ToolResult.ok("a\n\nc")]
-        # one chunk, an error, a result with metadata: untouched, no classifier call
+        # a plain result's metadata (a fetch's status) stays with the filtered text
+        fetched = await hook({**base, "result": ToolResult.ok("a\n\nb\n\nc", {"status": 200})})
+        assert fetched == {"result": ToolResult.ok("a\n\nc", {"status": 200})}
+        # one chunk, an error, a result with content parts: untouched, no classifier call
         for result in (
             ToolResult.ok("a"),
             ToolResult.error("a\n\nb"),
             ToolResult.ok("a\n\nb", {"parts": []}),
         ):
             assert await hook({**base, "result": result}) is None
-    assert len(provider.requests) == 1
+    assert len(provider.requests) == 2
     assert provider.requests[0].json["state"]["query"] == {"tool": "fetch", "arguments": {"q": "x"}}
 
 

@@ -85,9 +85,11 @@ COMPLETE_QUESTION = NoulQuestion(
 
 
 def _on_error(value: str | None) -> OnErrorMode:
-    if value not in ("open", "closed"):
-        raise ValueError(f"on_error must be 'open' or 'closed', not {value!r}")
-    return value  # type: ignore[return-value]
+    if value == "open":
+        return "open"
+    if value == "closed":
+        return "closed"
+    raise ValueError(f"on_error must be 'open' or 'closed', not {value!r}")
 
 
 def _field(item: Any, name: str) -> str:
@@ -390,24 +392,31 @@ class ToolResultFilterClassifier:
 
     def as_hook(self, next: Hook | None = None) -> Hook:
         """An ``after_tool`` hook: a successful text result of two or more blank-line
-        separated parts keeps only the relevant ones; *next* sees the filtered result."""
+        separated parts keeps only the relevant ones (its metadata kept); an error, a
+        suspension or a result with content parts is left alone. *next* sees the
+        filtered result."""
 
         async def after_tool(event: dict[str, Any]) -> Any:
             result = event.get("result")
             change: dict[str, Any] = {}
-            if isinstance(result, ToolResult) and not result.is_error and not result.metadata:
+            if isinstance(result, ToolResult) and not result.is_error and _plain(result):
                 chunks = result.output.split(SEPARATOR)
                 if len(chunks) >= 2:
                     query = {"tool": event.get("name", ""), "arguments": event.get("args", {})}
                     verdict = await self.filter(query, chunks)
                     if verdict.dropped:
                         text = SEPARATOR.join(chunks[i] for i in verdict.kept)
-                        change["result"] = ToolResult.ok(text)
+                        change["result"] = ToolResult.ok(text, result.metadata)
                         event = {**event, "result": change["result"]}
             out = await _chain(next, event)
             return {**change, **out} if isinstance(out, Mapping) else (change or out)
 
         return after_tool
+
+
+def _plain(result: ToolResult) -> bool:
+    """Text only: no content parts beside the text, not a suspension (SPEC §10)."""
+    return not result.metadata or not ({"parts", "pending"} & result.metadata.keys())
 
 
 # -- completion --------------------------------------------------------------------

@@ -213,7 +213,8 @@ class Classifier:
         out: list[Decision] = []
         for index, result in enumerate(results):
             if not isinstance(result, Decision):
-                raise ClassifierError(f"classifier: state {index}: {result}") from result
+                detail = str(result).removeprefix("classifier: ")
+                raise ClassifierError(f"classifier: state {index}: {detail}") from result
             out.append(result)
         return out
 
