@@ -1,4 +1,6 @@
 """One turn's tool calls: run concurrently in the turn's nursery, recorded in call order.
+This module is long because every path a call can take (hooks, ordering, suspension,
+``wait_for``, resume, cancel, metrics) ends in one place that records it.
 
 :class:`ToolCalls` is the part of :class:`~toolnexus_trio.Client` that executes the tool
 calls of one model message (hooks, ``concurrency_safe`` ordering, §10 suspension and
