@@ -1,9 +1,9 @@
 """Real models: retries, errors and cancellation, against a FakeProvider that misbehaves.
 
-The provider answers 429 with ``Retry-After: 0``, then 503, then succeeds; a 409 (which
-the default rule fails at once) is retried because ``on_error`` says so; a 400 fails at once; a stalled answer is cut off
-by the run's token, by ``run_timeout_ms`` and by an enclosing Trio scope, and each time
-the provider sees the connection close.
+The provider answers 429 with ``Retry-After: 0``, then 503, then succeeds; a 409
+(which the default rule fails at once) is retried because ``on_error`` says so; a 400
+fails at once; a stalled answer is cut off by the run's token, by ``run_timeout_ms``
+and by an enclosing Trio scope, and each time the provider sees the connection close.
 """
 
 from typing import Any
