@@ -9,7 +9,7 @@ import attrs
 import httpx2
 
 from .._http_client import safe_url
-from ..loop._results import HookFn, Hooks, OnMetric, WaitFor
+from ..loop._results import HookFn, Hooks, InDoubtPolicy, OnMetric, WaitFor
 from ..stores._base import ConversationStore
 from ._http import OnError
 
@@ -52,6 +52,8 @@ class ClientOptions:
     - ``http_client``: an ``httpx2.AsyncClient`` you own (custom transport, proxy,
       mTLS); the client never closes it. Without it the client makes its own, closed
       by :meth:`Client.aclose <toolnexus_trio.Client.aclose>`.
+    - ``durable``, ``lease_ms``, ``on_in_doubt``: crash-durable runs, as for
+      :class:`~toolnexus_trio.InProcessOptions` (off by default).
     """
 
     base_url: str = attrs.field(repr=lambda url: repr(safe_url(url)))  # no password shown
@@ -75,3 +77,6 @@ class ClientOptions:
     request_params: Mapping[str, Any] | None = None
     body_transform: BodyTransform | None = None
     http_client: httpx2.AsyncClient | None = attrs.field(default=None, repr=False)
+    durable: bool = False
+    lease_ms: int = 30_000
+    on_in_doubt: InDoubtPolicy | None = None
