@@ -82,12 +82,13 @@ async def test_off_by_default_nothing_is_checkpointed(tmp_path: Path) -> None:
 # point, nth -> the ledger once recovered (charge a/c never twice; lookup b at least once)
 STOPS = [
     ("start", 1, "finished: charged a; found b; charged c"),
-    ("responded", 1, "finished: charged a; found b; charged c"),
-    ("started", 1, None),  # c1 or c2 marked started first: one of them in doubt
+    # The response's write marks its calls started: from there on they are in doubt.
+    ("responded", 1, None),
+    ("started", 1, None),
     ("result", 1, None),
     ("result", 2, "finished: charged a; found b; charged c"),
     ("step", 1, "finished: charged a; found b; charged c"),
-    ("responded", 2, "finished: charged a; found b; charged c"),
+    ("responded", 2, None),
     ("started", 3, None),
     ("result", 3, FINISHED),
     ("step", 2, FINISHED),
@@ -230,8 +231,11 @@ async def test_a_process_whose_lease_was_taken_over_stops_and_saves_nothing(
     owner = client(FrozenRenewals(store), lease_ms=1000)  # type: ignore[arg-type]
     recovered = trio.Event()
 
+    at_step = trio.Event()
+
     async def pause(name: str) -> None:
-        if name == "responded":
+        if name == "step":  # frozen between two turns; its next write is fenced off
+            at_step.set()
             await recovered.wait()
 
     checkpoint._pause_hook = pause
@@ -243,6 +247,7 @@ async def test_a_process_whose_lease_was_taken_over_stops_and_saves_nothing(
                     await owner.ask("job", tk, id="t")
 
             nursery.start_soon(first)
+            await at_step.wait()
             await trio.sleep(2)  # two leases: the owner's ran out
             assert await store.orphaned_runs() == ["t"]
             checkpoint._pause_hook = None
@@ -251,7 +256,7 @@ async def test_a_process_whose_lease_was_taken_over_stops_and_saves_nothing(
             recovered.set()
     finally:
         checkpoint._pause_hook = None
-    # The first owner stopped at its next write: its calls never ran.
+    # The first owner stopped at its next write: the second turn's call ran once.
     assert sorted(ledger_lines(ledger)) == ["charge a", "charge c", "lookup b"]
     saved = await store.get("t")
     assert saved is not None and saved[-1]["content"] == FINISHED

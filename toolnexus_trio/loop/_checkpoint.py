@@ -41,6 +41,7 @@ from .._groups import collapse_groups
 from .._tools import ToolResult
 from ..stores._base import CheckpointStore, ConversationStore, PendingState
 from ._conversation import _thread_lock
+from ._gate import _gate_for
 from ._records import InDoubtCall
 from ._results import RunResult
 from ._toolcalls import _Call, _Outcome, _Run
@@ -135,6 +136,8 @@ class Checkpointer:
         self._lock = trio.Lock()
         self._changes = 0
         self._written = 0
+        self._flushed = 0  # the last change carried by a write the store flushed
+        self._flush_wanted = 0
 
     def load(self, state: dict[str, Any]) -> None:
         """Adopt *state* (recovery): later writes extend it."""
@@ -154,28 +157,55 @@ class Checkpointer:
         return {"version": STATE_VERSION, "run": result.to_json(), "calls": None, "results": {}}
 
     async def step(self, run: _Run) -> None:
-        """A step boundary: the transcript so far; the next step is a model call."""
+        """A step boundary: the transcript so far; the next step is a model call.
+
+        Skipped when every call of the turn has its result written: that state already
+        says the same (recovery records those results and asks the model)."""
+        calls = self._state.get("calls")
+        results = self._state.get("results") or {}
+        if calls and all("output" in results.get(str(i), ()) for i in range(len(calls))):
+            await _pause("step")
+            return
         self._state = self.snapshot(run)
-        await self._write()
+        await self._write(durable=False)
         await _pause("step")
 
     async def responded(self, run: _Run, calls: list[_Call]) -> None:
         """The model's response is in the transcript; *calls* are about to run."""
+        if not calls:
+            # The answer: the run's end (finish_run) writes it next. A crash between
+            # the two only asks the model again.
+            await _pause("responded")
+            return
         state = self.snapshot(run)
         state["calls"] = [
             {"id": c.id, "name": c.name, "args": c.args, "arguments_json": c.arguments_json,
              "error": c.error}
             for c in calls
         ]  # fmt: skip
+        # The calls that start at once are marked started in this same write (a call
+        # waiting at the concurrency_safe gate marks itself when its turn comes).
+        gate = _gate_for(run.toolkit, [c.name for c in calls])
+        state["results"] = {
+            str(i): {"started": True}
+            for i, c in enumerate(calls)
+            if c.error is None and (gate is None or not gate.waits[i])
+        }
         self._state = state
-        await self._write()
+        # Flushed: a call marked started must never be lost (a power cut would make
+        # a call that ran look unstarted, and recovery would run it a second time).
+        await self._write(durable=True)
         await _pause("responded")
+        for _ in state["results"]:
+            await _pause("started")
 
     async def tool_started(self, index: int) -> None:
         """Call *index* of the turn is about to run: from now on a crash leaves it in
         doubt (a call never started is simply run by the recovery)."""
+        if str(index) in self._state["results"]:
+            return  # marked by the response's write
         self._state["results"][str(index)] = {"started": True}
-        await self._write()
+        await self._write(durable=True)
         await _pause("started")
 
     async def tool_done(self, index: int, outcome: _Outcome | None) -> None:
@@ -190,22 +220,28 @@ class Checkpointer:
             "is_error": result.is_error,
             "suspended": suspended,
         }
-        await self._write()
+        # Not flushed: lost in a power cut, the call is merely in doubt.
+        await self._write(durable=False)
         await _pause("result")
 
-    async def _write(self) -> None:
+    async def _write(self, *, durable: bool) -> None:
         self._changes += 1
         mine = self._changes
+        if durable:
+            self._flush_wanted = mine
         async with self._lock:
-            if self.lost or self._written >= mine:
+            if self.lost or (self._written >= mine and (not durable or self._flushed >= mine)):
                 return  # a write since this change already carried it
             # The top level and the results map copied: a call's mark made while the
             # store is still writing never reaches this write half-way.
             state = {**self._state, "results": dict(self._state["results"])}
             upto = self._changes
-            ok = await self.store.save_checkpoint(self.id, self.owner, state)
+            flush = self._flush_wanted > self._flushed
+            ok = await self.store.save_checkpoint(self.id, self.owner, state, durable=flush)
             if ok:
                 self._written = upto
+                if flush:
+                    self._flushed = upto
         if not ok:
             self._lose()
 

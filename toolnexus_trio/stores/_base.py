@@ -226,8 +226,15 @@ class CheckpointStore(PendingStore, Protocol):
         *owner*'s any more."""
         ...
 
-    async def save_checkpoint(self, id: str, owner: str, state: dict[str, Any]) -> bool:
-        """Replace the state of *id* if *owner* still holds it; else ``False``."""
+    async def save_checkpoint(
+        self, id: str, owner: str, state: dict[str, Any], *, durable: bool = True
+    ) -> bool:
+        """Replace the state of *id* if *owner* still holds it; else ``False``.
+
+        ``durable=False``: the write may be lost in a power cut or an OS crash (never
+        in a process crash), which the loop asks for only where losing it is safe (a
+        tool result: the call is then in doubt, never run twice). A store may ignore
+        it and always flush."""
         ...
 
     async def load_checkpoint(self, id: str) -> RunCheckpoint | None:

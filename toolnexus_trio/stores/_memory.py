@@ -135,7 +135,9 @@ class InMemoryConversationStore:
         row.lease_until = trio.current_time() + lease_ms / 1000
         return True
 
-    async def save_checkpoint(self, id: str, owner: str, state: dict[str, Any]) -> bool:
+    async def save_checkpoint(
+        self, id: str, owner: str, state: dict[str, Any], *, durable: bool = True
+    ) -> bool:
         """Replace the run's state if *owner* holds it."""
         check_id(id)
         text = dumps_state(state)

@@ -498,7 +498,11 @@ class PostgresConversationStore:
         text = dumps_state(state)
 
         def start(db: psycopg.Connection[Any]) -> bool:
-            return db.execute(_START_RUN, (id, text, owner, lease_ms)).rowcount == 1
+            # Not waiting for the disk: lost only if the server crashes before the
+            # first response's write, when nothing of the run had happened.
+            with db.transaction():
+                db.execute("SET LOCAL synchronous_commit = off")
+                return db.execute(_START_RUN, (id, text, owner, lease_ms)).rowcount == 1
 
         return await self._call("start_run", start)
 
@@ -523,14 +527,21 @@ class PostgresConversationStore:
 
         return await self._call("renew_lease", renew)
 
-    async def save_checkpoint(self, id: str, owner: str, state: dict[str, Any]) -> bool:
-        """Replace the run's state if *owner* still holds it."""
+    async def save_checkpoint(
+        self, id: str, owner: str, state: dict[str, Any], *, durable: bool = True
+    ) -> bool:
+        """Replace the run's state if *owner* still holds it (``durable=False``: the
+        commit does not wait for the server's disk, ``synchronous_commit = off``)."""
         check_id(id)
         text = dumps_state(state)
 
         def save(db: psycopg.Connection[Any]) -> bool:
             sql = f"UPDATE toolnexus_runs SET state = %s, updated_at = now() {_OWNED}"
-            return db.execute(sql, (text, id, owner)).rowcount == 1
+            if durable:
+                return db.execute(sql, (text, id, owner)).rowcount == 1
+            with db.transaction():
+                db.execute("SET LOCAL synchronous_commit = off")
+                return db.execute(sql, (text, id, owner)).rowcount == 1
 
         return await self._call("save_checkpoint", save)
 

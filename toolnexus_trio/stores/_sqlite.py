@@ -302,10 +302,15 @@ class SqliteConversationStore:
         text = dumps_state(state)
 
         def start(db: sqlite3.Connection) -> bool:
+            # Not flushed (synchronous=NORMAL): lost only in a power cut, before the
+            # first response's flushed write; nothing of the run had happened then.
             now = time.time()
-            return (
-                db.execute(_START_RUN, (id, text, owner, now + lease_ms / 1000, now)).rowcount == 1
-            )
+            values = (id, text, owner, now + lease_ms / 1000, now)
+            db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                return db.execute(_START_RUN, values).rowcount == 1
+            finally:
+                db.execute("PRAGMA synchronous=FULL")
 
         return await self._call(start)
 
@@ -333,14 +338,23 @@ class SqliteConversationStore:
 
         return await self._call(renew)
 
-    async def save_checkpoint(self, id: str, owner: str, state: dict[str, Any]) -> bool:
-        """Replace the run's state if *owner* still holds it."""
+    async def save_checkpoint(
+        self, id: str, owner: str, state: dict[str, Any], *, durable: bool = True
+    ) -> bool:
+        """Replace the run's state if *owner* still holds it (``durable=False``: this
+        commit is not flushed, ``synchronous=NORMAL``; the next flushed one carries it)."""
         check_id(id)
         text = dumps_state(state)
 
         def save(db: sqlite3.Connection) -> bool:
             sql = f"UPDATE toolnexus_runs SET state = ?, updated_at = ? {_OWNED}"
-            return db.execute(sql, (text, time.time(), id, owner)).rowcount == 1
+            if durable:
+                return db.execute(sql, (text, time.time(), id, owner)).rowcount == 1
+            db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                return db.execute(sql, (text, time.time(), id, owner)).rowcount == 1
+            finally:
+                db.execute("PRAGMA synchronous=FULL")
 
         return await self._call(save)
 
