@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 from crash_app import client, ledger_lines, toolkit
@@ -260,3 +261,33 @@ async def test_a_process_whose_lease_was_taken_over_stops_and_saves_nothing(
     assert sorted(ledger_lines(ledger)) == ["charge a", "charge c", "lookup b"]
     saved = await store.get("t")
     assert saved is not None and saved[-1]["content"] == FINISHED
+
+
+async def test_a_call_waiting_at_the_gate_when_stopped_runs_on_recovery(tmp_path: Path) -> None:
+    from crash_app import ledger_tool
+
+    from toolnexus_trio import BuiltinsConfig, ToolkitOptions, create_toolkit
+
+    ledger = tmp_path / "ledger"
+    store = InMemoryConversationStore()
+    with trio.CancelScope() as scope:
+
+        async def pause(name: str) -> None:
+            if name == "tool:charge a":  # the exclusive call runs; lookup b waits for it
+                scope.cancel()
+                await trio.sleep_forever()
+
+        charge = attrs.evolve(
+            ledger_tool("charge", "charged", ledger, idempotent=False, pause=pause),
+            concurrency_safe=False,
+        )
+        lookup = ledger_tool("lookup", "found", ledger, idempotent=True)
+        options = ToolkitOptions(extra_tools=[charge, lookup], builtins=BuiltinsConfig.off())
+        await client(store).ask("job", await create_toolkit(options), id="t")
+    assert ledger_lines(ledger) == ["charge a"]  # lookup b never started
+    found = await store.load_checkpoint("t")
+    assert found is not None and found.state["results"] == {"0": {"started": True}}
+    result = await client(store).recover("t", await toolkit(ledger))
+    assert result.text.startswith("finished: in doubt: the call of 'charge'")
+    assert result.text.endswith("; found b; charged c")
+    assert ledger_lines(ledger) == ["charge a", "lookup b", "charge c"]
