@@ -179,7 +179,8 @@ async def test_an_idempotent_call_in_doubt_runs_again(tmp_path: Path) -> None:
     # charge a ran alongside: it may have finished, or be in doubt (then not re-run).
     assert result.text.endswith("found b; charged c")
     assert ledger_lines(ledger).count("lookup b") == 2  # at least once: it ran again
-    assert ledger_lines(ledger).count("charge a") == 1
+    # charge a was cancelled before or after its line: in doubt either way, not re-run.
+    assert ledger_lines(ledger).count("charge a") <= 1
 
 
 async def test_a_live_owner_keeps_its_run_renewing_its_lease(
