@@ -292,3 +292,67 @@ async def test_a_call_waiting_at_the_gate_when_stopped_runs_on_recovery(tmp_path
     assert result.text.startswith("finished: in doubt: the call of 'charge'")
     assert result.text.endswith("; found b; charged c")
     assert ledger_lines(ledger) == ["charge a", "lookup b", "charge c"]
+
+
+async def test_on_text_gets_the_answer_of_a_durable_run(tmp_path: Path) -> None:
+    store = InMemoryConversationStore()
+    deltas: list[str] = []
+    result = await client(store).ask(
+        "job", await toolkit(tmp_path / "ledger"), id="t", on_text=deltas.append
+    )
+    assert "".join(deltas) == result.text == FINISHED
+
+
+async def test_a_durable_run_that_halts_pending_is_answered_once(
+    place: str, tmp_path: Path
+) -> None:
+    from durable_app import deploy_tool
+    from durable_app import generate as deploy_generate
+
+    from toolnexus_trio import (
+        Answer,
+        BuiltinsConfig,
+        InProcessOptions,
+        ToolkitOptions,
+        create_in_process_client,
+        create_toolkit,
+    )
+
+    ledger = tmp_path / "ledger"
+    options = ToolkitOptions(extra_tools=[deploy_tool(ledger)], builtins=BuiltinsConfig.off())
+    tk = await create_toolkit(options)
+    async with open_store(place) as store:
+        durable = create_in_process_client(
+            InProcessOptions(model="m", generate=deploy_generate, store=store, durable=True)
+        )
+        halted = await durable.ask("deploy v1", tk, id="t")
+        assert halted.status == "pending"
+        assert isinstance(store, CheckpointStore)
+        found = await store.load_checkpoint("t")
+        assert found is not None and found.status == "done"  # halted: not a crash
+        state = await store.get_pending("t")
+        assert state is not None and state.status == "pending"  # saved with the run's end
+        done = await durable.answer("t", [Answer("req-v1-call-v1", True)], toolkit=tk)
+        assert done.text == "finished: deployed v1"
+    assert ledger_lines(ledger) == ["v1"]
+
+
+async def test_a_durable_run_that_raises_ends_failed_and_saves_nothing(tmp_path: Path) -> None:
+    from toolnexus_trio import GenerateError, InProcessOptions, create_in_process_client
+
+    async def broken(req: object) -> object:
+        raise RuntimeError("model down")
+
+    store = InMemoryConversationStore()
+    await store.save("t", [{"role": "user", "content": "before"}])
+    failing = create_in_process_client(
+        InProcessOptions(model="m", generate=broken, store=store, durable=True)
+    )
+    with pytest.raises(GenerateError):
+        await failing.ask("job", await toolkit(tmp_path / "ledger"), id="t")
+    found = await store.load_checkpoint("t")
+    assert found is not None and found.status == "failed"
+    assert await store.get("t") == [{"role": "user", "content": "before"}]
+    assert await store.orphaned_runs() == []
+    again = await client(store).ask("hello", await toolkit(tmp_path / "ledger"), id="t")
+    assert again.text == "re: hello"  # a failed run does not block the id
