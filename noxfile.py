@@ -1,4 +1,14 @@
-"""Developer sessions: ``nox -s tests lint typecheck docs`` (and ``bench``, ``interop`` later)."""
+"""Developer sessions: ``nox -s tests lint typecheck docs`` (the CI set), and ``bench``,
+``interop`` and ``newest`` on demand.
+
+``nox -s newest`` installs the package (not editable, as a user would) with the newest
+versions of its dependencies that the upper bounds in pyproject.toml allow
+(``pip install --upgrade --upgrade-strategy eager``), prints them, imports every module
+of the package, runs ``python -m toolnexus_trio demo`` and the model client's tests. It
+is not in the CI set: on a fresh clone, ``tests`` resolves the newest allowed versions
+too; ``newest`` is the check to run before widening a bound, or in a virtualenv kept
+from an older run.
+"""
 
 from __future__ import annotations
 
@@ -19,18 +29,26 @@ XBENCH_PEERS = {  # bench scenario 14: virtualenv -> its packages (benchmarks/xf
 }
 
 
+def install(session: nox.Session, *args: str) -> None:
+    """``session.install`` that shows pip's own progress (nox hides it by default, so a
+    first run sat silent for a minute while it installed)."""
+    session.log("installing " + " ".join(args) + " (pip's output follows)")
+    session.install(*args, silent=False)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite (pytest-trio, trio_mode), with the ``mcp`` extra so the MCP tests run
-    and the ``postgres`` extra so the PostgreSQL store tests run (against pgserver's binaries)."""
-    session.install("-e", ".[test,mcp,postgres]")
+    the ``postgres`` extra so the PostgreSQL store tests run (against pgserver's binaries),
+    and the ``docs`` extra so tests/test_docs.py can build the pages it checks."""
+    install(session, "-e", ".[test,mcp,postgres,docs]")
     session.run("pytest", "-q", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
-    session.install("ruff>=0.8")
+    install(session, "ruff>=0.8")
     paths = [
         PACKAGE,
         "tests",
@@ -47,15 +65,49 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install("-e", ".[test,dev,mcp,postgres]")
+    install(session, "-e", ".[test,dev,mcp,postgres]")
     session.run("mypy", "--strict", PACKAGE)
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the Sphinx docs with warnings as errors (the MCP pages need the extra)."""
-    session.install("-e", ".[docs,mcp]")
+    install(session, "-e", ".[docs,mcp]")
     session.run("sphinx-build", "-W", "-q", "-b", "html", "docs", "docs/_build/html")
+
+
+_IMPORT_EVERY_MODULE = """
+import importlib, pkgutil, toolnexus_trio
+names = [m.name for m in pkgutil.walk_packages(toolnexus_trio.__path__, "toolnexus_trio.")]
+for name in names:
+    if not name.endswith("__main__"):
+        importlib.import_module(name)
+print(f"imported {len(names)} modules of toolnexus_trio {toolnexus_trio.__version__}")
+"""
+
+
+@nox.session
+def newest(session: nox.Session) -> None:
+    """The package on the newest dependency versions its bounds allow: import every
+    module, the demo, the model client's tests (see the module doc)."""
+    install(session, "--upgrade", "--upgrade-strategy", "eager", ".[test,mcp,a2a,postgres]")
+    session.run("python", "-m", "pip", "list", "--format=freeze")
+    session.chdir(session.create_tmp())  # the installed package, not the checkout's
+    session.run("python", "-c", _IMPORT_EVERY_MODULE)
+    session.run("python", "-m", PACKAGE, "demo")
+    root = Path(__file__).resolve().parent
+    session.run(
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--rootdir={root}",
+        "-c",
+        str(root / "pyproject.toml"),
+        str(root / "tests" / "models"),
+        str(root / "tests" / "test_no_private.py"),
+        *session.posargs,
+    )
 
 
 @nox.session
@@ -67,8 +119,8 @@ def bench(session: nox.Session) -> None:
     ``nox -s bench -- --only 14 --no-write``; writes
     benchmarks/results/latest.json, docs/performance.rst and docs/_static/bench.png.
     """
-    session.install("-e", ".", "toolnexus==0.21.0", "tesseron==0.2.0")
-    session.install("matplotlib")  # optional chart; the bench runs without it
+    install(session, "-e", ".", "toolnexus==0.21.0", "tesseron==0.2.0")
+    install(session, "matplotlib")  # optional chart; the bench runs without it
     # Scenario 8 (MCP): toolnexus 0.21 pins mcp<2 (it gets 1.30 here, in the session's
     # virtualenv), while our [mcp] extra needs mcp>=2.3. So our MCP side runs from a
     # second virtualenv next to this one (.nox/bench-mcp-ours) and the peer from this one;
@@ -77,7 +129,7 @@ def bench(session: nox.Session) -> None:
     ours_python = ours / "bin" / "python"
     if not ours_python.exists():
         session.run("python", "-m", "venv", str(ours))
-    session.run(str(ours_python), "-m", "pip", "install", "-q", "-e", ".[mcp]", external=True)
+    session.run(str(ours_python), "-m", "pip", "install", "-e", ".[mcp]", external=True)
     # Scenario 17 (end to end against other frameworks): each peer in a virtualenv of its
     # own next to this one (.nox/xbench-*), installed by package name.
     env = {"BENCH_MCP_OURS_PYTHON": str(ours_python)}  # the peer: this session's python
@@ -85,12 +137,12 @@ def bench(session: nox.Session) -> None:
         venv = Path(session.virtualenv.location).parent / name
         if not (venv / "bin" / "python").exists():
             session.run("python", "-m", "venv", str(venv))
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install"]
         session.run(*pip, *packages, external=True)
         env[f"BENCH_XF_{name.upper().replace('-', '_')}_PYTHON"] = str(venv / "bin" / "python")
     # Scenario 18 (store scaling on PostgreSQL and SQLite) needs the driver, and pgserver
     # for the PostgreSQL binaries, as in the tests.
-    session.install("-e", ".[postgres]", "pgserver>=0.1.4")
+    install(session, "-e", ".[postgres]", "pgserver>=0.1.4")
     # Our package is installed editable, so nothing compiled its bytecode (pip compiles a
     # wheel's, the peers' included); with PYTHONDONTWRITEBYTECODE set, every fresh process
     # of ours would compile it again. The cold figures compare installed packages.
@@ -108,7 +160,7 @@ def interop(session: nox.Session) -> None:
     and relayed elicitation; see interop/run_mcp_everything.py. A2A peer to peer; see
     interop/run_a2a_interop.py.
     """
-    session.install("-e", ".[mcp,a2a]", "tesseron==0.2.0")
+    install(session, "-e", ".[mcp,a2a]", "tesseron==0.2.0")
     session.run("python", "interop/run_interop.py")
     session.run("python", "interop/run_mcp_everything.py")
     # A2A peer to peer with toolnexus 0.21 (interop/run_a2a_interop.py): the peer pins
@@ -117,7 +169,7 @@ def interop(session: nox.Session) -> None:
     peer_python = peer / "bin" / "python"
     if not peer_python.exists():
         session.run("python", "-m", "venv", str(peer))
-    session.run(str(peer_python), "-m", "pip", "install", "-q", "toolnexus==0.21.0", external=True)
+    session.run(str(peer_python), "-m", "pip", "install", "toolnexus==0.21.0", external=True)
     session.run(
         "python",
         "interop/run_a2a_interop.py",

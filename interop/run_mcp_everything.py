@@ -2,7 +2,7 @@
 npm) through our MCP source and ``serve``: sampling and elicitation.
 
 Run with ``nox -s interop`` (or ``python interop/run_mcp_everything.py`` in a venv with
-``toolnexus-trio[mcp]``). Needs Node.js and npm: the package is installed with
+``pip install -e '.[mcp]'``). Needs Node.js and npm: the package is installed with
 ``npm install --prefix`` into ``.nox/npm-everything`` (or set ``MCP_EVERYTHING`` to
 the ``mcp-server-everything`` executable). Without node/npm, or when the install
 fails (offline), it prints ``SKIP`` and why, and exits 0: CI does not need it.
@@ -214,7 +214,7 @@ def main() -> None:
     try:
         import mcp  # noqa: F401
     except ImportError:
-        skip("the mcp extra is not installed (pip install 'toolnexus-trio[mcp]')")
+        skip("the mcp extra is not installed (pip install -e '.[mcp]')")
     trio.run(scenarios, command)
     failed = sum(1 for _, ok, _ in RESULTS if not ok)
     print(f"{len(RESULTS) - failed} passed, {failed} failed", flush=True)

@@ -31,6 +31,112 @@ def test_the_seed_examples_are_present() -> None:
     } <= names
 
 
+# What an example prints for its reader, checked here (the examples hold no asserts of
+# their own); an example not listed still ends with an "ok" line.
+EXPECTED: dict[str, list[str]] = {
+    "seed_1_cancellation.py": [
+        "calling slow (it waits five seconds)\ncancelling the call's token\n",
+        "slow returned 'cancelled' (an error: True)\n",
+    ],
+    "seed_2_timeout.py": [
+        "with a 20 ms budget: 'timed out after 20ms' (an error: True)\n",
+        "with no budget: 'finished' (an error: False)\n",
+    ],
+    "seed_3_answer.py": [
+        "wait_for: the tool asks 'Proceed?' (approval); approving\n",
+        "tool confirm: confirmed\nmodel: tool said: confirmed\n",
+    ],
+    "seed_4_call_id.py": [
+        "probe running as call call_",
+        "tool result for call_a: I was call_a\ntool result for call_b: I was call_b\n",
+    ],
+    "judge_gate.py": [
+        "fixable: p=0.91 band=yes\ncomponent: checkout (confidence 0.88, sure=True)\n",
+        "gate: assign -> checkout-team\n",
+        'gate: needs_input (uncertain answer "fixable", request gate:0:fixable)\n',
+        "tool guard: deny (high risk, risk 2.7)\n",
+    ],
+    "real_models.py": [
+        "run: '2 + 3 = 5.' (done); tools called: add({'a': 2, 'b': 3}) -> 5\n",
+        "  usage: {'prompt_tokens': 20, 'completion_tokens': 10, 'total_tokens': 30}\n",
+        "stream: 'Streamed word by word.', as deltas ['Streamed ', 'word ', 'by ', ",
+        "'streamed.']\n",
+        "conversation user-42: 'You are Ada.'; the store keeps 5 messages\n",
+        "a Conversation after reset() holds 0 messages\n",
+        'metrics: toolnexus_llm_requests_total{model="gpt-4o-mini",status="ok"} 7\n',
+        "on_metric saw 7 model calls, 1 tool call, 6 runs\n",
+        "the server got POST /v1/chat/completions, model 'gpt-4o-mini',\n",
+        "  an Authorization header: True,\n",
+        "  first message {'role': 'system', 'content': 'You are terse.'}\n",
+        "  request 3 asked to stream: True\n",
+        "  the second ask on user-42 sent: ['My name is Ada.', 'Nice to meet you, Ada.', "
+        "'Who am I?']\n",
+    ],
+    "relay_proxy.py": [
+        "the caller got the answer: 'Paris is sunny and Oslo is snowing.'\n",
+        "the model was offered: ['get_weather']\n",
+        "  and got back call_paris: 'sunny, 21C', run by the caller\n"
+        "  and got back call_oslo: 'snow, -3C', run by the caller\n",
+        "  {'role': 'assistant', 'content': 'Paris is sunny and Oslo is snowing.'}\n",
+    ],
+    "compaction.py": [
+        "  system: 'You are Ava.'\n",
+        "  system: '[Summary of earlier conversation]\\n(a summary of ",
+    ],
+    "real_models_resilience.py": [
+        "retries: a 429, a 503, then 'third time lucky' (3 requests)\n",
+        "on_error saw [(529, 0, False)] and retried;\n  then 'overloaded, then fine'\n",
+        "a 400 raises GenerateError: HTTP 400 from POST http://127.0.0.1:",
+        "max_tokens: too large (key [redacted])",
+        "  after 1 request; the transcript so far has 1 message(s)\n",
+        "a cancel token fired at 100 ms: the run ends 'cancelled'\n"
+        "  the server saw the request's connection closed: True\n"
+        "  and the same client answers the next run: 'still here'\n",
+        "run_timeout_ms=100: RunTimeout, the partial result's limit 'runTimeout'\n",
+        "a Trio scope cancelled the run at 100 ms: True\n"
+        "  and the server saw its connection closed: True\n",
+    ],
+    "real_models_translate.py": [
+        "the model said 'Checking.' and stopped for 'tool_calls'\n",
+        "its call: toolu_1 get_weather({'city': 'Paris'}); usage {'prompt_tokens': 10, "
+        "'completion_tokens': 5, 'total_tokens': 15}\n",
+        "what went over the wire: POST /v1/messages, anthropic-version\n"
+        "  2023-06-01, system 'Be brief.',\n  max_tokens 256, and the tool as\n",
+        '"input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, '
+        '"required": ["city"]}}\n',
+    ],
+    "builtins_agent.py": [
+        "the system prompt lists the skill fix-python: True\n"
+        'skill [ok]: <skill_content name="fix-python">\n'
+        'bash [error]: TypeError: can only concatenate str (not "int") to str\n'
+        "edit [ok]: Edited sum.py (1 replacement)\n"
+        "bash [ok]: total: 6\n"
+        "model: fixed; the script now prints 'total: 6\\n'\n"
+        'sum.py now ends with: print(f"total: {total}")\n',
+    ],
+}
+
+
+def check_output(name: str, out: str) -> None:
+    """The facts an example's output must show (see EXPECTED)."""
+    if name not in EXPECTED:
+        assert "ok" in out
+        return
+    for expected in EXPECTED[name]:
+        assert expected in out, out
+    if name == "seed_1_cancellation.py":  # back long before the tool's five seconds
+        ms = int(out.split("after ", 1)[1].split(" ms", 1)[0])
+        assert ms < 5000, out
+    if name == "real_models_resilience.py":  # the key never shows
+        assert "sk-ant-example" not in out
+    if name == "compaction.py":  # under the budget, plus the last turn
+        tokens = int(out.split("about ", 1)[1].split(" tokens", 1)[0])
+        assert tokens <= 400 + 100, out
+    if name == "seed_4_call_id.py":  # both calls started before either finished
+        lines = out.splitlines()
+        assert [line.startswith("probe running") for line in lines[:2]] == [True, True]
+
+
 # Examples that need a PostgreSQL database get one through the standard PG* variables.
 NEEDS_POSTGRES = {"many_machines.py"}
 
@@ -54,7 +160,32 @@ def test_example_runs(script: Path, request: pytest.FixtureRequest) -> None:
         env=env,
     )
     assert done.returncode == 0, done.stderr
-    assert "ok" in done.stdout
+    check_output(script.name, done.stdout)
+
+
+def test_many_machines_without_a_database_says_why() -> None:
+    """No server: the example stops with the server's own reason, not a bare
+    CalledProcessError from a worker after the store's 30 s connection wait."""
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PGHOST": "127.0.0.1", "PGPORT": str(port), "PGCONNECT_TIMEOUT": "5"}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "many_machines.py")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode != 0
+    assert "cannot reach PostgreSQL" in done.stderr
+    assert "Connection refused" in done.stderr
+    assert "docs/many-machines.rst" in done.stderr
+    assert "CalledProcessError" not in done.stderr
 
 
 def test_demo_command(capsys: pytest.CaptureFixture[str]) -> None:

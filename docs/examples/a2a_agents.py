@@ -9,7 +9,7 @@
 3. Then a slow task is cancelled half a second in: the cancel sends ``CancelTask``, and
    the remote task ends ``canceled`` (the remote agent reports it).
 
-Serving needs hypercorn: ``pip install 'toolnexus-trio[a2a]'``. The test suite runs this.
+Serving needs hypercorn: ``pip install -e '.[a2a]'``. The test suite runs this.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@
    the worker's turn and its shell (its whole process group). The served side reports
    the task ``canceled``.
 
-Serving needs hypercorn: ``pip install 'toolnexus-trio[a2a]'``. The test suite runs this.
+Serving needs hypercorn: ``pip install -e '.[a2a]'``. The test suite runs this.
 """
 
 from __future__ import annotations

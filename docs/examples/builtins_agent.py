@@ -66,17 +66,19 @@ async def main() -> None:
             builtins=BuiltinsConfig(base_dir=tmp), skills_dir=str(Path(tmp) / "skills")
         )
         async with await create_toolkit(options) as toolkit:
-            assert "fix-python" in toolkit.skills_prompt()  # the model's system prompt
+            catalog = toolkit.skills_prompt()  # goes into the model's system prompt
+            print(f"the system prompt lists the skill fix-python: {'fix-python' in catalog}")
             client = create_in_process_client(InProcessOptions(model="scripted", generate=generate))
             result = await client.run("sum.py crashes; fix it", toolkit)
         for call in result.tool_calls:
-            print(f"{call.name}: {call.output.splitlines()[-1]}")
-        assert '<skill_content name="fix-python">' in result.tool_calls[0].output
-        assert result.tool_calls[1].is_error  # TypeError: can only concatenate str...
-        assert result.tool_calls[2].output == "Edited sum.py (1 replacement)"
-        assert result.tool_calls[3].output == "total: 6\n"
-        assert (Path(tmp) / "sum.py").read_text().endswith('print(f"total: {total}")\n')
-    print(f"ok: {result.text}")
+            lines = [line for line in call.output.splitlines() if line.strip()]
+            if call.is_error:  # the error itself, above the exit status line
+                shown = lines[-2] if len(lines) > 1 else lines[-1]
+            else:
+                shown = lines[0] if call.name == "skill" else lines[-1]
+            print(f"{call.name} [{'error' if call.is_error else 'ok'}]: {shown}")
+        print(f"model: {result.text}")
+        print(f"sum.py now ends with: {(Path(tmp) / 'sum.py').read_text().splitlines()[-1]}")
 
 
 if __name__ == "__main__":

@@ -48,12 +48,12 @@ async def main() -> None:
     )
     for i in range(20):
         await client.ask(f"fact {i}: " + "something worth remembering " * 3, id="chat")
-    messages = await client.store.get("chat")
-    assert messages is not None
-    assert messages[0] == {"role": "system", "content": "You are Ava."}
-    assert messages[1]["content"].startswith("[Summary of earlier conversation]\n")
-    assert estimate_tokens(messages) <= 400 + 100  # the budget, plus the last turn
-    print(f"ok: 20 turns kept in {len(messages)} messages; {messages[1]['content']!r}")
+    messages = await client.store.get("chat") or []
+    print(f"after 20 turns the thread holds {len(messages)} messages,")
+    print(f"  about {estimate_tokens(messages)} tokens (the budget: 400, plus the last turn):")
+    for m in messages[:3]:
+        print(f"  {m['role']}: {m['content']!r}")
+    print("  ...")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 3. The gateway prints the app's claim code on stderr; the agent claims it with
    ``tesseron__claim_session``, sees ``todo__add`` appear and calls it.
 
-Needs the extra: ``pip install 'toolnexus-trio[mcp]'``. The test suite runs this script.
+Needs the extra: ``pip install -e '.[mcp]'``. The test suite runs this script.
 """
 
 from __future__ import annotations

@@ -90,10 +90,27 @@ def run_worker(dsn: str | None, *args: str) -> dict[str, Any]:
     """Start one worker process (on another machine, this is another deployment)."""
     command = [sys.executable, __file__, *([dsn] if dsn else []), "--worker", *args]
     done = subprocess.run(
-        command, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True
+        command, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
     )
+    if done.returncode != 0:  # the worker's own words, not just its exit status
+        raise SystemExit(f"worker {args[0]} failed:\n{done.stderr.strip()}")
     reply: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return reply
+
+
+def check_database(dsn: str | None) -> None:
+    """Fail at once, with the server's reason, when the database cannot be reached
+    (the store itself would wait its whole timeout for a connection)."""
+    import psycopg
+
+    try:
+        psycopg.connect(dsn or "", connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        raise SystemExit(
+            f"cannot reach PostgreSQL: {str(exc).strip()}\n"
+            "Pass a DSN or set PGHOST/PGPORT/PGUSER/PGPASSWORD/PGDATABASE; no server at "
+            "hand? see 'A local PostgreSQL' in docs/many-machines.rst"
+        ) from None
 
 
 async def replay(dsn: str | None, thread: str, request_id: str) -> str:
@@ -113,6 +130,7 @@ def main(argv: list[str]) -> None:
     if rest[:1] == ["--worker"]:
         trio.run(worker, dsn, rest[1], rest[2:])
         return
+    check_database(dsn)
     thread = f"release-{uuid.uuid4().hex[:8]}"
     halted = run_worker(dsn, "halt", thread)
     print(f"worker A: the run halts for approval (status={halted['status']})")

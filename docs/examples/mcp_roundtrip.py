@@ -7,7 +7,7 @@
    second in: the cancel crosses both hops, and the innermost server's handler sees it
    (it records the cancel, and we ask it).
 
-Needs the extra: ``pip install 'toolnexus-trio[mcp]'``. The test suite runs this script.
+Needs the extra: ``pip install -e '.[mcp]'``. The test suite runs this script.
 """
 
 from __future__ import annotations

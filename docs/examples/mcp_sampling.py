@@ -8,7 +8,7 @@ of whoever called it, through one hop and through ``serve``.
 2. The toolkit is served over MCP; the SDK's own client, which samples and elicits,
    calls through both hops: the inner server's requests are relayed to it.
 
-Needs the extra: ``pip install 'toolnexus-trio[mcp]'``. The test suite runs this script.
+Needs the extra: ``pip install -e '.[mcp]'``. The test suite runs this script.
 """
 
 from __future__ import annotations

@@ -69,17 +69,15 @@ async def main() -> None:
     async with open_fake_provider(SCRIPT) as provider:
         with TemporaryDirectory() as tmp:
             await tour(provider.base_url, Path(tmp))
-        # Every request the provider got is kept: the wire, checked.
+        # Every request the provider got is kept: the wire, as the server saw it.
         first = provider.requests[0]
-        assert first.path == "/v1/chat/completions"
-        assert first.headers["authorization"] == "Bearer sk-example"
-        assert first.json["model"] == "gpt-4o-mini"
-        assert first.json["messages"][0] == {"role": "system", "content": "You are terse."}
-        assert provider.requests[2].json["stream"] is True
+        print(f"the server got POST {first.path}, model {first.json['model']!r},")
+        print(f"  an Authorization header: {'authorization' in first.headers},")
+        print(f"  first message {first.json['messages'][0]}")
+        print(f"  request 3 asked to stream: {provider.requests[2].json['stream']}")
         # The second ask on "user-42" carried the first exchange as history.
         history = [m["content"] for m in provider.requests[5].json["messages"]]
-        assert history[1:] == ["My name is Ada.", "Nice to meet you, Ada.", "Who am I?"]
-    print("ok: run, stream, ask with on_text, conversations and metrics over HTTP")
+        print(f"  the second ask on user-42 sent: {history[1:]}")
 
 
 async def tour(base_url: str, tmp: Path) -> None:
@@ -102,10 +100,9 @@ async def tour(base_url: str, tmp: Path) -> None:
     ):
         result = await client.run("What is 2 + 3?", toolkit)
         # [/configure]
-        assert result.text == "2 + 3 = 5."
-        assert result.status == "done"
-        assert result.usage == {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}
-        assert [c.name for c in result.tool_calls] == ["add"]
+        print(f"run: {result.text!r} ({result.status}); tools called: ", end="")
+        print(", ".join(f"{c.name}({c.args}) -> {c.output}" for c in result.tool_calls))
+        print(f"  usage: {result.usage}")
 
         # [stream]
         deltas: list[str] = []
@@ -121,9 +118,7 @@ async def tour(base_url: str, tmp: Path) -> None:
 
         await client.ask("And again", toolkit, on_text=on_text)
         # [/stream]
-        assert deltas[:3] == ["Streamed ", "word ", "by "]
-        assert deltas[-1] == "streamed."
-        assert streamed.text == "Streamed word by word."
+        print(f"stream: {streamed.text!r}, as deltas {deltas}")
 
         # [conversations]
         await client.ask("My name is Ada.", id="user-42")
@@ -134,19 +129,17 @@ async def tour(base_url: str, tmp: Path) -> None:
         await chat.send("Hello")
         chat.reset()  # forget it
         # [/conversations]
-        assert again.text == "You are Ada."
-        assert saved is not None
-        assert [m["role"] for m in saved][-2:] == ["user", "assistant"]
-        assert chat.messages == []
+        print(f"conversation user-42: {again.text!r}; the store keeps {len(saved or [])} messages")
+        print(f"a Conversation after reset() holds {len(chat.messages)} messages")
 
         # [metrics]
         text = client.metrics()  # Prometheus text, for GET /metrics
         # [/metrics]
-        assert 'toolnexus_llm_requests_total{model="gpt-4o-mini",status="ok"} 7' in text
+        requests = [line for line in text.splitlines() if "llm_requests_total{" in line]
+        print(f"metrics: {requests[0]}")
         kinds = [e["event"] for e in metric_events]
-        assert kinds.count("llm") == 7
-        assert kinds.count("tool") == 1
-        assert kinds.count("run") == 6
+        llm, tools, runs = (kinds.count(k) for k in ("llm", "tool", "run"))
+        print(f"on_metric saw {llm} model calls, {tools} tool call, {runs} runs")
 
 
 if __name__ == "__main__":

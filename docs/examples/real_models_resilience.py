@@ -37,8 +37,7 @@ async def retries() -> None:
         async with client:
             result = await client.run("Hello?")
         # [/retries]
-    assert result.text == "third time lucky"
-    assert len(provider.requests) == 3
+    print(f"retries: a 429, a 503, then {result.text!r} ({len(provider.requests)} requests)")
 
     # [on-error]
     seen: list[ErrorInfo] = []
@@ -53,8 +52,8 @@ async def retries() -> None:
         create_client(options(provider, on_error=on_error, retry_base_ms=10)) as client,
     ):
         result = await client.run("Hello?")
-    assert result.text == "overloaded, then fine"
-    assert [(i.status, i.attempt, i.retryable) for i in seen] == [(529, 0, False)]
+    print(f"on_error saw {[(i.status, i.attempt, i.retryable) for i in seen]} and retried;")
+    print(f"  then {result.text!r}")
 
     body = '{"error": {"message": "max_tokens: too large (key sk-ant-example)"}}'
     async with (
@@ -67,12 +66,10 @@ async def retries() -> None:
         except GenerateError as exc:
             status, message, transcript = exc.status, str(exc), exc.result
         # [/errors]
-    assert status == 400
-    assert "too large" in message
-    assert "sk-ant-example" not in message  # the key is redacted from the quoted body
-    assert transcript is not None
-    assert transcript.messages[-1]["role"] == "user"
-    assert len(provider.requests) == 1  # a 400 is not retried
+    # the key is redacted from the quoted body; a 400 is not retried
+    print(f"a {status} raises GenerateError: {message}")
+    print(f"  after {len(provider.requests)} request; the transcript so far has ", end="")
+    print(f"{len(transcript.messages) if transcript else 0} message(s)")
 
 
 async def cancellation() -> None:
@@ -85,14 +82,14 @@ async def cancellation() -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(cancel_soon, token)  # the user presses stop at 100 ms
             result = await client.run("Write a novel", cancel=token)
-        assert result.status == "cancelled"
+        print(f"a cancel token fired at 100 ms: the run ends {result.status!r}")
         # [/cancel-token]
         request = provider.requests[0]
         with trio.fail_after(5):
             await request.closed.wait()  # the provider saw the connection end
+        print(f"  the server saw the request's connection closed: {request.closed.is_set()}")
         again = await client.run("Still there?")  # the pool is still usable
-    assert again.text == "still here"
-    assert request.closed_at is not None
+    print(f"  and the same client answers the next run: {again.text!r}")
 
     async with open_fake_provider([{"stall": True}]) as provider:
         async with create_client(options(provider, run_timeout_ms=100)) as client:
@@ -102,7 +99,7 @@ async def cancellation() -> None:
             except RunTimeout as exc:
                 partial = exc.result  # the balanced transcript so far
             # [/run-timeout]
-            assert partial.limit == "runTimeout"
+            print(f"run_timeout_ms=100: RunTimeout, the partial result's limit {partial.limit!r}")
         with trio.fail_after(5):
             await provider.requests[0].closed.wait()
 
@@ -113,8 +110,10 @@ async def cancellation() -> None:
                 await client.run("Write a novel")  # raises Cancelled inside the scope
             assert scope.cancelled_caught
             # [/scope]
+            print(f"a Trio scope cancelled the run at 100 ms: {scope.cancelled_caught}")
         with trio.fail_after(5):
             await provider.requests[0].closed.wait()
+        print(f"  and the server saw its connection closed: {provider.requests[0].closed.is_set()}")
 
 
 async def cancel_soon(token: CancelToken) -> None:
@@ -125,7 +124,6 @@ async def cancel_soon(token: CancelToken) -> None:
 async def main() -> None:
     await retries()
     await cancellation()
-    print("ok: retries, on_error, errors and three kinds of cancellation over HTTP")
 
 
 if __name__ == "__main__":

@@ -115,18 +115,15 @@ async def main() -> None:
             async with create_client(options) as client:
                 answer = await caller(Proxy(client, toolkit))
             saved = await store.get("chat-1")
-    assert answer == "Paris is sunny and Oslo is snowing."
+    print(f"the caller got the answer: {answer!r}")
     # the model saw get_weather declared, and the caller's outputs as the tool results
     first, second = provider.requests
-    assert [t["function"]["name"] for t in first.json["tools"]] == ["get_weather"]
-    tool_messages = [m for m in second.json["messages"] if m["role"] == "tool"]
-    assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
-        ("call_paris", "sunny, 21C"),
-        ("call_oslo", "snow, -3C"),
-    ]
-    assert saved is not None
-    assert saved[-1] == {"role": "assistant", "content": answer}
-    print(f"ok: relayed get_weather twice through the caller -> {answer!r}")
+    print("the model was offered:", [t["function"]["name"] for t in first.json["tools"]])
+    for m in second.json["messages"]:
+        if m["role"] == "tool":
+            print(f"  and got back {m['tool_call_id']}: {m['content']!r}, run by the caller")
+    print(f"the proxy's store keeps the thread: {len(saved or [])} messages, the last")
+    print(f"  {(saved or [{}])[-1]}")
 
 
 if __name__ == "__main__":

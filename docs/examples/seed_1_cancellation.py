@@ -20,17 +20,17 @@ async def main() -> None:
 
     async def cancel_soon() -> None:
         await trio.sleep(0.05)
+        print("cancelling the call's token")
         ctx.cancel.cancel()
 
     t0 = trio.current_time()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(cancel_soon)
+        print("calling slow (it waits five seconds)")
         result = await slow.call({}, ctx)
     elapsed = trio.current_time() - t0
-    assert result.is_error
-    assert result.output == "cancelled"
-    assert elapsed < 2, "returned promptly"
-    print(f"ok: {result.output} after {elapsed * 1000:.0f}ms")
+    print(f"slow returned {result.output!r} (an error: {result.is_error})")
+    print(f"after {elapsed * 1000:.0f} ms, not five seconds")
 
 
 if __name__ == "__main__":

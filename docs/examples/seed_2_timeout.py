@@ -25,9 +25,8 @@ async def main() -> None:
     fetch = define_tool("fetch", "Simulates a 200 ms call", None, fetch_fn)
     tight = await fetch.call({}, ToolContext(timeout_ms=20))
     loose = await fetch.call({}, ToolContext())
-    assert (tight.is_error, tight.output) == (True, "timed out after 20ms")
-    assert (loose.is_error, loose.output) == (False, "finished")
-    print(f"ok: {tight.output} / {loose.output}")
+    print(f"with a 20 ms budget: {tight.output!r} (an error: {tight.is_error})")
+    print(f"with no budget: {loose.output!r} (an error: {loose.is_error})")
 
 
 if __name__ == "__main__":

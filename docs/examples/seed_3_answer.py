@@ -47,6 +47,7 @@ async def generate(req: GenerateRequest) -> InProcessResponse:
 
 async def approve_everything(request: Request) -> Answer:
     """The host's human-in-the-loop: approve every request."""
+    print(f"wait_for: the tool asks {request.prompt!r} ({request.kind}); approving")
     return Answer(id=request.id, ok=True)
 
 
@@ -64,8 +65,9 @@ async def main() -> None:
             InProcessOptions(model="scripted", generate=generate, wait_for=approve_everything)
         )
         result = await client.run("delete the build dir", toolkit)
-    assert result.text == "tool said: confirmed"
-    print(f"ok: {result.text}")
+    for call in result.tool_calls:
+        print(f"tool {call.name}: {call.output}")
+    print(f"model: {result.text}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ async def main() -> None:
 
     async def probe_fn(args: dict[str, Any], ctx: ToolContext) -> str:
         seen.append(ctx.call_id or "direct")
-        return "ok"
+        print(f"probe running as call {ctx.call_id}")
+        await trio.sleep(0.01)  # both calls are in flight here at once
+        return f"I was {ctx.call_id}"
 
     probe = define_tool("probe", "records its call id", None, probe_fn)
 
@@ -40,10 +42,9 @@ async def main() -> None:
     options = ToolkitOptions(extra_tools=[probe], builtins=BuiltinsConfig.off())
     async with await create_toolkit(options) as toolkit:
         client = create_in_process_client(InProcessOptions(model="scripted", generate=generate))
-        await client.run("probe twice", toolkit)
-    got = sorted(seen)
-    assert got == ["call_a", "call_b"]
-    print(f"ok: {got}")
+        result = await client.run("probe twice", toolkit)
+    for call in result.tool_calls:
+        print(f"tool result for {call.id}: {call.output}")
 
 
 if __name__ == "__main__":

@@ -300,4 +300,4 @@ def test_package_imports_without_the_mcp_extra() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "IMPORT-ERROR" in done.stdout
-    assert "toolnexus-trio[mcp]" in done.stdout
+    assert "pip install -e '.[mcp]'" in done.stdout

@@ -18,7 +18,7 @@ from ._server import A2AServer, is_loopback
 
 logger = logging.getLogger("toolnexus_trio.a2a.serve")
 
-A2A_HINT: Final = "pip install 'toolnexus-trio[a2a]'"
+A2A_HINT: Final = "pip install -e '.[a2a]' in the toolnexus-trio checkout"
 
 
 class A2AServing(HttpServed):

@@ -1,8 +1,8 @@
 """MCP both ways on Trio: MCP servers as a tool source (SPEC §2) and a toolkit served
 as an MCP server (SPEC §7C), with cancellation that reaches the other side.
 
-Needs the optional extra (``pip install 'toolnexus-trio[mcp]'``: the official ``mcp``
-SDK and hypercorn). The config types below import without it; the names that talk MCP
+Needs the optional extra (from a checkout, ``pip install -e '.[mcp]'``: the official
+``mcp`` SDK and hypercorn). The config types below import without it; the names that talk MCP
 (:class:`McpSource`, :func:`open_mcp`, :func:`list_mcp_tools`, :class:`McpServing`)
 raise an :class:`ImportError` naming the extra when it is missing.
 """

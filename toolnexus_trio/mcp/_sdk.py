@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-EXTRA_HINT: Final = "pip install 'toolnexus-trio[mcp]'"
+EXTRA_HINT: Final = "pip install -e '.[mcp]' in the toolnexus-trio checkout"
 
 
 def require_sdk(feature: str) -> None:

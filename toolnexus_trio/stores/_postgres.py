@@ -201,7 +201,7 @@ def _import_driver() -> tuple[Any, Any]:
     except ImportError as exc:
         raise ImportError(
             "PostgresConversationStore needs psycopg 3 and psycopg-pool: "
-            "pip install 'toolnexus-trio[postgres]'"
+            "pip install -e '.[postgres]' in the toolnexus-trio checkout"
         ) from exc
     return psycopg, psycopg_pool
 
