@@ -13,7 +13,7 @@ SQLite, the durable median at most 1.5x the plain one; PostgreSQL is reported.
 last step boundary (its scope cancelled there, which gives its lease up), then
 :meth:`Client.recover` finishes it; p50 and p95 of the recovery's wall time.
 
-One JSON object on stdout.
+One JSON object on stdout (one line); :func:`rows` makes scenario 20's report rows.
 """
 
 from __future__ import annotations
@@ -97,12 +97,13 @@ async def _toolkit() -> Any:
     return await create_toolkit(ToolkitOptions(extra_tools=tools, builtins=BuiltinsConfig.off()))
 
 
-def _stats(samples: list[float]) -> dict[str, float]:
+def _stats(samples: list[float]) -> dict[str, Any]:
     ordered = sorted(samples)
     return {
         "median": statistics.median(ordered),
         "p95": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))],
         "n": len(ordered),
+        "samples": samples,
     }
 
 
@@ -153,6 +154,57 @@ async def recovery(store: ConversationStore, steps: int, runs: int) -> dict[str,
     return {"steps": steps, "recover_ms": _stats(samples)}
 
 
+SCENARIO_TEXT = [
+    "20. **Crash-durable runs** (``benchmarks/durable.py``): the SPEC loop scenario (an",
+    "    instant in-process model, two tools) asked with an id, ``durable=False`` and",
+    "    ``durable=True`` alternating, on SQLite (``synchronous=FULL``) and PostgreSQL (a",
+    "    throwaway durable server); the row is the durable median over the plain one",
+    "    (target with SQLite: at most 1.5x; PostgreSQL reported). Then a 20-step run is",
+    "    stopped at its last step boundary and :meth:`Client.recover` finishes it:",
+    "    p50 of the recovery reported.",
+]
+"""Scenario 20's description for the performance page."""
+
+
+def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Any]:
+    """The report rows of scenario 20 (empty when it did not run)."""
+    from benchmarks.rows import Row, Stats, Target
+
+    runs = raw.get("durable", {}).get("ours", [])
+    if not runs:
+        return []
+    out: list[Any] = []
+    for kind, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL")):
+        durable = [x for run in runs for x in run[kind]["durable_ms"]["samples"]]
+        plain = [x for run in runs for x in run[kind]["plain_ms"]["samples"]]
+        recover = [x for run in runs for x in run[kind]["recover_ms"]["samples"]]
+        out.append(
+            Row(
+                f"20. Checkpoint overhead, {label} (durable over plain)",
+                "ms per ask of the SPEC loop scenario, durable vs not",
+                "ms",
+                Stats.of(durable),
+                Stats.of(plain),
+                "the plain ask's own store write",
+                Target("ratio", "<=", 1.5) if kind == "sqlite" else None,
+                [f"peer column: the same ask with durable=False on the same {label} store"],
+            )
+        )
+        out.append(
+            Row(
+                f"20. Recovery of a 20-step run, {label}",
+                "ms from Client.recover to its result",
+                "ms",
+                Stats.of(recover),
+                Stats.of([0.0]),
+                "reported",
+                None,
+                ["p50 reported; the run is stopped at its last step boundary"],
+            )
+        )
+    return out
+
+
 @contextmanager
 def _pg(dsn: str | None) -> Iterator[str]:
     if dsn:
@@ -197,4 +249,4 @@ if __name__ == "__main__":
     parser.add_argument("--recoveries", type=int, default=20)
     parser.add_argument("--dsn", default=None)
     namespace = parser.parse_args()
-    print(json.dumps(trio.run(main, namespace), indent=1))
+    print(json.dumps(trio.run(main, namespace)))
