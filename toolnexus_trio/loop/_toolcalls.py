@@ -282,6 +282,7 @@ class ToolCalls:
             if gate is not None:  # its turn first: a call waiting at the gate has not started
                 await gate.wait_turn(index)
             await checkpoint.tool_started(index)
+            await trio.lowlevel.checkpoint_if_cancelled()  # a fenced-off write stops here
             await self._call_task(run, call, index, turn, token, None, outcomes)
         finally:
             if gate is not None:
