@@ -1,0 +1,173 @@
+"""An editor written with the official ACP Python SDK (asyncio, in its own process),
+driving ``python -m toolnexus_trio acp``. ``sdk_client.py SCENARIO WORKDIR -- COMMAND...``
+prints one JSON report on stdout:
+
+- ``edit``: prompt 1 (the model plans, then writes a file: the write goes through our
+  ``fs/write_text_file``, approved), prompt 2 (a ``bash`` the editor rejects);
+- ``cancel``: a prompt whose ``bash`` (approved) runs ``sleep 60``; once it runs, a
+  ``session/cancel``; the report says whether the sleep is still alive after the
+  prompt answered;
+- ``load``: a prompt, then a second connection loads the session (a store is configured).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    FileSystemCapabilities,
+    ReadTextFileResponse,
+    RequestPermissionResponse,
+    WriteTextFileResponse,
+)
+
+SCENARIO, WORKDIR = sys.argv[1], sys.argv[2]
+COMMAND = sys.argv[sys.argv.index("--") + 1 :]
+
+
+class Editor:
+    def __init__(self) -> None:
+        self.updates: list[dict[str, Any]] = []
+        self.permissions: list[dict[str, Any]] = []
+        self.writes: list[dict[str, Any]] = []
+        self.buffers: dict[str, str] = {}
+        self.reject: set[str] = set()
+
+    async def request_permission(
+        self, options: Any, session_id: str, tool_call: Any, **kw: Any
+    ) -> Any:
+        self.permissions.append(
+            {
+                "title": tool_call.title,
+                "options": [o.option_id for o in options],
+                "kinds": [o.kind for o in options],
+            }
+        )
+        title = tool_call.title or ""
+        if any(word in title for word in self.reject):
+            choice = next(o for o in options if o.kind == "reject_once")
+        else:
+            choice = next(o for o in options if o.kind == "allow_once")
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(option_id=choice.option_id, outcome="selected")
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+        self.updates.append(update.model_dump(by_alias=True, exclude_none=True))
+
+    async def write_text_file(self, content: str, path: str, session_id: str, **kw: Any) -> Any:
+        self.writes.append({"path": path, "content": content})
+        self.buffers[path] = content
+        return WriteTextFileResponse()
+
+    async def read_text_file(self, path: str, session_id: str, **kw: Any) -> Any:
+        return ReadTextFileResponse(content=self.buffers.get(path, ""))
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    def on_connect(self, conn: Any) -> None:
+        pass
+
+
+def live(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return state.split(")")[-1].split()[0] not in ("Z", "X")
+
+
+def kinds(updates: list[dict[str, Any]]) -> list[str]:
+    return [u["sessionUpdate"] for u in updates]
+
+
+async def connect(editor: Editor) -> Any:
+    env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
+    return spawn_agent_process(
+        editor, COMMAND[0], *COMMAND[1:], env=env, cwd=WORKDIR, transport_kwargs={"stderr": None}
+    )
+
+
+async def start(conn: Any) -> str:
+    await conn.initialize(
+        protocol_version=PROTOCOL_VERSION,
+        client_capabilities=ClientCapabilities(
+            fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)
+        ),
+    )
+    session = await conn.new_session(cwd=WORKDIR, mcp_servers=[])
+    return str(session.session_id)
+
+
+async def edit() -> dict[str, Any]:
+    editor = Editor()
+    editor.reject.add("bash")
+    async with await connect(editor) as (conn, _process):
+        session = await start(conn)
+        first = await conn.prompt(session_id=session, prompt=[text_block("write the file")])
+        one = list(editor.updates)
+        editor.updates.clear()
+        second = await conn.prompt(session_id=session, prompt=[text_block("now touch it")])
+    return {
+        "stop": [first.stop_reason, second.stop_reason],
+        "first": one,
+        "second": editor.updates,
+        "permissions": editor.permissions,
+        "writes": editor.writes,
+    }
+
+
+async def cancel() -> dict[str, Any]:
+    editor = Editor()
+    ready = Path(WORKDIR) / "sleep.pid"
+    os.mkfifo(ready)  # bash writes its pid here once it runs: a read waits for it
+    async with await connect(editor) as (conn, _process):
+        session = await start(conn)
+        prompt = asyncio.create_task(conn.prompt(session_id=session, prompt=[text_block("sleep")]))
+        pid = int(await asyncio.to_thread(ready.read_text))
+        await conn.cancel(session_id=session)
+        answer = await prompt
+        alive = live(pid)  # the tree is killed before the prompt answers
+    return {"stop": answer.stop_reason, "pid": pid, "alive_after": alive, "updates": editor.updates}
+
+
+async def load() -> dict[str, Any]:
+    editor = Editor()
+    async with await connect(editor) as (conn, _process):
+        init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        session = (await conn.new_session(cwd=WORKDIR, mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[text_block("remember 7")])
+    editor.updates.clear()
+    again = Editor()
+    async with await connect(again) as (conn, _process):
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        await conn.load_session(cwd=WORKDIR, session_id=session, mcp_servers=[])
+        replay = list(again.updates)
+        again.updates.clear()
+        await conn.prompt(session_id=session, prompt=[text_block("what was it?")])
+    return {
+        "load": init.agent_capabilities.load_session,
+        "replay": replay,
+        "after": again.updates,
+    }
+
+
+async def main() -> None:
+    report = await {"edit": edit, "cancel": cancel, "load": load}[SCENARIO]()
+    print(json.dumps(report), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
