@@ -6,7 +6,9 @@ run as a process by the model-source tests. ``sdk_agent.py SCENARIO``:
 - ``permission``: asks permission for a tool call, replies ``PERMITTED:<optionId>`` or
   ``OUTCOME:cancelled``;
 - ``hang``: never answers a prompt (but answers ``session/cancel``: the turn ends);
-- ``deaf``: never answers a prompt and ignores ``session/cancel``, with a child process.
+- ``deaf``: never answers a prompt and ignores ``session/cancel``, with a child process;
+- ``refuse``: answers ``initialize`` with an error;
+- ``crash``: exits in the middle of a prompt.
 
 The extension method ``_diagnostics`` reports what it received.
 """
@@ -14,6 +16,7 @@ The extension method ``_diagnostics`` reports what it received.
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from typing import Any
@@ -23,6 +26,7 @@ from acp import (
     InitializeResponse,
     NewSessionResponse,
     PromptResponse,
+    RequestError,
     run_agent,
     start_tool_call,
     update_agent_message_text,
@@ -50,6 +54,8 @@ class Agent:
         self.conn = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        if SCENARIO == "refuse":
+            raise RequestError(-32000, "authentication required")
         return InitializeResponse(protocol_version=PROTOCOL_VERSION)
 
     async def new_session(
@@ -82,6 +88,9 @@ class Agent:
         await self.conn.session_update(session_id=session_id, update=update)
 
     async def _prompt(self, session_id: str, text: str) -> PromptResponse:
+        if SCENARIO == "crash":
+            await self._say(session_id, update_agent_message_text("half an ans"))
+            os._exit(3)
         if SCENARIO in ("hang", "deaf"):
             if SCENARIO == "deaf" and self.child is None:
                 self.child = await asyncio.create_subprocess_exec(

@@ -163,3 +163,16 @@ async def test_close_stops_the_agent_and_a_missing_command_is_an_acp_error() -> 
     with pytest.raises(ACPError, match="cannot start"):
         async with open_acp(ACPOptions("/nonexistent/agent")):
             pass
+
+
+async def test_errors_are_acp_errors_not_groups() -> None:
+    with pytest.raises(ACPError, match="acp error -32000: authentication required"):
+        async with open_acp(options("refuse")):
+            pass
+    async with open_acp(options("crash")) as acp:
+        with pytest.raises(ACPError, match="closed its output"):
+            await acp.generate({"messages": [{"role": "user", "content": "x"}]})
+        assert not acp.alive
+    with pytest.raises(KeyError):  # the caller's own exception, as raised
+        async with open_acp(options("echo")):
+            raise KeyError("mine")

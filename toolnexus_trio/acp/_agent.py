@@ -40,6 +40,7 @@ from typing import Any, Final, Literal
 import attrs
 import trio
 
+from .._groups import collapse_groups
 from .._lines import LineReader
 from .._toolkit import Toolkit, ToolkitOptions, open_toolkit
 from .._tools import Tool, ToolContext, ToolResult
@@ -190,14 +191,15 @@ class ACPAgent:
             self._on_notification,
             name="the ACP client",
         )
-        async with create_client(self.client_options) as client, trio.open_nursery() as nursery:
-            self.client, self.nursery = client, nursery
-            try:
-                await self.rpc.serve()
-            finally:
-                for session in self.sessions.values():
-                    session.closed.set()
-                nursery.cancel_scope.cancel()
+        with collapse_groups():  # a hidden nursery: one failure is raised as itself
+            async with create_client(self.client_options) as client, trio.open_nursery() as nursery:
+                self.client, self.nursery = client, nursery
+                try:
+                    await self.rpc.serve()
+                finally:
+                    for session in self.sessions.values():
+                        session.closed.set()
+                    nursery.cancel_scope.cancel()
 
     # -- requests ----------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ from typing import Any, Final, Literal
 import attrs
 import trio
 
+from .._groups import collapse_groups
 from .._lines import LineReader
 from .._procs import ProcessTree, open_tree
 from .._wire import Answer, Request
@@ -414,18 +415,20 @@ async def open_acp(
     # No await until the try: a cancel in between would leak the process.
     acp = ACPModel(options, tree, wait_for, on_update)
     try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(acp.rpc.serve)
-            try:
-                await acp._handshake()
-            except TimeoutError:
-                await acp.stop(graceful=False)
-                raise ACPError(
-                    f"the ACP agent did not finish its handshake in {HANDSHAKE_BOUND} s"
-                ) from None
-            try:
-                yield acp
-            finally:
-                nursery.cancel_scope.cancel()
+        # The nursery is hidden: its caller sees the exception it expects, not a group.
+        with collapse_groups():
+            async with trio.open_nursery() as nursery:
+                await nursery.start(acp.rpc.serve)
+                try:
+                    await acp._handshake()
+                except TimeoutError:
+                    await acp.stop(graceful=False)
+                    raise ACPError(
+                        f"the ACP agent did not finish its handshake in {HANDSHAKE_BOUND} s"
+                    ) from None
+                try:
+                    yield acp
+                finally:
+                    nursery.cancel_scope.cancel()
     finally:
         await acp.stop()
