@@ -7,7 +7,8 @@ prints one JSON report on stdout:
 - ``cancel``: a prompt whose ``bash`` (approved) runs ``sleep 60``; once it runs, a
   ``session/cancel``; the report says whether the sleep is still alive after the
   prompt answered;
-- ``load``: a prompt, then a second connection loads the session (a store is configured).
+- ``load``: a prompt, then a second connection loads the session (a store is configured);
+- ``terminal``: the editor offers its terminal; ``bash`` runs there.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,9 +26,15 @@ from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
 from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
+    CreateTerminalResponse,
     FileSystemCapabilities,
+    KillTerminalResponse,
     ReadTextFileResponse,
+    ReleaseTerminalResponse,
     RequestPermissionResponse,
+    TerminalExitStatus,
+    TerminalOutputResponse,
+    WaitForTerminalExitResponse,
     WriteTextFileResponse,
 )
 
@@ -40,6 +49,9 @@ class Editor:
         self.writes: list[dict[str, Any]] = []
         self.buffers: dict[str, str] = {}
         self.reject: set[str] = set()
+        self.terminals: dict[str, asyncio.subprocess.Process] = {}
+        self.calls: list[list[str]] = []
+        self.waiting = asyncio.Event()
 
     async def request_permission(
         self, options: Any, session_id: str, tool_call: Any, **kw: Any
@@ -71,6 +83,49 @@ class Editor:
     async def read_text_file(self, path: str, session_id: str, **kw: Any) -> Any:
         return ReadTextFileResponse(content=self.buffers.get(path, ""))
 
+    async def create_terminal(
+        self, command: str, session_id: str, args: Any = None, cwd: Any = None, **kw: Any
+    ) -> Any:
+        process = await asyncio.create_subprocess_exec(
+            command,
+            *(args or []),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        terminal = f"term{len(self.terminals) + 1}"
+        self.terminals[terminal] = process
+        self.calls.append(["create", command, *(args or [])])
+        return CreateTerminalResponse(terminal_id=terminal)
+
+    async def wait_for_terminal_exit(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
+        self.calls.append(["wait", terminal_id])
+        self.waiting.set()
+        code = await self.terminals[terminal_id].wait()
+        return WaitForTerminalExitResponse(exit_code=code)
+
+    async def terminal_output(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
+        process = self.terminals[terminal_id]
+        assert process.stdout is not None
+        output = (await process.stdout.read()).decode()
+        status = TerminalExitStatus(exit_code=process.returncode)
+        return TerminalOutputResponse(output=output, truncated=False, exit_status=status)
+
+    async def kill_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
+        self.calls.append(["kill", terminal_id])
+        os.killpg(self.terminals[terminal_id].pid, signal.SIGKILL)
+        return KillTerminalResponse()
+
+    async def release_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
+        self.calls.append(["release", terminal_id])
+        process = self.terminals.pop(terminal_id)
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+        return ReleaseTerminalResponse()
+
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         return {}
 
@@ -100,11 +155,12 @@ async def connect(editor: Editor) -> Any:
     )
 
 
-async def start(conn: Any) -> str:
+async def start(conn: Any, *, terminal: bool = False) -> str:
     await conn.initialize(
         protocol_version=PROTOCOL_VERSION,
         client_capabilities=ClientCapabilities(
-            fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)
+            fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
+            terminal=terminal,
         ),
     )
     session = await conn.new_session(cwd=WORKDIR, mcp_servers=[])
@@ -164,8 +220,37 @@ async def load() -> dict[str, Any]:
     }
 
 
+async def terminal() -> dict[str, Any]:
+    editor = Editor()
+    async with await connect(editor) as (conn, _process):
+        session = await start(conn, terminal=True)
+        answer = await conn.prompt(session_id=session, prompt=[text_block("run it")])
+    return {"stop": answer.stop_reason, "calls": editor.calls, "updates": editor.updates}
+
+
+async def terminal_cancel() -> dict[str, Any]:
+    editor = Editor()
+    async with await connect(editor) as (conn, _process):
+        session = await start(conn, terminal=True)
+        prompt = asyncio.create_task(conn.prompt(session_id=session, prompt=[text_block("run")]))
+        await editor.waiting.wait()  # the command runs in our terminal
+        pid = editor.terminals["term1"].pid
+        await conn.cancel(session_id=session)
+        answer = await prompt
+    return {"stop": answer.stop_reason, "calls": editor.calls, "pid": pid, "alive": live(pid)}
+
+
+SCENARIOS = {
+    "edit": edit,
+    "cancel": cancel,
+    "load": load,
+    "terminal": terminal,
+    "terminal_cancel": terminal_cancel,
+}
+
+
 async def main() -> None:
-    report = await {"edit": edit, "cancel": cancel, "load": load}[SCENARIO]()
+    report = await SCENARIOS[SCENARIO]()
     print(json.dumps(report), flush=True)
 
 

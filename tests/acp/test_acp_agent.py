@@ -128,3 +128,42 @@ async def test_session_load_replays_the_stored_conversation(tmp_path: Path) -> N
         u["content"]["text"] for u in report["after"] if u["sessionUpdate"] == "agent_message_chunk"
     )
     assert text == "It was 7."
+
+
+async def test_bash_runs_in_the_editors_terminal_when_offered(tmp_path: Path) -> None:
+    script = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo from-terminal; exit 3"}}]},
+        {"text": "It failed with 3."},
+    ]
+    async with open_fake_provider(script) as provider:
+        report = await drive("terminal", provider, tmp_path, "--yes")
+    assert report["stop"] == "end_turn"
+    assert report["calls"] == [
+        ["create", "/bin/sh", "-c", "echo from-terminal; exit 3"],
+        ["wait", "term1"],
+        ["release", "term1"],
+    ]
+    shown = [u for u in report["updates"] if u["sessionUpdate"] == "tool_call_update"]
+    assert shown[0]["content"] == [{"type": "terminal", "terminalId": "term1"}]
+    assert shown[-1]["status"] == "failed"
+    tool_message = provider.requests[-1].json["messages"][-1]
+    assert "from-terminal" in tool_message["content"]
+    assert "exited with code 3" in tool_message["content"]
+
+
+async def test_cancel_kills_and_releases_the_editors_terminal(tmp_path: Path) -> None:
+    script = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 60"}}]},
+        {"text": "never asked"},
+    ]
+    async with open_fake_provider(script) as provider:
+        report = await drive("terminal_cancel", provider, tmp_path, "--yes")
+    assert report["stop"] == "cancelled"
+    assert report["calls"] == [
+        ["create", "/bin/sh", "-c", "sleep 60"],
+        ["wait", "term1"],
+        ["kill", "term1"],
+        ["release", "term1"],
+    ]
+    assert not report["alive"]
+    assert len(provider.requests) == 1

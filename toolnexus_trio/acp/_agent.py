@@ -24,12 +24,13 @@ stdio (:mod:`._rpc`). :func:`serve_acp` answers:
 ``session/request_permission`` (allow once, allow always for this session, reject), and
 the answer resumes the suspended call. When the client offers ``fs.readTextFile`` /
 ``fs.writeTextFile``, ``read``, ``write`` and ``edit`` go through the editor (its
-buffers, unsaved changes included). The editor's terminal capability is not used:
-``bash`` runs here, under our process-tree supervisor.
+buffers, unsaved changes included); when it offers ``terminal``, ``bash`` runs in the
+editor's terminal (shown live there), else here, under our process-tree supervisor.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import os
@@ -49,11 +50,19 @@ from .._wire import Answer, Request
 from ..builtins import BuiltinsConfig, builtin_tools
 from ..builtins._config import Place, required
 from ..builtins._guard import CONFIRMED, confirm_first
+from ..builtins._shell import DEFAULT_TIMEOUT_MS, OUTPUT_LIMIT, SHELL
 from ..loop import Client, Hooks
 from ..mcp._config import McpConfig, McpServerConfig
 from ..models import ClientOptions, create_client
 from ..stores import ConversationStore
-from ._rpc import INVALID_PARAMS, MAX_MESSAGE_BYTES, METHOD_NOT_FOUND, Connection, RpcError
+from ._rpc import (
+    INVALID_PARAMS,
+    MAX_MESSAGE_BYTES,
+    METHOD_NOT_FOUND,
+    ACPError,
+    Connection,
+    RpcError,
+)
 
 logger = logging.getLogger("toolnexus_trio.acp")
 
@@ -61,6 +70,8 @@ MAX_SESSIONS: Final = 64
 """Sessions one connection may open (each holds a toolkit and its MCP servers)."""
 MAX_SHOWN: Final = 16_000
 """Characters of a tool's result shown in a ``tool_call_update``."""
+_RELEASE_BOUND: Final = 2.0
+"""Seconds to kill and release an editor terminal after a cancel."""
 _WALK_LIMIT: Final = 10_000
 """Nodes of a model's raw answer looked at for its reasoning."""
 _KINDS: Final = {
@@ -218,6 +229,8 @@ class ACPAgent:
                     "read": fs.get("readTextFile") is True,
                     "write": fs.get("writeTextFile") is True,
                 }
+            if isinstance(capabilities, dict) and capabilities.get("terminal") is True:
+                self.fs["terminal"] = True
             return {
                 "protocolVersion": 1,
                 "agentCapabilities": {
@@ -448,6 +461,8 @@ class ACPAgent:
                 tool = attrs.evolve(tool, execute=self._fs_write(place))
             elif tool.name == "edit" and self.fs.get("read") and self.fs.get("write"):
                 tool = attrs.evolve(tool, execute=self._fs_edit(place))
+            elif tool.name == "bash" and self.fs.get("terminal"):
+                tool = attrs.evolve(tool, execute=self._terminal_bash(place))
             tools.append(confirm_first(tool) if self.confirm and tool.name in CONFIRMED else tool)
         return tools
 
@@ -469,6 +484,78 @@ class ACPAgent:
         await self.rpc.request(
             "fs/write_text_file", {"sessionId": _current.get().id, "path": path, "content": content}
         )
+
+    def _terminal_bash(self, place: Place) -> Any:
+        """``bash`` in the editor's terminal (``terminal/create``): the editor shows it
+        live; a timeout or a cancel kills it there (``terminal/kill``), and the
+        terminal is always released."""
+
+        async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            assert self.rpc is not None
+            session = _current.get()
+            try:
+                command = required(args, "command")
+                timeout = args.get("timeout")
+                seconds = (
+                    timeout if isinstance(timeout, int | float) else DEFAULT_TIMEOUT_MS
+                ) / 1000
+                cwd = await place.resolve_async(args.get("workdir") or place.default_dir())
+            except Exception as exc:
+                return ToolResult.error(f"bash: {exc}")
+            created = await self.rpc.request(
+                "terminal/create",
+                {
+                    "sessionId": session.id,
+                    "command": SHELL,
+                    "args": ["-c", command],
+                    "cwd": cwd,
+                    "outputByteLimit": OUTPUT_LIMIT,
+                },
+            )
+            terminal = created.get("terminalId") if isinstance(created, dict) else None
+            if not isinstance(terminal, str):
+                return ToolResult.error("bash: terminal/create answered without a terminalId")
+            ids = {"sessionId": session.id, "terminalId": terminal}
+            exited = False
+            try:
+                if ctx.call_id:
+                    await self._update(
+                        session.id,
+                        {
+                            "sessionUpdate": "tool_call_update",
+                            "toolCallId": ctx.call_id,
+                            "content": [{"type": "terminal", "terminalId": terminal}],
+                        },
+                    )
+                with trio.move_on_after(max(seconds, 0)):
+                    await self.rpc.request("terminal/wait_for_exit", ids)
+                    exited = True
+                if not exited:
+                    await self.rpc.request("terminal/kill", ids)
+                output = await self.rpc.request("terminal/output", ids)
+            finally:
+                with (
+                    trio.CancelScope(shield=True, deadline=trio.current_time() + _RELEASE_BOUND),
+                    contextlib.suppress(ACPError),  # the editor is gone: nothing to release
+                ):
+                    if not exited:
+                        await self.rpc.request("terminal/kill", ids)
+                    await self.rpc.request("terminal/release", ids)
+            text = str(output.get("output", "")) if isinstance(output, dict) else ""
+            status = output.get("exitStatus") if isinstance(output, dict) else None
+            code = status.get("exitCode") if isinstance(status, dict) else None
+            if not exited:
+                return ToolResult.error(
+                    f"bash: command timed out after {seconds * 1000:.0f}ms\n{text}",
+                    {"timedOut": True},
+                )
+            if code != 0:
+                return ToolResult.error(
+                    f"{text}\nbash: command exited with code {code}", {"exitCode": code}
+                )
+            return ToolResult.ok(text, {"exitCode": 0})
+
+        return execute
 
     def _fs_read(self, place: Place) -> Any:
         async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
