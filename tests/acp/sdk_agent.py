@@ -4,7 +4,8 @@ run as a process by the model-source tests. ``sdk_agent.py SCENARIO``:
 - ``echo``: replies ``echo:<prompt text>``;
 - ``noisy``: a thought, a tool call and its update between two message chunks;
 - ``permission``: asks permission for a tool call, replies ``PERMITTED:<optionId>`` or
-  ``OUTCOME:cancelled``;
+  ``OUTCOME:cancelled``; ``permission2`` asks twice in the turn (the second answer
+  counts);
 - ``hang``: never answers a prompt (but answers ``session/cancel``: the turn ends);
 - ``deaf``: never answers a prompt and ignores ``session/cancel``, with a child process;
 - ``refuse``: answers ``initialize`` with an error;
@@ -106,7 +107,7 @@ class Agent:
             await self._say(session_id, start_tool_call("t1", "Reading a file", kind="read"))
             await self._say(session_id, update_tool_call("t1", status="completed"))
             await self._say(session_id, update_agent_message_text('"42"}'))
-        elif SCENARIO == "permission":
+        elif SCENARIO in ("permission", "permission2"):
             options = [
                 PermissionOption(option_id="yes-once", name="Allow once", kind="allow_once"),
                 PermissionOption(option_id="yes-always", name="Always", kind="allow_always"),
@@ -117,6 +118,12 @@ class Agent:
                 tool_call=ToolCallUpdate(tool_call_id="t9", title="rm -rf build"),
                 options=options,
             )
+            if SCENARIO == "permission2":  # a second question in the same turn
+                answer = await self.conn.request_permission(
+                    session_id=session_id,
+                    tool_call=ToolCallUpdate(tool_call_id="t10", title="rm -rf dist"),
+                    options=options,
+                )
             outcome = answer.outcome
             if getattr(outcome, "outcome", "") == "selected":
                 reply = f"PERMITTED:{outcome.option_id}"

@@ -93,6 +93,21 @@ async def test_permission_goes_to_wait_for() -> None:
     assert request.data["toolCall"]["title"] == "rm -rf build"
 
 
+async def test_two_permission_requests_in_one_turn() -> None:
+    asked: list[str] = []
+
+    async def wait_for(request: Request) -> Answer:
+        assert request.data is not None
+        asked.append(request.data["toolCall"]["title"])
+        choice = "yes-once" if len(asked) == 1 else "no"
+        return Answer(id=request.id, ok=True, data={"optionId": choice})
+
+    async with open_acp(options("permission2"), wait_for=wait_for) as acp:
+        reply = await acp.generate({"messages": [{"role": "user", "content": "x"}]})
+    assert reply == {"content": "PERMITTED:no"}
+    assert asked == ["rm -rf build", "rm -rf dist"]
+
+
 async def test_permission_refused_and_auto_allowed() -> None:
     async def refuse(request: Request) -> Answer:
         return Answer(id=request.id, ok=False, reason="declined")

@@ -149,9 +149,16 @@ class _Turn:
         self.size = 0
         self.asking = 0  # permission requests waiting on wait_for
         self.scope = trio.CancelScope()
-        self.permissions = trio.CancelScope()  # every permission handler of the turn
+        self.asks: set[trio.CancelScope] = set()  # the turn's questions to wait_for
+        self.over = False
         self.overflow = False
         self.heard()
+
+    def end_asks(self) -> None:
+        """The turn is over: questions still open are answered "cancelled"."""
+        self.over = True
+        for scope in self.asks:
+            scope.cancel()
 
     def heard(self) -> None:
         self.scope.deadline = math.inf if self.asking else trio.current_time() + self.timeout
@@ -239,15 +246,21 @@ class ACPModel:
         elif self.wait_for is None:
             chosen = _pick(options, "reject")
         else:
+            # One scope per question (a scope is entered once): the turn's end cancels all.
+            ask = trio.CancelScope()
+            if turn.over:
+                ask.cancel()
+            turn.asks.add(ask)
             turn.asking += 1
             turn.heard()
             try:
-                with turn.permissions:
+                with ask:
                     answer = await self.wait_for(self._request(params, options))
             finally:
+                turn.asks.discard(ask)
                 turn.asking -= 1
                 turn.heard()
-            if turn.permissions.cancelled_caught:
+            if ask.cancelled_caught:
                 return {"outcome": "cancelled"}
             chosen = self._choice(answer, options)
         if chosen is None:
@@ -350,14 +363,14 @@ class ACPModel:
             raise
         finally:
             self.rpc.forget(call)
-            turn.permissions.cancel()
+            turn.end_asks()
             self._turn = None
 
     async def _end_turn(self, call: Any) -> None:
         """``session/cancel``, then :data:`CANCEL_GRACE` for the prompt's answer; an agent
         that does not give it is stopped (run shielded by the caller on a cancel)."""
         assert self._turn is not None
-        self._turn.permissions.cancel()  # the spec: pending permissions answer "cancelled"
+        self._turn.end_asks()  # the spec: pending permissions answer "cancelled"
         with trio.move_on_after(CANCEL_GRACE):
             await self.rpc.notify("session/cancel", {"sessionId": self.session_id})
             with contextlib.suppress(ACPError):
