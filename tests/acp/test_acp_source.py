@@ -54,6 +54,12 @@ async def test_warm_session_absolute_cwd_and_no_duplicated_history() -> None:
         seen = await diagnostics(acp)
         assert seen["sessions"] == 2
         assert seen["prompts"][-1] == "other"
+        # Back to the first conversation: its session is still warm.
+        third = await client.ask("third", id="c1")
+        assert third.text == "echo:third"
+        seen = await diagnostics(acp)
+        assert seen["sessions"] == 2
+        assert seen["prompts"] == ["hello", "and again", "other", "third"]
         assert acp.alive
 
 

@@ -11,12 +11,14 @@ reach the reply; every update goes to *on_update* (the events).
 **No duplicated history.** An ACP session is stateful: the agent remembers what it was
 told. Our requests carry the whole transcript. toolnexus 0.21 sent the whole transcript
 every turn, followed by a ``SUPERSEDES-ALL-PRIOR:`` marker asking the agent to ignore
-its memory. Here the source remembers what the session has seen (the transcript
-messages it sent, plus the reply the agent gave) and sends only what is new after that
-prefix. When the transcript does not extend what the session has seen (another
-conversation, a compaction, a ``before_llm`` rewrite, a turn that was cancelled or
-failed), the session is dropped and a fresh ``session/new`` gets the whole transcript
-once. So the agent never sees a message twice, and never answers from a stale memory.
+its memory. Here each session remembers what it has seen (the transcript messages sent
+to it, plus the replies the agent gave), and a turn goes to the session that has seen
+the longest prefix of its transcript, with only what is new after that prefix. When no
+session has seen a prefix (a new conversation, a compaction, a ``before_llm`` rewrite,
+a turn that was cancelled or failed), a fresh ``session/new`` gets the whole transcript
+once. Up to :data:`MAX_WARM_SESSIONS` sessions stay warm, so interleaved conversations
+(or the agents of a runtime) each keep theirs. The agent never sees a message twice,
+and never answers from a stale memory.
 
 **Permission.** ``session/request_permission`` goes to *wait_for* as a
 :class:`~toolnexus_trio.Request` of kind ``"approval"`` whose ``data`` holds the agent's
@@ -64,6 +66,8 @@ EOF_GRACE: Final = 1.0
 """Seconds the agent gets to exit once its stdin closed, before TERM."""
 TERM_GRACE: Final = 1.0
 """Seconds between TERM and KILL to the agent's process tree."""
+MAX_WARM_SESSIONS: Final = 8
+"""Sessions kept warm, one per conversation (least recently used dropped first)."""
 MAX_REPLY_CHARS: Final = MAX_MESSAGE_BYTES
 """The longest reply one turn may gather; more fails the turn."""
 
@@ -196,7 +200,8 @@ class ACPModel:
         """How many ``session/new`` were sent (a new one when the transcript diverged)."""
         self.agent_info: dict[str, Any] = {}
         """The agent's ``initialize`` answer."""
-        self._seen: list[tuple[str, str]] | None = None
+        # Warm sessions (id -> the transcript it has seen), least recently used first.
+        self._warm: dict[str, list[tuple[str, str]]] = {}
         self._turn: _Turn | None = None
         self._lock = trio.Lock()
         self._stopped = False
@@ -300,6 +305,7 @@ class ACPModel:
             raise ACPError("session/new answered without a sessionId")
         self.sessions += 1
         self.session_id = session
+        self._warm[session] = []
         if self.options.mode is not None:
             await self.rpc.request(
                 "session/set_mode", {"sessionId": session, "modeId": self.options.mode}
@@ -328,17 +334,24 @@ class ACPModel:
             if not self.alive:
                 raise ACPError(self.rpc.why or "the ACP agent was stopped")
             items = _items(messages)
-            seen = self._seen
-            if seen is not None and len(items) > len(seen) and items[: len(seen)] == seen:
-                new = items[len(seen) :]
-            else:
-                if seen is not None or self.session_id is None:
-                    with trio.fail_after(HANDSHAKE_BOUND):
-                        await self._new_session()
-                new = items
-            self._seen = None  # until this turn completes, the session's memory is unknown
-            reply = await self._prompt(_render(new))
-            self._seen = [*items, ("assistant", reply)]
+            # The warm session that has seen the longest prefix of this transcript.
+            best: str | None = None
+            for session, seen in self._warm.items():
+                extends = len(items) > len(seen) and items[: len(seen)] == seen
+                if extends and (best is None or len(seen) > len(self._warm[best])):
+                    best = session
+            if best is None:
+                with trio.fail_after(HANDSHAKE_BOUND):
+                    await self._new_session()
+                assert self.session_id is not None
+                best = self.session_id
+            # Until the turn completes, what the session has seen is unknown: not warm.
+            seen = self._warm.pop(best)
+            self.session_id = best
+            reply = await self._prompt(_render(items[len(seen) :]))
+            self._warm[best] = [*items, ("assistant", reply)]
+            while len(self._warm) > MAX_WARM_SESSIONS:
+                del self._warm[next(iter(self._warm))]  # the least recently used
             return {"content": reply}
 
     async def _prompt(self, text: str) -> str:
