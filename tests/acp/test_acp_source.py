@@ -15,6 +15,7 @@ from mcp_helpers import children_groups, group_members, pid_alive
 
 from toolnexus_trio import Answer, InProcessOptions, Request, create_in_process_client
 from toolnexus_trio.acp import ACPError, ACPOptions, ACPPermissionTimeoutError, open_acp
+from toolnexus_trio.agents import AgentDef, open_agent_runtime
 
 AGENT = str(Path(__file__).with_name("sdk_agent.py"))
 HERE = os.path.abspath(".")
@@ -197,3 +198,19 @@ async def test_errors_are_acp_errors_not_groups() -> None:
     with pytest.raises(KeyError):  # the caller's own exception, as raised
         async with open_acp(options("echo")):
             raise KeyError("mine")
+
+
+async def test_the_agent_runtime_runs_on_an_acp_model() -> None:
+    registry = {
+        name: AgentDef(name, f"{name} does things", f"you are {name}", "acp") for name in ("a", "b")
+    }
+    async with (
+        open_acp(options("echo")) as acp,
+        open_agent_runtime(registry, generate=acp.generate) as runtime,
+    ):
+        first = await runtime.run("a", "hi")
+        second = await runtime.run("b", "yo")
+        seen = await diagnostics(acp)
+    assert first.text == "echo:system: you are a\nuser: hi"
+    assert second.text == "echo:system: you are b\nuser: yo"
+    assert seen["sessions"] == 2  # each agent's transcript in a session of its own
