@@ -8,7 +8,9 @@ prints one JSON report on stdout:
   ``session/cancel``; the report says whether the sleep is still alive after the
   prompt answered;
 - ``load``: a prompt, then a second connection loads the session (a store is configured);
-- ``terminal``: the editor offers its terminal; ``bash`` runs there.
+- ``terminal``: the editor offers its terminal; ``bash`` runs there (``terminal_cancel``:
+  cancelled while it runs);
+- ``mcp``: the session gets an MCP server of the editor's (tests/mcp_servers/everything.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from acp.schema import (
     CreateTerminalResponse,
     FileSystemCapabilities,
     KillTerminalResponse,
+    McpServerStdio,
     ReadTextFileResponse,
     ReleaseTerminalResponse,
     RequestPermissionResponse,
@@ -40,6 +43,7 @@ from acp.schema import (
 
 SCENARIO, WORKDIR = sys.argv[1], sys.argv[2]
 COMMAND = sys.argv[sys.argv.index("--") + 1 :]
+EVERYTHING = str(Path(__file__).resolve().parent.parent / "mcp_servers" / "everything.py")
 
 
 class Editor:
@@ -240,7 +244,18 @@ async def terminal_cancel() -> dict[str, Any]:
     return {"stop": answer.stop_reason, "calls": editor.calls, "pid": pid, "alive": live(pid)}
 
 
+async def mcp() -> dict[str, Any]:
+    editor = Editor()
+    server = McpServerStdio(name="ev", command=sys.executable, args=[EVERYTHING], env=[])
+    async with await connect(editor) as (conn, _process):
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        session = (await conn.new_session(cwd=WORKDIR, mcp_servers=[server])).session_id
+        answer = await conn.prompt(session_id=session, prompt=[text_block("add")])
+    return {"stop": answer.stop_reason, "updates": editor.updates}
+
+
 SCENARIOS = {
+    "mcp": mcp,
     "edit": edit,
     "cancel": cancel,
     "load": load,

@@ -167,3 +167,18 @@ async def test_cancel_kills_and_releases_the_editors_terminal(tmp_path: Path) ->
     ]
     assert not report["alive"]
     assert len(provider.requests) == 1
+
+
+async def test_the_editors_mcp_servers_join_the_session(tmp_path: Path) -> None:
+    script = [
+        {"tool_calls": [{"name": "ev_add", "arguments": {"a": 2, "b": 3}}]},
+        {"text": "Five."},
+    ]
+    async with open_fake_provider(script) as provider:
+        report = await drive("mcp", provider, tmp_path)
+    assert report["stop"] == "end_turn"
+    [update] = [u for u in report["updates"] if u["sessionUpdate"] == "tool_call_update"]
+    assert update["status"] == "completed"
+    assert update["content"][0]["content"]["text"] == '{"result":5}'
+    offered = [t["function"]["name"] for t in provider.requests[0].json["tools"]]
+    assert "ev_add" in offered
