@@ -182,3 +182,34 @@ async def test_the_editors_mcp_servers_join_the_session(tmp_path: Path) -> None:
     assert update["content"][0]["content"]["text"] == '{"result":5}'
     offered = [t["function"]["name"] for t in provider.requests[0].json["tools"]]
     assert "ev_add" in offered
+
+
+async def test_bad_input_gets_clear_errors_and_an_overlong_line_ends_the_connection(
+    tmp_path: Path,
+) -> None:
+    agent = [sys.executable, "-m", "toolnexus_trio", "acp", "--base-url", "http://127.0.0.1:9"]
+    agent += ["--style", "openai", "--model", "m", "--api-key", "k"]
+    lines = [
+        b"this is not json",
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}',
+        b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"rel","mcpServers":[]}}',
+        b'{"jsonrpc":"2.0","id":3,"method":"no/such/method","params":{}}',
+    ]
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            agent, stdin=b"\n".join(lines) + b"\n", capture_stdout=True, cwd=tmp_path
+        )
+    answers = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert answers[0]["error"]["code"] == -32700 and answers[0]["id"] is None
+    assert answers[1]["id"] == 1 and answers[1]["result"]["protocolVersion"] == 1
+    assert answers[2]["id"] == 2 and answers[2]["error"]["code"] == -32602
+    assert "absolute" in answers[2]["error"]["message"]
+    assert answers[3]["id"] == 3 and answers[3]["error"]["code"] == -32601
+    # One line over the 16 MiB limit: the connection ends; nothing was kept of it.
+    overlong = b'{"jsonrpc":"2.0","method":"x","params":{"p":"' + b"a" * (17 * 2**20)
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            agent, stdin=overlong, capture_stdout=True, capture_stderr=True, cwd=tmp_path
+        )
+    assert done.stdout == b""
+    assert b"over 16777216 bytes" in done.stderr

@@ -12,6 +12,7 @@ more is read until one is answered (backpressure instead of a queue).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,8 @@ logger = logging.getLogger("toolnexus_trio.acp")
 
 MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 """The largest JSON-RPC message either side may send (one line)."""
+END_GRACE: Final = 1.0
+"""Seconds the peer's requests in flight get to be answered once its output ended."""
 MAX_PEER_REQUESTS: Final = 16
 """The peer's requests handled at once; at the cap, reading waits."""
 
@@ -88,16 +91,21 @@ class Connection:
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Read, dispatch and write until the peer's output ends; then the pending
-        calls fail. Cancel the enclosing scope to stop."""
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write_loop)
+        calls fail, and the peer's requests still in flight get :data:`END_GRACE`
+        seconds to be answered (a peer may close its side and still read). Cancel the
+        enclosing scope to stop at once."""
+        async with trio.open_nursery() as outer:
+            outer.start_soon(self._write_loop)
             task_status.started()
-            try:
-                await self._read_loop(nursery)
-            finally:
-                self._end(self.why or f"{self.name} closed its output")
-            # The peer is gone: nothing more will be read; stop the writer and handlers.
-            nursery.cancel_scope.cancel()
+            async with trio.open_nursery() as handlers:
+                try:
+                    await self._read_loop(handlers)
+                finally:
+                    self._end(self.why or f"{self.name} closed its output")
+                handlers.cancel_scope.deadline = trio.current_time() + END_GRACE
+            # Every answer is queued: let the writer drain them, briefly, then stop.
+            outer.cancel_scope.deadline = trio.current_time() + END_GRACE
+            await self._send.aclose()
 
     def _end(self, why: str) -> None:
         if self.closed.is_set():
@@ -179,7 +187,8 @@ class Connection:
         data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         if self.closed.is_set() and "id" not in message:
             return
-        await self._send.send(data)
+        with contextlib.suppress(trio.ClosedResourceError):  # the connection is over
+            await self._send.send(data)
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification (nothing comes back)."""
