@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+from helpers import TaskCensus
 from mcp_helpers import children_groups, group_members, pid_alive
 
 from toolnexus_trio import Answer, InProcessOptions, Request, create_in_process_client
@@ -142,23 +143,24 @@ async def test_silent_turn_is_bounded_and_the_next_turn_gets_a_fresh_session() -
 
 async def test_cancel_of_an_agent_that_ignores_session_cancel_reaps_its_tree() -> None:
     tree_pid = 0
+    with TaskCensus() as census:
+        async with open_acp(options("deaf")) as acp:
+            tree_pid = acp.tree.pid
+            with trio.CancelScope() as scope:
 
-    async with open_acp(options("deaf")) as acp:
-        tree_pid = acp.tree.pid
-        with trio.CancelScope() as scope:
+                def on_update(update: dict[str, Any]) -> None:
+                    if update.get("sessionUpdate") == "agent_thought_chunk":
+                        scope.cancel()  # the turn has started: cancel it
 
-            def on_update(update: dict[str, Any]) -> None:
-                if update.get("sessionUpdate") == "agent_thought_chunk":
-                    scope.cancel()  # the turn has started: cancel it
-
-            acp.on_update = on_update
-            await acp.generate({"messages": [{"role": "user", "content": "x"}]})
-        assert scope.cancelled_caught
-        assert not acp.alive  # it never ended the turn: stopped, whole tree
-        assert group_members(tree_pid) == []
-        with pytest.raises(ACPError):
-            await acp.generate({"messages": [{"role": "user", "content": "y"}]})
-    assert not pid_alive(tree_pid)
+                acp.on_update = on_update
+                await acp.generate({"messages": [{"role": "user", "content": "x"}]})
+            assert scope.cancelled_caught
+            assert not acp.alive  # it never ended the turn: stopped, whole tree
+            assert group_members(tree_pid) == []
+            with pytest.raises(ACPError):
+                await acp.generate({"messages": [{"role": "user", "content": "y"}]})
+        assert not pid_alive(tree_pid)
+    census.assert_no_new_tasks()  # the connection's reader, writer and handlers too
 
 
 async def test_concurrent_turns_are_serialised() -> None:
