@@ -216,3 +216,24 @@ async def test_the_agent_runtime_runs_on_an_acp_model() -> None:
     assert first.text == "echo:system: you are a\nuser: hi"
     assert second.text == "echo:system: you are b\nuser: yo"
     assert seen["sessions"] == 2  # each agent's transcript in a session of its own
+
+
+async def test_a_cancelled_turn_answers_its_open_permission_request_cancelled() -> None:
+    updates: list[dict[str, Any]] = []
+    async with open_acp(options("permission"), on_update=updates.append) as acp:
+        with trio.CancelScope() as scope:
+
+            async def wait_for(request: Request) -> Answer:
+                scope.cancel()  # the user gives up while the question is open
+                await trio.sleep_forever()
+                raise AssertionError("not reached")
+
+            acp.wait_for = wait_for
+            await acp.generate({"messages": [{"role": "user", "content": "x"}]})
+        assert scope.cancelled_caught
+        seen = await diagnostics(acp)
+        assert seen["cancels"] == 1
+        assert acp.alive  # the agent ended the turn: it stays
+    # The agent heard "cancelled" for its question (and said so, after the turn ended).
+    said = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert said == ["OUTCOME:cancelled"]
