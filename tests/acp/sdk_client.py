@@ -10,6 +10,7 @@ prints one JSON report on stdout:
 - ``load``: a prompt, then a second connection loads the session (a store is configured);
 - ``terminal``: the editor offers its terminal; ``bash`` runs there (``terminal_cancel``:
   cancelled while it runs);
+- ``always``: the editor answers "always allow" (asked once for two writes);
 - ``mcp``: the session gets an MCP server of the editor's (tests/mcp_servers/everything.py).
 """
 
@@ -53,6 +54,7 @@ class Editor:
         self.writes: list[dict[str, Any]] = []
         self.buffers: dict[str, str] = {}
         self.reject: set[str] = set()
+        self.always = False
         self.terminals: dict[str, asyncio.subprocess.Process] = {}
         self.calls: list[list[str]] = []
         self.waiting = asyncio.Event()
@@ -70,6 +72,8 @@ class Editor:
         title = tool_call.title or ""
         if any(word in title for word in self.reject):
             choice = next(o for o in options if o.kind == "reject_once")
+        elif self.always:
+            choice = next(o for o in options if o.kind == "allow_always")
         else:
             choice = next(o for o in options if o.kind == "allow_once")
         return RequestPermissionResponse(
@@ -254,7 +258,17 @@ async def mcp() -> dict[str, Any]:
     return {"stop": answer.stop_reason, "updates": editor.updates}
 
 
+async def always() -> dict[str, Any]:
+    editor = Editor()
+    editor.always = True
+    async with await connect(editor) as (conn, _process):
+        session = await start(conn)
+        answer = await conn.prompt(session_id=session, prompt=[text_block("two writes")])
+    return {"stop": answer.stop_reason, "permissions": editor.permissions, "writes": editor.writes}
+
+
 SCENARIOS = {
+    "always": always,
     "mcp": mcp,
     "edit": edit,
     "cancel": cancel,

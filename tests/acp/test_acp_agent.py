@@ -213,3 +213,16 @@ async def test_bad_input_gets_clear_errors_and_an_overlong_line_ends_the_connect
         )
     assert done.stdout == b""
     assert b"over 16777216 bytes" in done.stderr
+
+
+async def test_always_allow_is_asked_once_per_tool_and_session(tmp_path: Path) -> None:
+    script = [
+        {"tool_calls": [{"name": "write", "arguments": {"path": "a.txt", "content": "1"}}]},
+        {"tool_calls": [{"name": "write", "arguments": {"path": "b.txt", "content": "2"}}]},
+        {"text": "Both."},
+    ]
+    async with open_fake_provider(script) as provider:
+        report = await drive("always", provider, tmp_path)
+    assert report["stop"] == "end_turn"
+    assert [p["title"] for p in report["permissions"]] == ["Allow write to a.txt?"]
+    assert [w["content"] for w in report["writes"]] == ["1", "2"]
