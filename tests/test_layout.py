@@ -30,6 +30,7 @@ FLOORS: list[tuple[str, set[str]]] = [
         "ground",
         {
             "_cancel",
+            "_content",
             "_converter",
             "_groups",
             "_http_client",
@@ -54,7 +55,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("models and the gateway", {"models", "gateway"}),
     ("agents", {"agents"}),
     ("commands and test tools", {"cli", "testing"}),
-    ("facade", {"", "__main__"}),
+    ("facade", {"", "__main__", "content"}),
 ]
 
 UPWARD: dict[tuple[str, str], str] = {

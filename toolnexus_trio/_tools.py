@@ -15,6 +15,7 @@ import cattrs
 import trio
 
 from ._cancel import CancelToken
+from ._content import ContentPart
 from ._converter import payloads
 from ._schema import JSONSchema, Validator, compile_schema, empty_schema, schema_for_type
 from ._wire import Answer, Request
@@ -22,11 +23,16 @@ from ._wire import Answer, Request
 
 @attrs.frozen
 class ToolResult:
-    """What a tool hands back to the model: text, an error flag and free-form metadata."""
+    """What a tool hands back to the model: text, an error flag and free-form metadata.
+
+    ``parts`` are content parts (an image, a PDF: :func:`~toolnexus_trio.image`...)
+    sent to the model after ``output``; the run's saved transcript keeps only the text.
+    """
 
     output: str
     is_error: bool = False
     metadata: dict[str, Any] | None = None
+    parts: tuple[ContentPart, ...] = attrs.field(default=(), converter=tuple)
 
     @classmethod
     def ok(cls, output: str, metadata: dict[str, Any] | None = None) -> ToolResult:

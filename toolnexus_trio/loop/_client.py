@@ -36,6 +36,7 @@ from ._conversation import Conversation
 from ._conversation import ask as _ask
 from ._durable import answer as _answer
 from ._metrics import PrometheusRegistry
+from ._parts import PartLedger, prompt_content
 from ._results import (
     GenerateError,
     GenerateRequest,
@@ -45,6 +46,7 @@ from ._results import (
     InProcessOptions,
     InProcessResponse,
     Message,
+    Prompt,
     RunError,
     RunResult,
     RunTimeout,
@@ -166,7 +168,7 @@ class Client(ToolCalls):
 
     async def run(
         self,
-        prompt: str,
+        prompt: Prompt,
         toolkit: Toolkit | None = None,
         *,
         history: Sequence[Message] | None = None,
@@ -188,7 +190,7 @@ class Client(ToolCalls):
     @asynccontextmanager
     async def stream(
         self,
-        prompt: str,
+        prompt: Prompt,
         toolkit: Toolkit | None = None,
         *,
         history: Sequence[Message] | None = None,
@@ -327,7 +329,7 @@ class Client(ToolCalls):
 
     async def ask(
         self,
-        prompt: str,
+        prompt: Prompt,
         toolkit: Toolkit | None = None,
         *,
         id: str | None = None,
@@ -427,8 +429,9 @@ class Client(ToolCalls):
     # -- the loop -----------------------------------------------------------
 
     def _new_run(
-        self, prompt: str, toolkit: Toolkit | None, history: Sequence[Message] | None
+        self, prompt: Prompt, toolkit: Toolkit | None, history: Sequence[Message] | None
     ) -> _Run:
+        content, summaries = prompt_content(prompt, self.options.max_part_bytes)
         messages: list[Message] = list(history) if history else []
         if not messages:
             # SPEC §8 step 1: system_prompt + "\n\n" + skills_prompt(), either part
@@ -437,8 +440,8 @@ class Client(ToolCalls):
             system = "\n\n".join(p for p in (self.options.system_prompt, catalog) if p)
             if system:
                 messages.append({"role": "system", "content": system})
-        messages.append({"role": "user", "content": prompt})
-        return _Run(toolkit=toolkit, messages=messages)
+        messages.append({"role": "user", "content": content})
+        return _Run(toolkit=toolkit, messages=messages, parts=PartLedger(summaries=summaries))
 
     async def _drive(
         self, run: _Run, cancel: CancelToken | None, body: Awaitable[None]
@@ -531,9 +534,18 @@ class Client(ToolCalls):
                         tools = list(change["tools"])
                     if change.get("model"):
                         model = str(change["model"])
+            if run.parts.error is not None:
+                raise run.parts.error
             produced = await self._call_model(
-                GenerateRequest(model=model, messages=run.messages, tools=tools or None, turn=turn),
+                GenerateRequest(
+                    model=model,
+                    messages=run.messages,
+                    tools=tools or None,
+                    turn=turn,
+                    parts=run.parts.by_call or None,
+                ),
                 run.emit,
+                run.parts.summaries,
             )
             response, usage = produced.response, produced.usage
             run.turns += 1
@@ -570,21 +582,28 @@ class Client(ToolCalls):
                 run.status, run.text = "pending", run.suspended[0].request.prompt
                 return
 
-    async def _call_model(self, request: GenerateRequest, emit: Emit | None = None) -> Turn:
+    async def _call_model(
+        self,
+        request: GenerateRequest,
+        emit: Emit | None = None,
+        parts: list[dict[str, Any]] | None = None,
+    ) -> Turn:
         started = trio.current_time()
+        # What the request carried, {"type", "mimeType", "bytes"} each: never base64.
+        extra = {"parts": list(parts)} if parts else {}
         try:
             produced = await self._source.turn(request, emit)
         except Exception:
             self._metric(
                 {"event": "llm", "model": request.model, "status": "error", "ms": _ms(started),
-                 "prompt_tokens": 0, "completion_tokens": 0}
+                 "prompt_tokens": 0, "completion_tokens": 0, **extra}
             )  # fmt: skip
             raise
         usage = produced.usage
         self._metric(
             {"event": "llm", "model": request.model, "status": "ok", "ms": _ms(started),
              "prompt_tokens": usage["prompt_tokens"],
-             "completion_tokens": usage["completion_tokens"]}
+             "completion_tokens": usage["completion_tokens"], **extra}
         )  # fmt: skip
         return produced
 

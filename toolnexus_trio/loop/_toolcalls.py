@@ -32,6 +32,7 @@ from .._tools import (
 from .._wire import Answer, Request
 from ._gate import _Gate, _gate_for, _is_relay, _raw_arguments, _relay_source
 from ._metrics import PrometheusRegistry
+from ._parts import PartLedger
 from ._records import RunStatus, SuspendedCall, ToolCallRecord
 from ._results import HookFn, Hooks, InProcessOptions, Message
 
@@ -70,6 +71,7 @@ class _Run:
     # Set when a call of the current turn relayed (SPEC §10 relay addendum): only then
     # does the turn gather its relay calls, so a run without relay tools never looks.
     relayed: bool = False
+    parts: PartLedger = attrs.field(factory=PartLedger)
 
 
 async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
@@ -171,6 +173,9 @@ class ToolCalls:
                                result.metadata)
             )  # fmt: skip
             add_message({"role": "tool", "tool_call_id": call.id, "content": output})
+            if result.parts:  # beside the transcript, never in it
+                strict = getattr(self.options, "on_unsupported_part", "") == "error"
+                run.parts.take(call.id, result.parts, self.options.max_part_bytes, strict)
 
     def _direct_tools(self, run: _Run, gate: _Gate | None) -> Mapping[str, Tool]:
         """The toolkit's tools, when this turn's calls may take :meth:`_direct_call`:

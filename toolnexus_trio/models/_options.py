@@ -49,6 +49,14 @@ class ClientOptions:
     - ``request_params``: merged into every request body (its keys win);
       ``messages``, ``tools`` and ``stream`` are dropped from it with a warning.
     - ``body_transform(body) -> body`` (sync or async): the last word on the body.
+    - ``max_part_bytes``: the most decoded bytes one content part may have (``None``:
+      the process-wide :func:`~toolnexus_trio.set_max_part_bytes`, by default no cap).
+      A part of the prompt over it fails the run before any request; a tool's part over
+      it is sent as ``[unsupported <type> part (<mime>, <n> bytes)]`` (logged once).
+    - ``on_unsupported_part``: ``"text"`` (default) sends a tool's part the style cannot
+      take (audio to Anthropic) as that placeholder text; ``"error"`` raises
+      :class:`~toolnexus_trio.UnsupportedPartError` (or the size's
+      :class:`~toolnexus_trio.ContentPartError`) instead, as for the prompt's parts.
     - ``http_client``: an ``httpx2.AsyncClient`` you own (custom transport, proxy,
       mTLS); the client never closes it. Without it the client makes its own, closed
       by :meth:`Client.aclose <toolnexus_trio.Client.aclose>`.
@@ -75,3 +83,5 @@ class ClientOptions:
     request_params: Mapping[str, Any] | None = None
     body_transform: BodyTransform | None = None
     http_client: httpx2.AsyncClient | None = attrs.field(default=None, repr=False)
+    max_part_bytes: int | None = None
+    on_unsupported_part: Literal["error", "text"] = "text"

@@ -123,6 +123,11 @@ class HttpTurns:
         }
         self.params = _clean_params(options.request_params)
         self.transform = options.body_transform
+        if options.on_unsupported_part not in ("error", "text"):
+            given = options.on_unsupported_part
+            raise ValueError(f"on_unsupported_part must be 'error' or 'text', not {given!r}")
+        self.on_unsupported_part = options.on_unsupported_part
+        self.max_part_bytes = options.max_part_bytes
         self.poster = Poster(
             http_client=options.http_client,
             retries=options.retries,
@@ -148,6 +153,9 @@ class HttpTurns:
             request.tools or (),
             max_tokens=request.max_tokens,
             stream=stream,
+            tool_parts=request.parts,
+            on_unsupported_part=self.on_unsupported_part,
+            max_part_bytes=self.max_part_bytes,
         )
         content = await self._encode(body)
         if emit is None:
