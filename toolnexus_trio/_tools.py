@@ -21,6 +21,10 @@ from ._schema import JSONSchema, Validator, compile_schema, empty_schema, schema
 from ._wire import Answer, Request
 
 
+def _part_tuple(parts: typing.Iterable[ContentPart]) -> tuple[ContentPart, ...]:
+    return tuple(parts)
+
+
 @attrs.frozen
 class ToolResult:
     """What a tool hands back to the model: text, an error flag and free-form metadata.
@@ -32,7 +36,7 @@ class ToolResult:
     output: str
     is_error: bool = False
     metadata: dict[str, Any] | None = None
-    parts: tuple[ContentPart, ...] = attrs.field(default=(), converter=tuple)
+    parts: tuple[ContentPart, ...] = attrs.field(default=(), converter=_part_tuple)
 
     @classmethod
     def ok(cls, output: str, metadata: dict[str, Any] | None = None) -> ToolResult:
