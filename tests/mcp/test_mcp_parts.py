@@ -97,3 +97,25 @@ async def test_a_part_survives_serve_then_consume() -> None:
     assert result.output == "took one"
     (part,) = result.parts
     assert (part.type, part.mime_type, part.data) == ("image", "image/png", GOLDEN)
+
+
+async def test_mcp_derived_audio_degrades_for_anthropic() -> None:
+    # peer: test_mcp_derived_audio_degrades_instead_of_failing_the_run
+    from toolnexus_trio import ClientOptions, create_client
+    from toolnexus_trio.testing import open_fake_provider
+
+    script = [{"tool_calls": [{"name": "md_sound", "arguments": {}}]}, {"text": "heard"}]
+    async with (
+        open_toolkit(_media_options()) as toolkit,
+        open_fake_provider(script) as model,
+        create_client(
+            ClientOptions(base_url=model.base_url, style="anthropic", model="m", api_key="k")
+        ) as client,
+    ):
+        result = await client.run("listen", toolkit)
+    assert (result.status, result.text) == ("done", "heard")
+    (block,) = model.requests[1].json["messages"][2]["content"]
+    assert block["content"][1] == {
+        "type": "text",
+        "text": "[unsupported audio part (audio/mpeg, 82 bytes)]",
+    }

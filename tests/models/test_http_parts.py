@@ -104,11 +104,17 @@ async def test_string_prompt_stays_byte_identical():
     assert result.messages[0] == {"role": "user", "content": "hello"}
 
 
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("style", ["openai", "anthropic"])
-async def test_parts_keep_their_order(style: str):
+async def test_parts_keep_their_order(style: str, stream: bool):
     # peer: test_parts_ordering_is_preserved
+    picture = tn.image(PNG)
     async with served(style, [{"text": "ok"}]) as (provider, client):
-        result = await client.run([tn.text("before"), tn.image(PNG), "after"])
+        if stream:
+            async with client.stream([tn.text("before"), picture, "after"]) as events:
+                result = [e async for e in events][-1]["result"]
+        else:
+            result = await client.run([tn.text("before"), picture, "after"])
     sent = provider.requests[0].json["messages"][0]["content"]
     kinds = [b["type"] for b in sent]
     assert kinds == (
@@ -117,7 +123,9 @@ async def test_parts_keep_their_order(style: str):
     assert sent[0] == {"type": "text", "text": "before"} and sent[2]["text"] == "after"
     # The transcript holds the part's wire form (no path), the base64 shared, not copied.
     stored = result.messages[0]["content"]
-    assert stored[1] == tn.image(PNG).to_dict()
+    assert stored[1] == picture.to_dict()
+    # A large part is not copied into the transcript: the same string object.
+    assert stored[1]["data"] is picture.data
     assert str(MEDIA) not in json.dumps(result.messages)
 
 

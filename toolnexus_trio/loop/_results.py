@@ -48,7 +48,8 @@ class GenerateRequest:
     ``None`` when there are no tools. ``turn`` is 0-based. ``max_tokens`` caps the
     answer when the caller asked for a cap (a Tesseron host's sampling request does).
     ``parts`` holds the content parts tools returned this run, by tool call id: they
-    are not in the transcript (it stays text and small) but sent with every request.
+    are not in the transcript (it stays text and small) but sent with every request;
+    live like ``messages``.
     """
 
     model: str

@@ -1,0 +1,69 @@
+"""Content parts in the loop itself (the in-process client: no wire style)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import pytest
+
+import toolnexus_trio as tn
+from toolnexus_trio import (
+    GenerateRequest,
+    InProcessOptions,
+    InProcessResponse,
+    InProcessToolCall,
+    ToolResult,
+    create_in_process_client,
+    define_tool,
+)
+
+PNG = pathlib.Path(__file__).parents[1] / "fixtures" / "media" / "fixture.png"
+PICTURE = tn.image(PNG)
+
+
+async def _snap(args: dict[str, Any], ctx: Any) -> ToolResult:
+    return ToolResult("took one", parts=[PICTURE])
+
+
+async def _toolkit() -> tn.Toolkit:
+    snap = define_tool("snap", "Snap.", None, _snap)
+    return await tn.create_toolkit(
+        tn.ToolkitOptions(extra_tools=[snap], builtins=tn.BuiltinsConfig.off())
+    )
+
+
+async def test_generate_sees_the_tool_parts_beside_a_text_transcript() -> None:
+    seen: list[dict[str, Any] | None] = []
+
+    async def generate(request: GenerateRequest) -> InProcessResponse:
+        # Live, like messages (not copied per call): a snapshot is kept here.
+        seen.append(None if request.parts is None else dict(request.parts))
+        if request.turn < 2:
+            return InProcessResponse("", (InProcessToolCall(f"c{request.turn}", "snap", {}),))
+        return InProcessResponse("done")
+
+    client = create_in_process_client(InProcessOptions(model="m", generate=generate))
+    result = await client.run("look", await _toolkit())
+    assert result.status == "done"
+    first, second, third = seen
+    assert first is None
+    assert second is not None and list(second) == ["c0"]
+    assert third is not None and list(third) == ["c0", "c1"]
+    # One part object, held once whatever the number of turns: never re-encoded.
+    assert third["c0"][0] is PICTURE and third["c1"][0] is PICTURE
+    assert PICTURE.data is not None and PICTURE.data not in json.dumps(result.messages)
+
+
+async def test_an_in_process_client_caps_the_prompts_parts() -> None:
+    async def generate(request: GenerateRequest) -> InProcessResponse:
+        raise AssertionError("never called")
+
+    client = create_in_process_client(
+        InProcessOptions(model="m", generate=generate, max_part_bytes=81)
+    )
+    with pytest.raises(tn.ContentPartError, match="limit of 81"):
+        await client.run([tn.text("look"), PICTURE])
+    with pytest.raises(TypeError, match="list of parts"):
+        await client.run(b"bytes")  # type: ignore[arg-type]
