@@ -67,3 +67,14 @@ async def test_an_in_process_client_caps_the_prompts_parts() -> None:
         await client.run([tn.text("look"), PICTURE])
     with pytest.raises(TypeError, match="list of parts"):
         await client.run(b"bytes")  # type: ignore[arg-type]
+
+
+def test_the_transcript_estimate_counts_a_part_by_its_bytes() -> None:
+    # peer: test_token_estimate_is_byte_derived_not_mime_derived (the transcript side:
+    # compaction's estimate counts a part's bytes, not its base64 as text)
+    big = tn.file(b"\0" * 750_000, mime_type="application/pdf")
+    plain = tn.estimate_tokens([{"role": "user", "content": [tn.text("see").to_dict()]}])
+    with_part = tn.estimate_tokens(
+        [{"role": "user", "content": [tn.text("see").to_dict(), big.to_dict()]}]
+    )
+    assert with_part == plain + 1000

@@ -176,6 +176,12 @@ class Client(ToolCalls):
     ) -> RunResult:
         """Run the loop until the model answers, a tool suspends, or a limit is hit.
 
+        *prompt* is a string or a list of content parts (:func:`~toolnexus_trio.image`,
+        :func:`~toolnexus_trio.text`...; a str in the list is a text part), kept in order;
+        a part over ``max_part_bytes`` or one the model style cannot take fails the run
+        before any request (:class:`~toolnexus_trio.ContentPartError`,
+        :class:`~toolnexus_trio.UnsupportedPartError`).
+
         Cancelling *cancel* ends the run with ``status="cancelled"``; ``run_timeout_ms``
         raises :class:`RunTimeout`; cancelling an enclosing Trio scope raises
         ``trio.Cancelled`` as usual; each aborts an in-flight HTTP request at once and is
