@@ -168,7 +168,7 @@ def from_dict(data: Mapping[str, Any]) -> ContentPart:
     except (ValueError, TypeError) as exc:
         raise ContentPartError(f"not a content part: {exc}") from exc
     if p.data is not None:
-        _check_base64(p.data)
+        check_base64(p.data)
     return p
 
 
@@ -228,7 +228,7 @@ def part(
         if data is not None and url is not None:
             raise ContentPartError(f"a {type} part has both data and url: give one")
         if data is not None:
-            _check_base64(data)
+            check_base64(data)
             check_size(decoded_size(data), max_part_bytes)
     return ContentPart(type=type, text=text, mime_type=mime_type, data=data, url=url, name=name)
 
@@ -301,7 +301,8 @@ def placeholder(p: ContentPart) -> str:
 # -- reading sources ------------------------------------------------------------
 
 
-def _check_base64(data: str) -> None:
+def check_base64(data: str) -> None:
+    """Raise :class:`ContentPartError` unless *data* is standard padded base64."""
     if not isinstance(data, str):
         raise ContentPartError(f"part data must be a base64 str, not {type(data).__name__}")
     try:
@@ -407,7 +408,7 @@ def _from_data_url(kind: str, url: str, mime_type: str | None, limit: int | None
     mime = mime_type or header[: -len(";base64")] or None
     if not mime:
         raise ContentPartError("a data: URL without a MIME type: mime_type is required")
-    _check_base64(payload)
+    check_base64(payload)
     size = decoded_size(payload)
     if limit is not None and size > limit:
         raise ContentPartError(oversize_message(size, limit))

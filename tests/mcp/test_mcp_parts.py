@@ -60,6 +60,9 @@ async def test_consumed_media_items_become_parts() -> None:
         assert [p.to_dict() for p in emb.parts] == [
             {"type": "file", "mimeType": "image/png", "data": GOLDEN, "name": "file:///fixture.png"}
         ]
+        # What a server sends is checked: data that is not base64 is no part.
+        bad = await toolkit.execute("md_bad_image", {})
+        assert (bad.output, bad.parts) == ("broken", ())
         # The parts' descriptions (the canonical form) and summaries carry no bytes.
         assert tn.describe_part(pic.parts[0]) == "image (image/png, 82 bytes)"
 

@@ -62,6 +62,14 @@ def build() -> MCPServer:
             types.EmbeddedResource(type="resource", resource=note),
         ]
 
+    @server.tool(structured_output=False)
+    def bad_image() -> list[types.TextContent | types.ImageContent]:
+        """An image whose data is not base64."""
+        return [
+            types.TextContent(text="broken"),
+            types.ImageContent(data="not base64!", mime_type="image/png"),
+        ]
+
     return server
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from mcp import types
 
-from .._content import ContentPart, ContentPartError
+from .._content import ContentPart, ContentPartError, check_base64
 
 McpContent = (
     types.TextContent
@@ -28,12 +28,14 @@ McpContent = (
 def parts_of(content: Sequence[object]) -> tuple[ContentPart, ...]:
     """The media parts of an MCP result's content (text is the output's, not a part).
 
-    An item whose shape our part cannot hold (no MIME type on a blob, say) is left
-    out: the output text still says what the server sent."""
+    An item our part cannot hold (base64 that is not, an empty MIME type) is left out:
+    what a server sends is checked once here, never forwarded as it came."""
     out: list[ContentPart] = []
     for item in content:
         try:
             p = _part(item)
+            if p is not None and p.data is not None:
+                check_base64(p.data)
         except ContentPartError:
             continue
         if p is not None:

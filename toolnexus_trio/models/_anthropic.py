@@ -122,7 +122,7 @@ def convert_messages(
         if has_parts(content):
             assert isinstance(content, list)
             blocks = user_blocks(content, "anthropic", max_part_bytes)
-            out.append({"role": "user" if role != "assistant" else role, "content": blocks})
+            out.append({"role": role, "content": blocks})
         elif _native(content):
             out.append({"role": role, "content": content})
         elif role == "assistant":
