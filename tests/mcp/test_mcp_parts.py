@@ -68,7 +68,7 @@ async def test_consumed_media_items_become_parts() -> None:
 
 
 async def _snap(args: dict[str, Any], ctx: Any) -> ToolResult:
-    return ToolResult("took one", parts=(tn.image(MEDIA / "fixture.png"),))
+    return ToolResult("took one", parts=(await tn.load_part("image", MEDIA / "fixture.png"),))
 
 
 async def test_a_served_tools_image_part_is_an_mcp_image_item() -> None:

@@ -33,14 +33,20 @@ IMAGE_BLOCK = {"type": "image", "source": {"type": "base64", "media_type": "imag
                                           "data": GOLDEN}}  # fmt: skip
 
 
+# Read at import, off the event loop: an async test never does blocking file I/O.
+PNG_BYTES = PNG.read_bytes()
+PICTURE = tn.image(PNG)
+
+
 def _mp3() -> tn.ContentPart:
-    return tn.audio(PNG.read_bytes(), mime_type="audio/mpeg")  # 82 bytes, labelled mp3
+    return tn.audio(PNG_BYTES, mime_type="audio/mpeg")  # 82 bytes, labelled mp3
 
 
 @tool
 async def snap() -> ToolResult:
     """Take a picture."""
-    return ToolResult("took one", parts=(tn.image(PNG),))
+    # In async code a path is read in a worker thread.
+    return ToolResult("took one", parts=(await tn.load_part("image", PNG),))
 
 
 @tool
@@ -69,7 +75,7 @@ def test_block_shapes_per_style():
         "type": "image",
         "source": {"type": "url", "url": "https://x.test/a.png"},
     }
-    pdf = tn.file(PNG.read_bytes(), mime_type="application/pdf")
+    pdf = tn.file(PNG_BYTES, mime_type="application/pdf")
     assert encode_part(pdf, "openai") == {
         "type": "file",
         "file": {"filename": "file", "file_data": f"data:application/pdf;base64,{GOLDEN}"},
@@ -108,7 +114,7 @@ async def test_string_prompt_stays_byte_identical():
 @pytest.mark.parametrize("style", ["openai", "anthropic"])
 async def test_parts_keep_their_order(style: str, stream: bool):
     # peer: test_parts_ordering_is_preserved
-    picture = tn.image(PNG)
+    picture = tn.image(PNG_BYTES, mime_type="image/png")
     async with served(style, [{"text": "ok"}]) as (provider, client):
         if stream:
             async with client.stream([tn.text("before"), picture, "after"]) as events:
@@ -163,7 +169,7 @@ async def test_attached_oversize_part_fails_before_any_request():
     # peer: test_attached_oversize_part_errors_before_any_http_call
     async with served("openai", [{"text": "ok"}], max_part_bytes=10) as (provider, client):
         with pytest.raises(ContentPartError) as info:
-            await client.run([tn.image(PNG)])
+            await client.run([PICTURE])
     assert str(info.value) == "content part is 82 decoded bytes, over the maxPartBytes limit of 10"
     assert provider.requests == []
 
@@ -256,7 +262,7 @@ async def test_llm_event_describes_parts_without_their_bytes():
     events: list[dict[str, Any]] = []
     script = [_calls("snap"), {"text": "ok"}]
     async with served("openai", script, on_metric=events.append) as (_, client):
-        await client.run([tn.text("see"), tn.image(PNG)], await _toolkit())
+        await client.run([tn.text("see"), PICTURE], await _toolkit())
     llm = [e for e in events if e["event"] == "llm"]
     summary = {"type": "image", "mimeType": "image/png", "bytes": 82}
     assert llm[0]["parts"] == [summary]
@@ -270,7 +276,7 @@ async def test_a_stored_transcript_holds_no_path_and_tool_parts_stay_out():
     script = [_calls("snap"), {"text": "one"}, {"text": "two"}]
     async with served("openai", script) as (provider, client):
         toolkit = await _toolkit()
-        await client.ask([tn.text("look"), tn.image(PNG)], toolkit, id="t1")
+        await client.ask([tn.text("look"), PICTURE], toolkit, id="t1")
         await client.ask("again", toolkit, id="t1")
         saved = await client.store.get("t1")
     dumped = json.dumps(saved)
