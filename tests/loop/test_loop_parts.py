@@ -78,3 +78,30 @@ def test_the_transcript_estimate_counts_a_part_by_its_bytes() -> None:
         [{"role": "user", "content": [tn.text("see").to_dict(), big.to_dict()]}]
     )
     assert with_part == plain + 1000
+
+
+async def test_a_resumed_calls_parts_reach_the_next_request() -> None:
+    async def approved_snap(args: dict[str, Any], ctx: Any) -> ToolResult:
+        if ctx.answer is None:
+            return tn.pending(tn.Request(kind="approval", prompt="take a picture?"))
+        return ToolResult("took one", parts=[PICTURE])
+
+    seen: list[dict[str, Any] | None] = []
+
+    async def generate(request: GenerateRequest) -> InProcessResponse:
+        seen.append(None if request.parts is None else dict(request.parts))
+        if request.turn == 0:
+            return InProcessResponse("", (InProcessToolCall("c0", "snap", {}),))
+        return InProcessResponse("done")
+
+    snap = define_tool("snap", "Snap.", None, approved_snap)
+    toolkit = await tn.create_toolkit(
+        tn.ToolkitOptions(extra_tools=[snap], builtins=tn.BuiltinsConfig.off())
+    )
+    client = create_in_process_client(InProcessOptions(model="m", generate=generate))
+    halted = await client.run("look", toolkit)
+    assert halted.status == "pending"
+    assert halted.pending is not None
+    result = await client.resume(halted, [tn.Answer(halted.pending.id, True)], toolkit=toolkit)
+    assert result.status == "done"
+    assert seen[-1] == {"c0": (PICTURE,)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -25,7 +25,10 @@ from .._content import (
     summarize,
     text,
 )
-from ._results import Prompt
+from ._results import InProcessOptions, Prompt
+
+if TYPE_CHECKING:
+    from ..models import ClientOptions  # the HTTP client's options: models sit above
 
 logger = logging.getLogger("toolnexus_trio")
 
@@ -67,12 +70,17 @@ class PartLedger:
     logged: bool = False
 
     def take(
-        self, call_id: str, parts: tuple[ContentPart, ...], cap: int | None, strict: bool
+        self,
+        call_id: str,
+        parts: tuple[ContentPart, ...],
+        options: InProcessOptions | ClientOptions,
     ) -> None:
-        """Keep a tool's parts; one over *cap* becomes its placeholder text (logged once
-        per run) or, when *strict*, the run's error (raised by the loop, not here, where
-        the turn is still being recorded)."""
-        cap = get_max_part_bytes() if cap is None else cap
+        """Keep a tool's parts; one over the client's ``max_part_bytes`` becomes its
+        placeholder text (logged once per run) or, with ``on_unsupported_part="error"``,
+        the run's error (raised by the loop, not here, where the turn is still being
+        recorded)."""
+        strict = getattr(options, "on_unsupported_part", "text") == "error"
+        cap = get_max_part_bytes() if options.max_part_bytes is None else options.max_part_bytes
         kept: list[ContentPart] = []
         for p in parts:
             if cap is not None and p.type != "text" and p.size > cap:

@@ -174,8 +174,7 @@ class ToolCalls:
             )  # fmt: skip
             add_message({"role": "tool", "tool_call_id": call.id, "content": output})
             if result.parts:  # beside the transcript, never in it
-                strict = getattr(self.options, "on_unsupported_part", "") == "error"
-                run.parts.take(call.id, result.parts, self.options.max_part_bytes, strict)
+                run.parts.take(call.id, result.parts, self.options)
 
     def _direct_tools(self, run: _Run, gate: _Gate | None) -> Mapping[str, Tool]:
         """The toolkit's tools, when this turn's calls may take :meth:`_direct_call`:
@@ -558,6 +557,8 @@ class ToolCalls:
                 record, message = _record_and_message(s.id, s.name, s.args, final)
                 run.records[s.record_index] = record
                 run.messages[s.message_index] = message
+                if final.parts:
+                    run.parts.take(s.id, final.parts, self.options)
                 request = pending_of(final)
                 if request is not None and (resuspend or _is_relay(run.toolkit, s.name, request)):
                     run.suspended.append(
