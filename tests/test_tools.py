@@ -46,7 +46,8 @@ def raw_tool(name: str = "t", execute: Any = _ok, schema: dict[str, Any] | None 
 
 def test_public_names_are_pinned() -> None:
     expected = {
-        "Answer", "BuiltinsConfig", "CancelToken", "Client", "ClientOptions", "Conversation",
+        "Answer", "BuiltinsConfig", "ProviderError", "RUN_STATUSES", "answer_declined",
+        "answer_output", "CancelToken", "Client", "ClientOptions", "Conversation",
         "ConversationStore", "ErrorInfo", "GenerateError", "GenerateRequest", "HookError",
         "Hooks", "InMemoryConversationStore", "InProcessOptions", "InProcessResponse",
         "InProcessToolCall", "Request", "RunError", "RunResult", "RunTimeout", "SchemaError",
@@ -69,6 +70,8 @@ def test_public_names_are_pinned() -> None:
     }  # fmt: skip
     assert set(tn.__all__) == expected
     assert tn.Tool.__module__ == "toolnexus_trio"
+    # dir() shows the public names and the subpackages, not typing's helpers (issue 31)
+    assert "TYPE_CHECKING" not in dir(tn)
 
 
 def test_result_and_context_defaults() -> None:
@@ -236,8 +239,10 @@ async def test_define_tool() -> None:
     def not_async(args: dict[str, Any], ctx: ToolContext) -> str:
         return "x"
 
-    with pytest.raises(TypeError, match="async"):
-        define_tool("s", "", None, not_async)  # type: ignore[arg-type]
+    # a plain function is accepted and runs in a worker thread (tests/test_tool_authoring.py)
+    assert await define_tool("s", "", None, not_async).call({}) == ToolResult.ok("x")
+    with pytest.raises(TypeError, match="expected a function"):
+        define_tool("s", "", None, "not callable")  # type: ignore[arg-type]
 
 
 def test_schemas_are_compiled_once_and_remote_refs_refused() -> None:

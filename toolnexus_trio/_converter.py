@@ -20,6 +20,7 @@ import enum
 import math
 import re
 import reprlib
+import sys
 import types
 import typing
 from typing import Any, Literal, TypeVar, Union
@@ -158,6 +159,11 @@ def _is_list_like(tp: Any) -> bool:
     return is_sequence(tp) and tp is not tuple and typing.get_origin(tp) is not tuple
 
 
+def _is_plain_mapping(tp: Any) -> bool:
+    # A TypedDict is a mapping too, but cattrs' own hook builds it key by key.
+    return is_mapping(tp) and not typing.is_typeddict(tp)
+
+
 def _kind_checked(inner: Any, kinds: tuple[type, ...], expected: str) -> Any:
     def structure(value: Any, tp: Any) -> Any:
         # cattrs would iterate a string into characters or a dict into its keys.
@@ -166,6 +172,33 @@ def _kind_checked(inner: Any, kinds: tuple[type, ...], expected: str) -> Any:
         return inner(value, tp)
 
     return structure
+
+
+def _structure_pydantic(value: Any, model: Any) -> Any:
+    try:
+        return model.model_validate(value)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        errors = getattr(exc, "errors", None)
+        if errors is None:
+            raise
+        parts = [
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}".lstrip(": ")
+            for e in errors()
+        ]
+        raise StrictTypeError("; ".join(parts)) from None
+
+
+def _unstructure_pydantic(value: Any) -> Any:
+    return value.model_dump(mode="json")
+
+
+def is_pydantic_model(tp: Any) -> bool:
+    """Whether *tp* is a pydantic model class.
+
+    Never imports pydantic: a model class can only exist once its user has imported it.
+    """
+    module = sys.modules.get("pydantic")
+    return module is not None and isinstance(tp, type) and issubclass(tp, module.BaseModel)
 
 
 def make_strict(converter: JsonConverter) -> JsonConverter:
@@ -184,7 +217,7 @@ def make_strict(converter: JsonConverter) -> JsonConverter:
         lambda tp: _kind_checked(list_structure_factory(tp, converter), (list, tuple), "an array"),
     )
     converter.register_structure_hook_factory(
-        is_mapping,
+        _is_plain_mapping,
         lambda tp: _kind_checked(mapping_structure_factory(tp, converter), (dict,), "an object"),
     )
     return converter
@@ -223,6 +256,8 @@ def camel(name: str) -> str:
 def _format_leaf(exc: BaseException, tp: Any) -> str:
     if isinstance(exc, StrictTypeError):
         return str(exc)
+    if type(exc) is ValueError and str(exc):
+        return str(exc)  # a class's own check (__post_init__, an attrs validator) says why
     if isinstance(exc, KeyError):
         return "required field missing"
     return cattrs.v.format_exception(exc, tp)
@@ -236,14 +271,19 @@ def _camel_path(line: str) -> str:
     return f"{head}{at}{_PATH_NAME.sub(lambda m: camel(m[0]), path)}" if at else line
 
 
-def describe_structure_error(exc: BaseException, *, camel_paths: bool = False) -> str:
+def describe_structure_error(
+    exc: BaseException, *, camel_paths: bool = False, root: str | None = None
+) -> str:
     """One line for a cattrs failure: each problem with its path (``... @ $.ok``).
 
     cattrs names attributes; *camel_paths* turns them into wire keys (``$.expiresAt``).
+    *root* is the path of the structured value (``$.where`` for a tool's parameter
+    ``where``); a failure of the value itself is then said to be there too.
     """
     if not isinstance(exc, cattrs.BaseValidationError):
-        return _format_leaf(exc, None)
-    lines = cattrs.transform_error(exc, format_exception=_format_leaf)
+        leaf = _format_leaf(exc, None)
+        return leaf if root is None else f"{leaf} @ {root}"
+    lines = cattrs.transform_error(exc, path=root or "$", format_exception=_format_leaf)
     if camel_paths:
         lines = [_camel_path(line) for line in lines]
     return "; ".join(lines)
@@ -265,10 +305,14 @@ wire: JsonConverter = make_wire_converter()
 fields), value kinds strict."""
 
 payloads: JsonConverter = make_strict(make_converter())
+# pydantic models inside user data are pydantic's to check and build (model_validate,
+# model_dump): nested in a list, a dataclass or a tool parameter alike.
+payloads.register_structure_hook_func(is_pydantic_model, _structure_pydantic)
+payloads.register_unstructure_hook_func(is_pydantic_model, _unstructure_pydantic)
 """The converter for *user* data: tool arguments and results, action inputs and outputs,
 sample and elicit answers (value kinds strict, as for :data:`wire`).
 
 Unlike :data:`wire` it keeps attribute names as they are, because the JSON Schemas
-derived from attrs classes (:func:`toolnexus_trio._schema.schema_for_attrs`) use the
-attribute names too: what the schema promises is what cattrs reads and writes.
+derived from attrs classes and dataclasses (:func:`toolnexus_trio._schema.schema_for_type`)
+use the attribute names too: what the schema promises is what cattrs reads and writes.
 """

@@ -8,6 +8,7 @@ compiled exactly once and nothing is compiled on a hot path.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import json
@@ -18,6 +19,8 @@ from typing import Any, Final, Literal, Union
 
 import attrs
 import fastjsonschema
+
+from ._converter import is_pydantic_model
 
 JSONSchema = dict[str, Any]
 """A JSON Schema document (draft-07 subset)."""
@@ -226,75 +229,185 @@ def _is_optional(tp: Any) -> tuple[bool, Any]:
 
 
 def schema_for_type(tp: Any) -> JSONSchema:
-    """A JSON Schema for *tp*: primitives, list, tuple, dict, Optional, Literal, Enum, attrs
-    classes.
+    """A JSON Schema for *tp*: primitives, ``list``, ``tuple``, ``dict``, ``Optional``,
+    ``Literal``, enums, attrs classes, dataclasses, ``TypedDict`` and (when pydantic is
+    in use) pydantic models, nested in any of these.
 
     ``Optional[T]`` (``T | None``) accepts ``null`` as well as ``T``. A fixed tuple
     ``tuple[int, str]`` is an array of exactly those items (draft-07 ``items: [...]``);
-    only ``tuple[X, ...]`` is an array of any length.
+    only ``tuple[X, ...]`` is an array of any length. ``Annotated[T, "text"]`` is ``T``'s
+    schema with the first ``str`` metadata as its ``description``. The ``$defs`` of
+    pydantic models are gathered at the root. A type that cannot be described raises
+    :class:`TypeError` saying which one and where it sits.
     """
-    if tp is Any or tp is object:
-        return {}
-    optional, inner = _is_optional(tp)
-    if optional:
-        # None is a value the caller may send: allow null next to the inner type.
-        base = schema_for_type(inner)
-        kind = base.get("type")
-        if isinstance(kind, str) and set(base) <= {"type", "items", "additionalProperties"}:
-            return {**base, "type": [kind, "null"]}
-        return {"anyOf": [base, {"type": "null"}]}
-    if tp in _PRIMITIVES:
-        return dict(_PRIMITIVES[tp])
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is Literal:
-        return {"enum": list(args)}
-    if origin in (Union, types.UnionType):
-        return {"anyOf": [schema_for_type(a) for a in args]}
-    if origin is tuple and tp is not _BARE_TYPING_TUPLE and not (len(args) == 2 and args[1] is ...):
-        return _fixed_tuple_schema(args)
-    if tp in (list, tuple, set, frozenset) or origin in (list, tuple, set, frozenset, Sequence):
-        if args:
-            return {"type": "array", "items": schema_for_type(args[0])}
-        return {"type": "array"}
-    if tp is dict or origin in (dict, Mapping):
-        if len(args) == 2 and args[1] is not Any:
-            return {"type": "object", "additionalProperties": schema_for_type(args[1])}
-        return {"type": "object"}
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return {"enum": [m.value for m in tp]}
-    if isinstance(tp, type) and attrs.has(tp):
-        return schema_for_attrs(tp)
-    raise TypeError(f"cannot derive a JSON Schema from {tp!r}")
+    deriver = SchemaDeriver()
+    schema = deriver.schema(tp)
+    return deriver.rooted(schema)
 
 
-def _fixed_tuple_schema(args: tuple[Any, ...]) -> JSONSchema:
-    # ``tuple[int, str]``: one schema per position, exactly that many items. Draft-07
-    # spells it ``items: [...]`` (``prefixItems`` is 2020-12, which we refuse).
-    if args in ((), ((),)):  # tuple[()], the empty tuple (spelled both ways by typing)
-        return {"type": "array", "maxItems": 0}
-    return {
-        "type": "array",
-        "items": [schema_for_type(a) for a in args],
-        "minItems": len(args),
-        "maxItems": len(args),
-        "additionalItems": False,
-    }
+_ANNOTATED_ORIGIN: Any = typing.Annotated
+# TypedDict key qualifiers (ReadOnly is Python 3.13's): the schema is the inner type's.
+_WRAPPERS: tuple[Any, ...] = tuple(
+    w for w in (typing.Required, typing.NotRequired, getattr(typing, "ReadOnly", None)) if w
+)
 
 
-def schema_for_attrs(cls: type[Any]) -> JSONSchema:
-    """An object schema from an attrs class: one property per field; no-default fields required."""
-    hints = typing.get_type_hints(cls)
-    properties: dict[str, JSONSchema] = {}
-    required: list[str] = []
-    for field in attrs.fields(cls):
-        if not field.init:
-            continue
-        properties[field.name] = schema_for_type(hints.get(field.name, Any))
-        if field.default is attrs.NOTHING:
-            required.append(field.name)
-    schema: JSONSchema = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    schema["additionalProperties"] = False
-    return schema
+def annotated_description(tp: Any) -> str | None:
+    """The first ``str`` metadata of ``Annotated[T, ...]``, or ``None``."""
+    if typing.get_origin(tp) is _ANNOTATED_ORIGIN:
+        for meta in tp.__metadata__:
+            if isinstance(meta, str):
+                return meta
+    return None
+
+
+def strip_annotated(tp: Any) -> Any:
+    """*tp* without ``Annotated[...]``, ``Required[...]`` or ``NotRequired[...]`` around it."""
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is _ANNOTATED_ORIGIN:
+            tp = tp.__origin__
+        elif origin in _WRAPPERS:
+            tp = typing.get_args(tp)[0]
+        else:
+            return tp
+
+
+class SchemaDeriver:
+    """Derives schemas from types, gathering pydantic ``$defs`` for one root document.
+
+    One deriver serves every parameter of a tool, so that their ``$defs`` share the
+    tool schema's root (where pydantic's ``#/$defs/...`` references point).
+    """
+
+    def __init__(self) -> None:
+        self.defs: dict[str, JSONSchema] = {}
+        self._open: list[Any] = []  # the classes being described: a path, and a loop guard
+
+    def rooted(self, schema: JSONSchema) -> JSONSchema:
+        """*schema* with the gathered ``$defs`` at its root."""
+        return {**schema, "$defs": dict(self.defs)} if self.defs else schema
+
+    def _cannot(self, tp: Any, why: str = "") -> TypeError:
+        where = " -> ".join(getattr(c, "__qualname__", repr(c)) for c in self._open)
+        detail = f" ({why})" if why else ""
+        inside = f" inside {where}" if where else ""
+        return TypeError(f"cannot derive a JSON Schema from {tp!r}{inside}{detail}")
+
+    def schema(self, tp: Any) -> JSONSchema:
+        """The schema of *tp* (see :func:`schema_for_type`)."""
+        description = annotated_description(tp)
+        tp = strip_annotated(tp)
+        schema = self._schema(tp)
+        if description is not None:
+            schema = {**schema, "description": description}
+        return schema
+
+    def _schema(self, tp: Any) -> JSONSchema:
+        if tp is Any or tp is object:
+            return {}
+        optional, inner = _is_optional(tp)
+        if optional:
+            # None is a value the caller may send: allow null next to the inner type.
+            base = self.schema(inner)
+            kind = base.get("type")
+            if isinstance(kind, str) and set(base) <= {"type", "items", "additionalProperties"}:
+                return {**base, "type": [kind, "null"]}
+            return {"anyOf": [base, {"type": "null"}]}
+        if tp in _PRIMITIVES:
+            return dict(_PRIMITIVES[tp])
+        origin = typing.get_origin(tp)
+        args = typing.get_args(tp)
+        if origin is Literal:
+            return {"enum": list(args)}
+        if origin in (Union, types.UnionType):
+            return {"anyOf": [self.schema(a) for a in args]}
+        if (
+            origin is tuple
+            and tp is not _BARE_TYPING_TUPLE
+            and not (len(args) == 2 and args[1] is ...)
+        ):
+            return self._fixed_tuple(args)
+        if tp in (list, tuple, set, frozenset) or origin in (list, tuple, set, frozenset, Sequence):
+            if args:
+                return {"type": "array", "items": self.schema(args[0])}
+            return {"type": "array"}
+        if tp is dict or origin in (dict, Mapping):
+            if len(args) == 2 and args[1] is not Any:
+                return {"type": "object", "additionalProperties": self.schema(args[1])}
+            return {"type": "object"}
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            return {"enum": [m.value for m in tp]}
+        if isinstance(tp, type) and (
+            attrs.has(tp) or dataclasses.is_dataclass(tp) or typing.is_typeddict(tp)
+        ):
+            return self._record(tp)
+        if is_pydantic_model(tp):
+            return self._pydantic(tp)
+        raise self._cannot(tp)
+
+    def _fixed_tuple(self, args: tuple[Any, ...]) -> JSONSchema:
+        # ``tuple[int, str]``: one schema per position, exactly that many items. Draft-07
+        # spells it ``items: [...]`` (``prefixItems`` is 2020-12, which we refuse).
+        if args in ((), ((),)):  # tuple[()], the empty tuple (spelled both ways by typing)
+            return {"type": "array", "maxItems": 0}
+        return {
+            "type": "array",
+            "items": [self.schema(a) for a in args],
+            "minItems": len(args),
+            "maxItems": len(args),
+            "additionalItems": False,
+        }
+
+    def _record(self, cls: type[Any]) -> JSONSchema:
+        """An object schema: one property per field; fields without a default required."""
+        if cls in self._open:
+            raise TypeError(
+                f"cannot derive a JSON Schema from {cls!r}: it contains itself "
+                "(describe it with an explicit input schema)"
+            )
+        self._open.append(cls)
+        try:
+            try:
+                hints = typing.get_type_hints(cls, include_extras=True)
+            except NameError as exc:
+                raise self._cannot(cls, f"unresolved annotation: {exc}") from None
+            properties: dict[str, JSONSchema] = {}
+            required: list[str] = []
+            for name, has_default in _record_fields(cls):
+                properties[name] = self.schema(hints.get(name, Any))
+                if not has_default:
+                    required.append(name)
+        finally:
+            self._open.pop()
+        schema: JSONSchema = {"type": "object", "properties": properties}
+        if required:
+            schema["required"] = required
+        schema["additionalProperties"] = False
+        return schema
+
+    def _pydantic(self, model: Any) -> JSONSchema:
+        # The model's own schema (its public API); the definitions it refers to move to
+        # the root, where its "#/$defs/..." references point.
+        schema: JSONSchema = dict(model.model_json_schema())
+        for name, definition in schema.pop("$defs", {}).items():
+            if self.defs.setdefault(name, definition) != definition:
+                raise self._cannot(model, f"two different models are both called {name!r}")
+        return schema
+
+
+def _record_fields(cls: type[Any]) -> list[tuple[str, bool]]:
+    """``(name, has a default)`` for each field the class takes when built."""
+    if attrs.has(cls):
+        return [(f.name, f.default is not attrs.NOTHING) for f in attrs.fields(cls) if f.init]
+    if dataclasses.is_dataclass(cls):
+        missing = dataclasses.MISSING
+        return [
+            (f.name, f.default is not missing or f.default_factory is not missing)
+            for f in dataclasses.fields(cls)
+            if f.init
+        ]
+    # A TypedDict: its optional keys are those of total=False or NotRequired[...], as
+    # Python records them (and cattrs reads them).
+    optional: frozenset[str] = cls.__optional_keys__
+    return [(name, name in optional) for name in typing.get_type_hints(cls)]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import functools
 import inspect
 import json
 import math
@@ -12,12 +14,22 @@ from typing import Any, overload
 
 import attrs
 import cattrs
+import docstring_parser
 import trio
 
 from ._cancel import CancelToken
 from ._content import ContentPart
-from ._converter import payloads
-from ._schema import JSONSchema, Validator, compile_schema, empty_schema, schema_for_type
+from ._converter import describe_structure_error, is_pydantic_model, payloads
+from ._schema import (
+    JSONSchema,
+    SchemaDeriver,
+    SchemaError,
+    Validator,
+    annotated_description,
+    compile_schema,
+    empty_schema,
+    strip_annotated,
+)
 from ._wire import Answer, Request
 
 
@@ -255,24 +267,64 @@ def _to_result(value: object) -> ToolResult:
 
 
 NativeFn = Callable[[dict[str, Any], ToolContext], Awaitable["str | ToolResult"]]
+SyncNativeFn = Callable[[dict[str, Any], ToolContext], Any]
 
 
-def define_tool(name: str, description: str, input_schema: JSONSchema | None, fn: NativeFn) -> Tool:
-    """Make a native tool from ``async fn(args, ctx) -> str | ToolResult``.
+def define_tool(
+    name: str, description: str, input_schema: JSONSchema | None, fn: NativeFn | SyncNativeFn
+) -> Tool:
+    """Make a native tool from ``fn(args, ctx) -> str | ToolResult``, async or not.
 
     A returned ``str`` becomes ``ToolResult.ok``; other values are sent as JSON; a
     raised ``Exception`` becomes ``ToolResult.error(str(exc))`` (via :meth:`Tool.call`).
-    ``input_schema=None`` means :func:`empty_schema`.
+    ``input_schema=None`` means :func:`empty_schema`. A plain (sync) *fn* runs in a
+    worker thread, as with :func:`tool` (see there for what a cancel does to it).
     """
     if not is_async_callable(fn):
-        raise TypeError(f"define_tool({name!r}): fn must be an async function")
+        _check_plain_callable(fn, f"define_tool({name!r})")
+        fn = _InThread(fn)
     return Tool(
         name=name,
         description=description,
         input_schema=empty_schema() if input_schema is None else input_schema,
         source=ToolSource.NATIVE,
-        execute=_NativeExecute(fn),
+        execute=_NativeExecute(typing.cast(NativeFn, fn)),
     )
+
+
+def _check_plain_callable(fn: object, who: str) -> None:
+    if not callable(fn):
+        raise TypeError(f"{who}: expected a function, got {fn!r}")
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(f"{who}: a generator cannot be a tool; return the value instead")
+
+
+class _InThread:
+    """A sync function as an async one: each call runs in a Trio worker thread.
+
+    A cancel returns at once (``abandon_on_cancel``); Python cannot stop a thread, so
+    the function runs on to its end and its value is dropped. The thread still counts
+    against Trio's default thread limiter until then.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        call = functools.partial(self.fn, *args, **kwargs)
+        value = await trio.to_thread.run_sync(call, abandon_on_cancel=True)
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()  # never awaited: close it rather than leave a warning
+            raise TypeError(
+                f"{self.fn!r} returned an awaitable from a worker thread: make it `async def`"
+            )
+        return value
+
+    def __repr__(self) -> str:
+        return f"in_thread({self.fn!r})"
 
 
 class _NativeExecute:
@@ -297,13 +349,35 @@ class _NativeExecute:
         return f"define_tool({self.fn!r})"
 
 
-def _signature_tool(
-    fn: Callable[..., Awaitable[Any]], name: str | None, description: str | None
-) -> Tool:
-    if not inspect.iscoroutinefunction(fn):
-        raise TypeError(f"@tool needs an async function, got {fn!r}")
-    hints = typing.get_type_hints(fn)
+def _param_docs(doc: str) -> tuple[str, dict[str, str]]:
+    """The summary line and each parameter's text from a Google, NumPy or reST docstring."""
+    if not doc.strip():
+        return "", {}
+    try:
+        parsed = docstring_parser.parse(doc)  # the style is detected
+    except docstring_parser.ParseError:  # not one of the three: the first line, no params
+        return doc.strip().splitlines()[0].strip(), {}
+    params = {p.arg_name: " ".join(p.description.split()) for p in parsed.params if p.description}
+    return (parsed.short_description or "").strip(), params
+
+
+def _signature_tool(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
+    tool_name = name or getattr(fn, "__name__", None) or type(fn).__name__
+    who = f"tool {tool_name!r}"
+    is_async = is_async_callable(fn)
+    if not is_async:
+        _check_plain_callable(fn, who)
+    # A callable object's annotations are on its class's __call__.
+    annotated = fn if inspect.isroutine(fn) else getattr(type(fn), "__call__", fn)  # noqa: B004
+    try:
+        hints = typing.get_type_hints(annotated, include_extras=True)
+    except NameError as exc:
+        raise TypeError(f"{who}: unresolved annotation: {exc}") from None
+    except TypeError:  # an object typing cannot read (a functools.partial): no annotations
+        hints = {}
     signature = inspect.signature(fn)
+    summary, param_docs = _param_docs(inspect.getdoc(fn) or "")
+    deriver = SchemaDeriver()
     properties: dict[str, JSONSchema] = {}
     required: list[str] = []
     context_params: list[str] = []
@@ -312,48 +386,69 @@ def _signature_tool(
     # plain function a parameter named self or cls is an ordinary argument.
     for param in signature.parameters.values():
         annotation = hints.get(param.name, Any)
-        if annotation is ToolContext or ToolContext in typing.get_args(annotation):
+        bare = strip_annotated(annotation)
+        if bare is ToolContext or ToolContext in typing.get_args(bare):
             context_params.append(param.name)
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"@tool {fn.__name__}: *args/**kwargs are not supported")
-        properties[param.name] = schema_for_type(annotation)
+            raise TypeError(f"{who}: *args/**kwargs are not supported")
+        if param.kind is param.POSITIONAL_ONLY:
+            raise TypeError(f"{who}: parameter {param.name!r} is positional-only")
+        try:
+            prop = deriver.schema(annotation)
+        except TypeError as exc:
+            raise TypeError(f"{who}: parameter {param.name!r}: {exc}") from None
+        text = annotated_description(annotation) or param_docs.get(param.name)
+        if text and "description" not in prop:
+            prop = {**prop, "description": text}
+        properties[param.name] = prop
         if param.default is inspect.Parameter.empty:
             required.append(param.name)
-        if _needs_structuring(annotation):
-            structured[param.name] = annotation
+        if _needs_structuring(bare):
+            structured[param.name] = bare
     schema: JSONSchema = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
     schema["additionalProperties"] = False
-    doc = inspect.getdoc(fn) or ""
-    first_line = doc.strip().splitlines()[0] if doc.strip() else ""
+    schema = deriver.rooted(schema)
+    run: Callable[..., Awaitable[Any]] = fn if is_async else _InThread(fn)
 
     async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         kwargs = dict(args)
         for key, annotation in structured.items():
             if key in kwargs:
-                kwargs[key] = payloads.structure(kwargs[key], annotation)
+                try:
+                    kwargs[key] = payloads.structure(kwargs[key], annotation)
+                except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
+                    why = describe_structure_error(exc, root=f"$.{key}")
+                    return ToolResult.error(f"Invalid arguments for tool '{tool_name}': {why}")
         for key in context_params:
             kwargs[key] = ctx
-        return _to_result(await fn(**kwargs))
+        return _to_result(await run(**kwargs))
 
-    return Tool(
-        name=name or fn.__name__,
-        description=description if description is not None else first_line,
-        input_schema=schema,
-        source=ToolSource.NATIVE,
-        execute=execute,
-    )
+    try:
+        return Tool(
+            name=tool_name,
+            description=description if description is not None else summary,
+            input_schema=schema,
+            source=ToolSource.NATIVE,
+            execute=execute,
+        )
+    except SchemaError as exc:
+        raise TypeError(f"{who}: {exc}") from None
 
 
 _NON_JSON_CONTAINERS = (tuple, set, frozenset)
 
 
 def _needs_structuring(annotation: Any) -> bool:
-    # JSON gives dicts and lists: attrs classes, enums, tuples and sets need cattrs.
+    # JSON gives dicts and lists: classes, enums, tuples and sets need cattrs (or pydantic).
     if isinstance(annotation, type) and (
-        attrs.has(annotation) or issubclass(annotation, enum.Enum)
+        attrs.has(annotation)
+        or dataclasses.is_dataclass(annotation)
+        or typing.is_typeddict(annotation)
+        or issubclass(annotation, enum.Enum)
+        or is_pydantic_model(annotation)
     ):
         return True
     if annotation in _NON_JSON_CONTAINERS or typing.get_origin(annotation) in _NON_JSON_CONTAINERS:
@@ -362,41 +457,52 @@ def _needs_structuring(annotation: Any) -> bool:
 
 
 @overload
-def tool(fn: Callable[..., Awaitable[Any]], /) -> Tool: ...
+def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
     *, name: str | None = None, description: str | None = None
-) -> Callable[[Callable[..., Awaitable[Any]]], Tool]: ...
+) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
-    fn: Callable[..., Awaitable[Any]] | None = None,
+    fn: Callable[..., Any] | None = None,
     /,
     *,
     name: str | None = None,
     description: str | None = None,
-) -> Tool | Callable[[Callable[..., Awaitable[Any]]], Tool]:
-    """Make a native :class:`Tool` from an async function's signature.
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a native :class:`Tool` from a function's signature, ``async def`` or plain.
 
-    The name is the function's, the description its docstring's first line, and the
-    input schema comes from the annotations: ``str, int, float, bool, list, dict,
-    tuple, Optional`` (which also accepts ``null``), ``Literal``, enums and attrs
-    classes. A parameter annotated :class:`ToolContext` is injected, not exposed. Use
-    as ``@tool`` or ``@tool(name=..., description=...)``.
+    The name is the function's and the description its docstring's first line. Each
+    parameter's description comes from ``Annotated[T, "text"]`` (the first ``str``
+    metadata) or else from the docstring's parameter section, in the Google
+    (``Args:``), NumPy (``Parameters``) or reST (``:param x:``) style. The input schema
+    comes from the annotations: ``str, int, float, bool, list, dict, tuple, Optional``
+    (which also accepts ``null``), ``Literal``, enums, attrs classes, dataclasses,
+    ``TypedDict`` and pydantic models, nested in one another; the function receives
+    instances. A type that cannot be described raises :class:`TypeError` here, naming
+    the tool and the parameter. A parameter annotated :class:`ToolContext` is injected,
+    not exposed. Use as ``@tool`` or ``@tool(name=..., description=...)``.
 
+    - A plain (sync) function runs in a Trio worker thread, so it may block. A cancel
+      (the turn's, a timeout, an enclosing scope) returns at once; Python cannot stop a
+      thread, so the function runs on to its end in the background and its value is
+      dropped. A long one can look at ``ctx.cancel.is_cancelled`` to stop early.
     - ``int`` maps to ``"integer"`` and ``float`` to ``"number"``. SPEC §6 maps both to
       ``"number"``; this is a deliberate difference: ``"integer"`` is the more precise
       schema, models fill it well, and it keeps ``1.5`` out of an ``int`` parameter.
     - A fixed tuple ``tuple[int, str]`` is an array of exactly those items (draft-07
       ``items: [...]`` with ``minItems``/``maxItems``); only ``tuple[X, ...]`` is an
       array of any length. The function receives a ``tuple``.
-    - attrs classes, enums, tuples and sets are structured with cattrs, strictly:
-      ``"false"`` is not a ``bool``, ``1.5`` not an ``int``, ``3`` not a ``str``.
+    - Classes, enums, tuples and sets are structured with cattrs, strictly (pydantic
+      models by pydantic): ``"false"`` is not a ``bool``, ``1.5`` not an ``int``, ``3``
+      not a ``str``. Arguments that fail are an error result naming the field, sent back
+      to the model; the function does not run.
     - ``self`` and ``cls`` are left out only where Python binds them (a bound method,
       a classmethod); in a plain function they are ordinary parameters.
     """
     if fn is not None:
         return _signature_tool(fn, name, description)
 
-    def decorate(inner: Callable[..., Awaitable[Any]]) -> Tool:
+    def decorate(inner: Callable[..., Any]) -> Tool:
         return _signature_tool(inner, name, description)
 
     return decorate

@@ -9,14 +9,16 @@ and a child's §10 suspension escalates to the nearest ``wait_for`` or up to the
 
 Modules: ``_types`` (the data), ``_inbox`` (the unsolicited rail's block), ``_budget``
 (carve and live checks), ``_escalation`` (``data.path`` and answer routing), ``_task``
-(the ``task`` tool), ``_turn`` (one turn on the shared loop), ``_runtime`` (the verbs),
-``_snapshot`` (the table as JSON) and ``_level1`` (``agent``).
+(the ``task`` tool), ``_turn`` (one turn on the shared loop), ``_table`` (the handle
+table: ids, walks, closed handles), ``_runtime`` (the verbs), ``_snapshot`` (the table as
+JSON) and ``_level1`` (``agent``).
 
 Personas (SPEC §7E) ride on it: ``_soul`` (:func:`compose_soul`), ``_memory``
 (:func:`memory_tool`), ``_persona`` (:func:`agent_from_dir`) and ``_heartbeat``
 (:func:`start_agent`).
 """
 
+from .._opening import opener as _opener
 from ._heartbeat import StartedAgent as StartedAgent
 from ._heartbeat import start_agent as start_agent
 from ._level1 import Agent as Agent
@@ -24,10 +26,11 @@ from ._level1 import agent as agent
 from ._memory import memory_tool as memory_tool
 from ._persona import agent_from_dir as agent_from_dir
 from ._runtime import AgentRuntime as AgentRuntime
-from ._runtime import open_agent_runtime as open_agent_runtime
+from ._runtime import open_agent_runtime as _open_agent_runtime
 from ._soul import BOOTSTRAP_ORDER as BOOTSTRAP_ORDER
 from ._soul import HEARTBEAT_OK as HEARTBEAT_OK
 from ._soul import compose_soul as compose_soul
+from ._types import LIMIT_COMPLETION as LIMIT_COMPLETION
 from ._types import LIMIT_MAX_CHILDREN as LIMIT_MAX_CHILDREN
 from ._types import LIMIT_MAX_CONCURRENT as LIMIT_MAX_CONCURRENT
 from ._types import LIMIT_MAX_DEPTH as LIMIT_MAX_DEPTH
@@ -35,6 +38,15 @@ from ._types import LIMIT_MAX_TOKENS as LIMIT_MAX_TOKENS
 from ._types import LIMIT_MAX_TOOL_CALLS as LIMIT_MAX_TOOL_CALLS
 from ._types import LIMIT_MAX_TURNS as LIMIT_MAX_TURNS
 from ._types import LIMIT_MAX_WALL_MS as LIMIT_MAX_WALL_MS
+from ._types import LIMIT_TIMEOUT as LIMIT_TIMEOUT
+from ._types import LIMITS as LIMITS
+from ._types import TASK_STATUS_CLOSED as TASK_STATUS_CLOSED
+from ._types import TASK_STATUS_DONE as TASK_STATUS_DONE
+from ._types import TASK_STATUS_ERROR as TASK_STATUS_ERROR
+from ._types import TASK_STATUS_INCOMPLETE as TASK_STATUS_INCOMPLETE
+from ._types import TASK_STATUS_INTERRUPTED as TASK_STATUS_INTERRUPTED
+from ._types import TASK_STATUS_PENDING as TASK_STATUS_PENDING
+from ._types import TASK_STATUS_TIMEOUT as TASK_STATUS_TIMEOUT
 from ._types import TASK_STATUSES as TASK_STATUSES
 from ._types import AgentDef as AgentDef
 from ._types import Budget as Budget
@@ -46,9 +58,15 @@ from ._types import PostResult as PostResult
 from ._types import SpawnError as SpawnError
 from ._types import TaskResult as TaskResult
 
+open_agent_runtime = _opener("runtime")(_open_agent_runtime)
+"""The public :func:`open_agent_runtime`: a forgotten ``async with`` or a stray ``await``
+is an error showing the line to write (``toolnexus_trio._opening``)."""
+
 __all__ = [
     "BOOTSTRAP_ORDER",
     "HEARTBEAT_OK",
+    "LIMITS",
+    "LIMIT_COMPLETION",
     "LIMIT_MAX_CHILDREN",
     "LIMIT_MAX_CONCURRENT",
     "LIMIT_MAX_DEPTH",
@@ -56,7 +74,15 @@ __all__ = [
     "LIMIT_MAX_TOOL_CALLS",
     "LIMIT_MAX_TURNS",
     "LIMIT_MAX_WALL_MS",
+    "LIMIT_TIMEOUT",
     "TASK_STATUSES",
+    "TASK_STATUS_CLOSED",
+    "TASK_STATUS_DONE",
+    "TASK_STATUS_ERROR",
+    "TASK_STATUS_INCOMPLETE",
+    "TASK_STATUS_INTERRUPTED",
+    "TASK_STATUS_PENDING",
+    "TASK_STATUS_TIMEOUT",
     "Agent",
     "AgentDef",
     "AgentRuntime",

@@ -1,4 +1,8 @@
 """The agent loop, with one Trio nursery per turn; both client kinds run it.
+This module is long because :class:`Client` is the loop's one public class (run, resume,
+answer, ask, stream, translate, metrics) with the drive they share; what can stand
+alone already lives beside it (a turn's tool calls, turn sources, conversations,
+durable answers, cost).
 
 :func:`create_in_process_client` and :func:`create_client` build the same
 :class:`Client`; they differ only in the :class:`~toolnexus_trio.loop._turns.TurnSource` that
@@ -11,6 +15,10 @@ and nothing else. Results go back to the model
 in call order. The run itself sits in a cancel scope bound to the run's token and to
 ``run_timeout_ms``, so a cancel or a deadline also covers model calls, tools and
 ``wait_for``. No task outlives :meth:`Client.run`.
+
+Long because it is the one loop and the public :class:`Client` around it (run, stream,
+resume, translate, metrics); the tool calls, conversations, durable answers and costs
+live in their own modules.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 
@@ -34,6 +42,7 @@ from ..stores._base import ConversationStore
 from ..stores._memory import InMemoryConversationStore
 from ._conversation import Conversation
 from ._conversation import ask as _ask
+from ._cost import Prices, check_prices, cost_of
 from ._durable import answer as _answer
 from ._metrics import PrometheusRegistry
 from ._parts import PartLedger, prompt_content
@@ -150,6 +159,9 @@ class Client(ToolCalls):
             options.store if options.store is not None else InMemoryConversationStore()
         )
         self._registry = PrometheusRegistry()
+        prices = getattr(options, "prices", None)  # the HTTP client's (issue 38)
+        check_prices(prices)
+        self._prices: Prices | None = prices
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -163,6 +175,15 @@ class Client(ToolCalls):
     async def __aexit__(self, *exc_info: object) -> None:
         with trio.move_on_after(1, shield=True):
             await self.aclose()
+
+    if not TYPE_CHECKING:  # hidden from type checkers, which should flag the `await`
+
+        def __await__(self) -> NoReturn:
+            # Python would say "object Client can't be used in 'await' expression".
+            raise TypeError(
+                "a Client is not awaited: write `async with create_client(options) as "
+                "client:` (or create_in_process_client), without `await`"
+            )
 
     # -- public API ---------------------------------------------------------
 
@@ -292,6 +313,8 @@ class Client(ToolCalls):
             records=list(result.tool_calls),
             usage=dict(result.usage),
             turns=result.turns,
+            cost=result.cost if result.cost is not None else (0.0 if result.turns == 0 else None),
+            model=result.model,
         )
 
         async def body() -> None:
@@ -352,6 +375,11 @@ class Client(ToolCalls):
     def conversation(self, toolkit: Toolkit | None = None) -> Conversation:
         """A :class:`Conversation` (``send``, ``messages``, ``reset``) over this client."""
         return Conversation(self, toolkit)
+
+    def observe_metric(self, event: dict[str, Any]) -> None:
+        """Record one metric event as the loop does (the registry, then ``on_metric``):
+        how a model source reports what only it sees (a fallback's attempts)."""
+        self._metric(event)
 
     def metrics(self) -> str:
         """The Prometheus text (SPEC §8 "Observability") of this client's activity."""
@@ -480,7 +508,9 @@ class Client(ToolCalls):
                 run.status, run.limit = "incomplete", "runTimeout"
                 result = self._result(run)
                 self._metric_run(run, started, error="timeout")
-                raise RunTimeout(f"run timeout after {timeout_ms}ms", result)
+                raise RunTimeout(
+                    f"run timeout after {timeout_ms}ms (client run_timeout_ms budget)", result
+                )
         self._metric_run(run, started)
         return self._result(run)
 
@@ -512,10 +542,11 @@ class Client(ToolCalls):
             tool_calls=run.records,
             turns=run.turns,
             usage=run.usage,
-            model=self.options.model,
+            model=run.model or self.options.model,
             pending=run.suspended[0].request if halted else None,
             limit=run.limit,
             suspended=tuple(run.suspended) if halted else (),
+            cost=run.cost if self._prices else None,
             toolkit=run.toolkit,
         )
 
@@ -542,6 +573,7 @@ class Client(ToolCalls):
                         model = str(change["model"])
             if run.parts.error is not None:
                 raise run.parts.error
+            run.model = model
             produced = await self._call_model(
                 GenerateRequest(
                     model=model,
@@ -554,9 +586,14 @@ class Client(ToolCalls):
                 run.parts.summaries,
             )
             response, usage = produced.response, produced.usage
+            run.model = produced.model or model  # a fallback provider's, when it answered
             run.turns += 1
             for key, value in usage.items():
-                run.usage[key] += value
+                # cache_read_tokens / cache_write_tokens appear only when a provider says.
+                run.usage[key] = run.usage.get(key, 0) + value
+            if run.cost is not None:
+                cost = cost_of(self._prices, produced.model or model, produced.usage)
+                run.cost = None if cost is None else run.cost + cost
             if self._hooks.after_llm is not None:
                 await self._llm_hook(
                     self._hooks.after_llm, {"response": produced.raw, "model": model, "turn": turn}
@@ -574,6 +611,8 @@ class Client(ToolCalls):
                     }
                     for c in calls
                 ]
+            if produced.extra:
+                assistant.update(produced.extra)  # provider state the wire needs back
             run.messages.append(assistant)
             run.text = response.content
             # A streamed turn already sent its text as deltas.
@@ -606,11 +645,22 @@ class Client(ToolCalls):
             )  # fmt: skip
             raise
         usage = produced.usage
-        self._metric(
-            {"event": "llm", "model": request.model, "status": "ok", "ms": _ms(started),
-             "prompt_tokens": usage["prompt_tokens"],
-             "completion_tokens": usage["completion_tokens"], **extra}
-        )  # fmt: skip
+        event: dict[str, Any] = {
+            "event": "llm",
+            "model": produced.model or request.model,
+            "status": "ok",
+            "ms": _ms(started),
+            "prompt_tokens": usage["prompt_tokens"],
+            "completion_tokens": usage["completion_tokens"],
+            **extra,
+        }
+        if len(usage) > 3:  # the cache counts, when the provider gave them
+            for key in ("cache_read_tokens", "cache_write_tokens"):
+                if key in usage:
+                    event[key] = usage[key]
+        if self._prices:
+            event["cost"] = cost_of(self._prices, produced.model or request.model, usage)
+        self._metric(event)
         return produced
 
     async def _llm_hook(self, fn: HookFn, event: dict[str, Any]) -> Any:
@@ -623,13 +673,15 @@ class Client(ToolCalls):
     def _metric_run(self, run: _Run, started: float, error: str | None = None) -> None:
         event: dict[str, Any] = {
             "event": "run",
-            "model": self.options.model,
+            "model": run.model or self.options.model,
             "turns": run.turns,
             "tool_calls": len(run.records),
             "total_tokens": run.usage["total_tokens"],
             "ms": _ms(started),
             "status": run.status,
         }
+        if self._prices:
+            event["cost"] = run.cost
         if error is not None:
             event["error"] = error
         self._metric(event)

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("toolnexus_trio")
 
-_REGISTRY_EVENTS = frozenset({"llm", "tool", "run", "sample"})
+_REGISTRY_EVENTS = frozenset({"llm", "tool", "run", "sample", "attempt"})
 
 
 @attrs.define
@@ -63,6 +63,8 @@ class _Run:
         factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     )
     turns: int = 0
+    # The run's cost so far (issue 38): None once a call of it had no price.
+    cost: float | None = 0.0
     text: str = ""
     status: RunStatus = "done"
     limit: str | None = None
@@ -72,6 +74,7 @@ class _Run:
     # does the turn gather its relay calls, so a run without relay tools never looks.
     relayed: bool = False
     parts: PartLedger = attrs.field(factory=PartLedger)
+    model: str | None = None  # the last turn's (before_llm may change it): RunResult.model
 
 
 async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:

@@ -36,12 +36,17 @@ _AUDIO_FORMATS = {"audio/mpeg": "mp3", "audio/mp3": "mp3", "audio/wav": "wav", "
 
 
 def encode_part(part: ContentPart | Mapping[str, Any], style: str) -> dict[str, Any]:
-    """The provider block of *part* for *style* (``"openai"`` or ``"anthropic"``).
+    """The provider block of *part* for *style* (``"openai"``, ``"anthropic"``,
+    ``"responses"`` or ``"gemini"``).
 
     Raises :class:`~toolnexus_trio.UnsupportedPartError` when the style has no shape
-    for it: audio to Anthropic, a URL file or a non-mp3/wav audio to OpenAI.
+    for it: audio to Anthropic or Responses, a URL file or a non-mp3/wav audio to OpenAI.
     """
     p = part if isinstance(part, ContentPart) else from_dict(part)
+    if style == "gemini":
+        return _gemini(p)
+    if style == "responses":
+        return _responses(p)
     if p.type == "text":
         return {"type": "text", "text": p.text}
     if style == "openai":
@@ -74,6 +79,35 @@ def _anthropic(p: ContentPart) -> dict[str, Any]:
         return {"type": kind, "source": {"type": "url", "url": p.url}}
     source = {"type": "base64", "media_type": p.mime_type, "data": p.data}
     return {"type": kind, "source": source}
+
+
+def _responses(p: ContentPart) -> dict[str, Any]:
+    if p.type == "text":
+        return {"type": "input_text", "text": p.text}
+    if p.type == "image":
+        return {"type": "input_image", "image_url": p.url or _data_url(p)}
+    if p.type == "file" and p.url is not None:
+        return {"type": "input_file", "file_url": p.url}
+    if p.type == "file":
+        return {"type": "input_file", "filename": p.name or "file", "file_data": _data_url(p)}
+    raise UnsupportedPartError(p.type, p.mime_type, "responses")
+
+
+def _gemini(p: ContentPart) -> dict[str, Any]:
+    """Gemini takes every media type, inline (base64) or by URI."""
+    if p.type == "text":
+        return {"text": p.text}
+    if p.url is not None:
+        return {"fileData": {"mimeType": p.mime_type, "fileUri": p.url}}
+    return {"inlineData": {"mimeType": p.mime_type, "data": p.data}}
+
+
+def tool_heading(name: str, call_id: str, style: str) -> dict[str, Any]:
+    """The text block that introduces a tool's parts outside its own result."""
+    text = f"Output of tool {name} ({call_id}):"
+    if style == "gemini":
+        return {"text": text}
+    return {"type": "input_text" if style == "responses" else "text", "text": text}
 
 
 def has_parts(content: object) -> bool:
@@ -141,8 +175,7 @@ def openai_messages(
             call_id = str(m.get("tool_call_id") or "")
             parts = tool_parts.get(call_id)
             if parts:
-                head = f"Output of tool {names.get(call_id, '')} ({call_id}):"
-                pending.append({"type": "text", "text": head})
+                pending.append(tool_heading(names.get(call_id, ""), call_id, "openai"))
                 pending += tool_blocks(parts, "openai", on_unsupported, max_part_bytes)
         content = m.get("content")
         if role != "tool" and has_parts(content):
