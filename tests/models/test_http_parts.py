@@ -284,3 +284,75 @@ async def test_a_stored_transcript_holds_no_path_and_tool_parts_stay_out():
     assert dumped.count(GOLDEN) == 1  # the prompt's part, once; the tool's part not at all
     # The third request re-sends the prompt's image from the transcript, nothing else.
     assert json.dumps(provider.requests[2].json).count(GOLDEN) == 1
+
+
+def test_block_shapes_of_the_responses_and_gemini_styles():
+    png = tn.image(PNG)
+    assert encode_part(png, "responses") == {"type": "input_image", "image_url": PNG_URL}
+    assert encode_part(tn.text("hi"), "responses") == {"type": "input_text", "text": "hi"}
+    pdf = tn.file(PNG_BYTES, mime_type="application/pdf")
+    assert encode_part(pdf, "responses") == {
+        "type": "input_file",
+        "filename": "file",
+        "file_data": f"data:application/pdf;base64,{GOLDEN}",
+    }
+    with pytest.raises(UnsupportedPartError, match="responses"):
+        encode_part(_mp3(), "responses")
+    inline = {"inlineData": {"mimeType": "image/png", "data": GOLDEN}}
+    assert encode_part(png, "gemini") == inline
+    assert encode_part(_mp3(), "gemini") == {"inlineData": {"mimeType": "audio/mpeg",
+                                                            "data": GOLDEN}}  # fmt: skip
+    assert encode_part(tn.image("https://x.test/a.png"), "gemini") == {
+        "fileData": {"mimeType": "image/png", "fileUri": "https://x.test/a.png"}
+    }
+
+
+async def test_responses_sends_prompt_and_tool_parts():
+    async with served("responses", [_calls("snap"), {"text": "seen"}]) as (provider, client):
+        result = await client.run([tn.text("look"), PICTURE], await _toolkit())
+    assert result.status == "done" and result.text == "seen"
+    first, second = provider.requests
+    image = {"type": "input_image", "image_url": PNG_URL}
+    assert first.json["input"] == [
+        {"role": "user", "content": [{"type": "input_text", "text": "look"}, image]}
+    ]
+    call_id = result.messages[1]["tool_calls"][0]["id"]
+    output, synthetic = second.json["input"][-2:]
+    assert output == {"type": "function_call_output", "call_id": call_id, "output": "took one"}
+    assert synthetic == {"role": "user", "content": [
+        {"type": "input_text", "text": f"Output of tool snap ({call_id}):"}, image,
+    ]}  # fmt: skip
+    assert GOLDEN not in json.dumps(result.messages[1:])
+
+
+async def test_responses_degrades_a_tools_audio_and_refuses_an_attached_one():
+    async with served("responses", [_calls("listen"), {"text": "heard"}]) as (provider, client):
+        result = await client.run("hear", await _toolkit())
+        assert result.status == "done"
+        assert provider.requests[1].json["input"][-1]["content"][1] == {
+            "type": "input_text",
+            "text": "[unsupported audio part (audio/mpeg, 82 bytes)]",
+        }
+        with pytest.raises(UnsupportedPartError, match="responses"):
+            await client.run([tn.text("hear"), _mp3()])
+    assert len(provider.requests) == 2
+
+
+async def test_gemini_sends_prompt_and_tool_parts():
+    script = [_calls("snap", "listen"), {"text": "seen"}]
+    async with served("gemini", script) as (provider, client):
+        result = await client.run([tn.text("look"), PICTURE], await _toolkit())
+    assert result.status == "done" and result.text == "seen"
+    first, second = provider.requests
+    image = {"inlineData": {"mimeType": "image/png", "data": GOLDEN}}
+    assert first.json["contents"] == [{"role": "user", "parts": [{"text": "look"}, image]}]
+    ids = [c["id"] for c in result.messages[1]["tool_calls"]]
+    (results,) = second.json["contents"][2:]
+    assert results["role"] == "user"
+    parts = results["parts"]
+    assert ["functionResponse" in p for p in parts] == [True, False, False, True, False, False]
+    assert parts[1:3] == [{"text": f"Output of tool snap ({ids[0]}):"}, image]
+    assert parts[4:] == [
+        {"text": f"Output of tool listen ({ids[1]}):"},
+        {"inlineData": {"mimeType": "audio/mpeg", "data": GOLDEN}},
+    ]

@@ -102,12 +102,16 @@ def _gemini(p: ContentPart) -> dict[str, Any]:
     return {"inlineData": {"mimeType": p.mime_type, "data": p.data}}
 
 
-def tool_heading(name: str, call_id: str, style: str) -> dict[str, Any]:
-    """The text block that introduces a tool's parts outside its own result."""
-    text = f"Output of tool {name} ({call_id}):"
+def text_block(text: str, style: str) -> dict[str, Any]:
+    """A text block of *style*."""
     if style == "gemini":
         return {"text": text}
     return {"type": "input_text" if style == "responses" else "text", "text": text}
+
+
+def tool_heading(name: str, call_id: str, style: str) -> dict[str, Any]:
+    """The text block that introduces a tool's parts outside its own result."""
+    return text_block(f"Output of tool {name} ({call_id}):", style)
 
 
 def has_parts(content: object) -> bool:
@@ -142,7 +146,7 @@ def tool_blocks(
         except ValueError:  # UnsupportedPartError, ContentPartError (over the cap)
             if on_unsupported == "error":
                 raise
-            out.append({"type": "text", "text": placeholder(p)})
+            out.append(text_block(placeholder(p), style))
     return out
 
 
