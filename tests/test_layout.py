@@ -54,7 +54,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("toolkit", {"_toolkit"}),
     ("stores", {"stores"}),
     ("loop", {"loop"}),
-    ("models and the gateway", {"models", "gateway"}),
+    ("models, the gateway and judgments", {"models", "gateway", "judge"}),
     ("agents", {"agents"}),
     ("commands and test tools", {"cli", "testing"}),
     ("facade", {"", "__main__", "content"}),

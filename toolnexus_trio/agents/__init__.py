@@ -11,7 +11,9 @@ Modules: ``_types`` (the data), ``_inbox`` (the unsolicited rail's block), ``_bu
 (carve and live checks), ``_escalation`` (``data.path`` and answer routing), ``_task``
 (the ``task`` tool), ``_turn`` (one turn on the shared loop), ``_table`` (the handle
 table: ids, walks, closed handles), ``_runtime`` (the verbs), ``_snapshot`` (the table as
-JSON) and ``_level1`` (``agent``).
+JSON) and ``_level1`` (``agent``). The harness (toolnexus 0.15): ``_completion`` (the
+gate's data), ``_harness`` (guardrails, the gate, :class:`Loop`) and ``_uses``
+(``agent(uses=...)``).
 
 Personas (SPEC §7E) ride on it: ``_soul`` (:func:`compose_soul`), ``_memory``
 (:func:`memory_tool`), ``_persona`` (:func:`agent_from_dir`) and ``_heartbeat``
@@ -19,6 +21,15 @@ Personas (SPEC §7E) ride on it: ``_soul`` (:func:`compose_soul`), ``_memory``
 """
 
 from .._opening import opener as _opener
+from ._completion import LIMIT_COMPLETION as LIMIT_COMPLETION
+from ._completion import Completion as Completion
+from ._completion import Verdict as Verdict
+from ._completion import all_todos_done as all_todos_done
+from ._harness import Loop as Loop
+from ._harness import Outcome as Outcome
+from ._harness import guarded_hooks as guarded_hooks
+from ._harness import harness as harness
+from ._harness import loop_unsupported as loop_unsupported
 from ._heartbeat import StartedAgent as StartedAgent
 from ._heartbeat import start_agent as start_agent
 from ._level1 import Agent as Agent
@@ -30,7 +41,6 @@ from ._runtime import open_agent_runtime as _open_agent_runtime
 from ._soul import BOOTSTRAP_ORDER as BOOTSTRAP_ORDER
 from ._soul import HEARTBEAT_OK as HEARTBEAT_OK
 from ._soul import compose_soul as compose_soul
-from ._types import LIMIT_COMPLETION as LIMIT_COMPLETION
 from ._types import LIMIT_MAX_CHILDREN as LIMIT_MAX_CHILDREN
 from ._types import LIMIT_MAX_CONCURRENT as LIMIT_MAX_CONCURRENT
 from ._types import LIMIT_MAX_DEPTH as LIMIT_MAX_DEPTH
@@ -88,16 +98,24 @@ __all__ = [
     "AgentRuntime",
     "Budget",
     "BudgetInfo",
+    "Completion",
     "Handle",
     "HandleView",
     "InboxItem",
+    "Loop",
+    "Outcome",
     "PostResult",
     "SpawnError",
     "StartedAgent",
     "TaskResult",
+    "Verdict",
     "agent",
     "agent_from_dir",
+    "all_todos_done",
     "compose_soul",
+    "guarded_hooks",
+    "harness",
+    "loop_unsupported",
     "memory_tool",
     "open_agent_runtime",
     "start_agent",

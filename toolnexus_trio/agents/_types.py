@@ -16,6 +16,7 @@ from .._cancel import CancelToken
 from .._tools import Tool
 from .._wire import Answer, Request
 from ..loop._results import Hooks, OnMetric
+from ._completion import LIMIT_COMPLETION, Completion
 
 HandleState = Literal["idle", "running", "suspended", "closed"]
 """The states of a handle (SPEC §7D "Handle state machine")."""
@@ -48,7 +49,6 @@ LIMIT_MAX_WALL_MS: Final = "maxWallMs"
 LIMIT_MAX_CHILDREN: Final = "maxChildren"
 LIMIT_MAX_CONCURRENT: Final = "maxConcurrent"
 LIMIT_MAX_DEPTH: Final = "maxDepth"
-LIMIT_COMPLETION: Final = "completion"
 LIMIT_TIMEOUT: Final = "timeout"
 
 LIMITS: Final[tuple[str, ...]] = (
@@ -147,7 +147,8 @@ class AgentDef:
     ``on_metric`` replace the runtime's for this agent (never merged).
     ``on_budget(info)`` decides what a reached limit does: ``"stop"`` (the default),
     ``"extend"`` (the limit no longer stops the current wake) or ``"suspend"`` (ask
-    for approval through §10).
+    for approval through §10). ``completion`` is the completion gate of each wake
+    (:class:`~toolnexus_trio.agents.Completion`; guardrails arrive compiled in ``hooks``).
 
     ``name`` is checked here (:func:`check_agent_name`): it becomes a segment of every
     handle id, so ``/``, ``#``, whitespace and control characters are refused with a
@@ -167,6 +168,7 @@ class AgentDef:
     hooks: Hooks | Any | None = None
     on_metric: OnMetric | None = None
     on_budget: OnBudget | None = None
+    completion: Completion | None = None
 
 
 @attrs.frozen
