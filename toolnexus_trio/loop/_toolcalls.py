@@ -1,7 +1,6 @@
 """One turn's tool calls: run concurrently in the turn's nursery, recorded in call order.
-This module is long because a call's whole life (hooks, the concurrency gate, direct and
-metered calls, §10 suspension and resume, content parts, declared cancelled results)
-shares one run state and its outcome slots; splitting it would pass them all around.
+This module is long because every path a call can take (hooks, ordering, suspension,
+``wait_for``, resume, cancel, metrics) ends in one place that records it.
 
 :class:`ToolCalls` is the part of :class:`~toolnexus_trio.Client` that executes the tool
 calls of one model message (hooks, ``concurrency_safe`` ordering, §10 suspension and
