@@ -9,9 +9,10 @@ import attrs
 
 from .._content import ContentPart
 from .._toolkit import Toolkit
+from .._tools import ToolResult
 from .._wire import Answer, Request
 from ..stores._base import ConversationStore
-from ._records import RunStatus, SuspendedCall, ToolCallRecord
+from ._records import InDoubtCall, RunStatus, SuspendedCall, ToolCallRecord
 from ._runjson import run_result_fields, run_result_to_json
 
 Message = dict[str, Any]
@@ -91,6 +92,8 @@ Prompt = str | Sequence[ContentPart | str]
 """A run's prompt: a string, or a list of content parts (a str in it is a text part)."""
 WaitFor = Callable[[Request], Awaitable[Answer]]
 OnMetric = Callable[[dict[str, Any]], None]
+InDoubtPolicy = Callable[[InDoubtCall], ToolResult | None]
+"""``on_in_doubt``: a call in flight at a crash -> its result, or ``None`` to run it again."""
 
 
 def timeout_alias(options: Any) -> None:
@@ -124,6 +127,11 @@ class InProcessOptions:
     :meth:`Client.ask` by id (default: a new in-memory store per client).
     ``max_part_bytes`` caps a content part's decoded bytes as for
     :class:`~toolnexus_trio.ClientOptions`.
+    ``durable`` makes each :meth:`Client.ask` with an id a crash-durable run (the
+    ``store`` must be a :class:`~toolnexus_trio.stores.CheckpointStore`), owned
+    under a lease of ``lease_ms`` renewed while it runs; ``on_in_doubt`` decides, on
+    :meth:`Client.recover`, what a call in flight at the crash becomes (see
+    "Crash-durable runs" in the docs; off by default, and nothing changes then).
     """
 
     model: str
@@ -139,6 +147,9 @@ class InProcessOptions:
     max_part_bytes: int | None = None
     timeout_ms: int | None = None
     """toolnexus 0.21's name for ``run_timeout_ms`` (either may be given)."""
+    durable: bool = False
+    lease_ms: int = 30_000
+    on_in_doubt: InDoubtPolicy | None = None
 
     def __attrs_post_init__(self) -> None:
         timeout_alias(self)
