@@ -11,6 +11,19 @@ import typing as _typing
 import attrs as _attrs
 
 from ._cancel import CancelToken as CancelToken
+from ._content import ContentPart as ContentPart
+from ._content import ContentPartError as ContentPartError
+from ._content import UnsupportedPartError as UnsupportedPartError
+from ._content import audio as audio
+from ._content import describe_part as describe_part
+from ._content import file as file
+from ._content import get_max_part_bytes as get_max_part_bytes
+from ._content import image as image
+from ._content import load_part as load_part
+from ._content import part as part
+from ._content import set_max_part_bytes as set_max_part_bytes
+from ._content import summarize as summarize
+from ._content import text as text
 from ._relay import relay_tool as relay_tool
 from ._sampling import Sampler as Sampler
 from ._sampling import SamplingLimits as SamplingLimits
@@ -91,6 +104,8 @@ __all__ = [
     "CancelToken",
     "Client",
     "ClientOptions",
+    "ContentPart",
+    "ContentPartError",
     "Conversation",
     "ConversationStore",
     "ErrorInfo",
@@ -135,25 +150,36 @@ __all__ = [
     "ToolkitOptions",
     "TranslateResult",
     "TranslatedToolCall",
+    "UnsupportedPartError",
     "agent",
     "answer_declined",
     "answer_output",
+    "audio",
     "compactor",
     "create_client",
     "create_in_process_client",
     "create_toolkit",
     "define_tool",
+    "describe_part",
     "empty_schema",
     "estimate_tokens",
+    "file",
+    "get_max_part_bytes",
     "http_tool",
+    "image",
     "list_skills",
+    "load_part",
     "open_agent_runtime",
     "open_toolkit",
+    "part",
     "pending",
     "pending_of",
     "relay_tool",
     "sampler_from_client",
     "sampler_from_generate",
+    "set_max_part_bytes",
+    "summarize",
+    "text",
     "tool",
 ]
 

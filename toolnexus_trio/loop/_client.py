@@ -48,6 +48,7 @@ from ._conversation import ask as _ask
 from ._cost import Prices, check_prices, cost_of
 from ._durable import answer as _answer
 from ._metrics import PrometheusRegistry
+from ._parts import PartLedger, prompt_content
 from ._results import (
     GenerateError,
     GenerateRequest,
@@ -57,6 +58,7 @@ from ._results import (
     InProcessOptions,
     InProcessResponse,
     Message,
+    Prompt,
     RunError,
     RunResult,
     RunTimeout,
@@ -190,13 +192,19 @@ class Client(ToolCalls):
 
     async def run(
         self,
-        prompt: str,
+        prompt: Prompt,
         toolkit: Toolkit | None = None,
         *,
         history: Sequence[Message] | None = None,
         cancel: CancelToken | None = None,
     ) -> RunResult:
         """Run the loop until the model answers, a tool suspends, or a limit is hit.
+
+        *prompt* is a string or a list of content parts (:func:`~toolnexus_trio.image`,
+        :func:`~toolnexus_trio.text`...; a str in the list is a text part), kept in order;
+        a part over ``max_part_bytes`` or one the model style cannot take fails the run
+        before any request (:class:`~toolnexus_trio.ContentPartError`,
+        :class:`~toolnexus_trio.UnsupportedPartError`).
 
         Cancelling *cancel* ends the run with ``status="cancelled"``; ``run_timeout_ms``
         raises :class:`RunTimeout`; cancelling an enclosing Trio scope raises
@@ -212,7 +220,7 @@ class Client(ToolCalls):
     @asynccontextmanager
     async def stream(
         self,
-        prompt: str,
+        prompt: Prompt,
         toolkit: Toolkit | None = None,
         *,
         history: Sequence[Message] | None = None,
@@ -353,7 +361,7 @@ class Client(ToolCalls):
 
     async def ask(
         self,
-        prompt: str,
+        prompt: Prompt,
         toolkit: Toolkit | None = None,
         *,
         id: str | None = None,
@@ -480,8 +488,9 @@ class Client(ToolCalls):
     # -- the loop -----------------------------------------------------------
 
     def _new_run(
-        self, prompt: str, toolkit: Toolkit | None, history: Sequence[Message] | None
+        self, prompt: Prompt, toolkit: Toolkit | None, history: Sequence[Message] | None
     ) -> _Run:
+        content, summaries = prompt_content(prompt, self.options.max_part_bytes)
         messages: list[Message] = list(history) if history else []
         if not messages:
             # SPEC §8 step 1: system_prompt + "\n\n" + skills_prompt(), either part
@@ -490,8 +499,8 @@ class Client(ToolCalls):
             system = "\n\n".join(p for p in (self.options.system_prompt, catalog) if p)
             if system:
                 messages.append({"role": "system", "content": system})
-        messages.append({"role": "user", "content": prompt})
-        return _Run(toolkit=toolkit, messages=messages)
+        messages.append({"role": "user", "content": content})
+        return _Run(toolkit=toolkit, messages=messages, parts=PartLedger(summaries=summaries))
 
     async def _drive(
         self, run: _Run, cancel: CancelToken | None, body: Awaitable[None]
@@ -587,10 +596,19 @@ class Client(ToolCalls):
                         tools = list(change["tools"])
                     if change.get("model"):
                         model = str(change["model"])
+            if run.parts.error is not None:
+                raise run.parts.error
             run.model = model
             produced = await self._call_model(
-                GenerateRequest(model=model, messages=run.messages, tools=tools or None, turn=turn),
+                GenerateRequest(
+                    model=model,
+                    messages=run.messages,
+                    tools=tools or None,
+                    turn=turn,
+                    parts=run.parts.by_call or None,
+                ),
                 run.emit,
+                run.parts.summaries,
             )
             response, usage = produced.response, produced.usage
             run.model = produced.model or model  # a fallback provider's, when it answered
@@ -638,14 +656,21 @@ class Client(ToolCalls):
             if run.checkpoint is not None:  # the turn's nursery closed: a consistent cut
                 await run.checkpoint.step(run)
 
-    async def _call_model(self, request: GenerateRequest, emit: Emit | None = None) -> Turn:
+    async def _call_model(
+        self,
+        request: GenerateRequest,
+        emit: Emit | None = None,
+        parts: list[dict[str, Any]] | None = None,
+    ) -> Turn:
         started = trio.current_time()
+        # What the request carried, {"type", "mimeType", "bytes"} each: never base64.
+        extra = {"parts": list(parts)} if parts else {}
         try:
             produced = await self._source.turn(request, emit)
         except Exception:
             self._metric(
                 {"event": "llm", "model": request.model, "status": "error", "ms": _ms(started),
-                 "prompt_tokens": 0, "completion_tokens": 0}
+                 "prompt_tokens": 0, "completion_tokens": 0, **extra}
             )  # fmt: skip
             raise
         usage = produced.usage
@@ -656,6 +681,7 @@ class Client(ToolCalls):
             "ms": _ms(started),
             "prompt_tokens": usage["prompt_tokens"],
             "completion_tokens": usage["completion_tokens"],
+            **extra,
         }
         if len(usage) > 3:  # the cache counts, when the provider gave them
             for key in ("cache_read_tokens", "cache_write_tokens"):

@@ -34,6 +34,7 @@ from .._tools import (
 from .._wire import Answer, Request
 from ._gate import _Gate, _gate_for, _is_relay, _raw_arguments, _relay_source
 from ._metrics import PrometheusRegistry
+from ._parts import PartLedger
 from ._records import RunStatus, SuspendedCall, ToolCallRecord
 from ._results import HookFn, Hooks, InProcessOptions, Message
 
@@ -75,6 +76,7 @@ class _Run:
     # Set when a call of the current turn relayed (SPEC §10 relay addendum): only then
     # does the turn gather its relay calls, so a run without relay tools never looks.
     relayed: bool = False
+    parts: PartLedger = attrs.field(factory=PartLedger)
     # The model the last turn was sent to (a before_llm hook may override it per turn):
     # what RunResult.model and the run metric report. None until a turn is sent.
     model: str | None = None
@@ -199,6 +201,8 @@ class ToolCalls:
                                result.metadata)
             )  # fmt: skip
             add_message({"role": "tool", "tool_call_id": call.id, "content": output})
+            if result.parts:  # beside the transcript, never in it
+                run.parts.take(call.id, result.parts, self.options)
 
     def _direct_tools(self, run: _Run, gate: _Gate | None) -> Mapping[str, Tool]:
         """The toolkit's tools, when this turn's calls may take :meth:`_direct_call`:
@@ -614,6 +618,8 @@ class ToolCalls:
                 record, message = _record_and_message(s.id, s.name, s.args, final)
                 run.records[s.record_index] = record
                 run.messages[s.message_index] = message
+                if final.parts:
+                    run.parts.take(s.id, final.parts, self.options)
                 request = pending_of(final)
                 if request is not None and (resuspend or _is_relay(run.toolkit, s.name, request)):
                     run.suspended.append(

@@ -54,6 +54,7 @@ from .._wire import Answer, Request
 from ._elicit import answer_from_elicit_result, elicitation_from_request
 from ._hints import annotations_from_hints
 from ._park import Park
+from ._parts import mcp_content
 from ._relay import Relay, can_elicit, can_sample
 from ._types import CallInfo, MCPServeConfig, OnCall
 
@@ -205,7 +206,7 @@ class ServedToolkit:
                     result = await self._by_elicitation(ctx, tool, args, request)
         self._report(tool, started, result)
         return types.CallToolResult(
-            content=[types.TextContent(text=result.output)], is_error=result.is_error
+            content=mcp_content(result.output, result.parts), is_error=result.is_error
         )
 
     async def _run(
@@ -352,7 +353,7 @@ class ServedToolkit:
                 result = _unanswerable(result, request)
         self._report(tool, started, result)
         return types.CallToolResult(
-            content=[types.TextContent(text=result.output)], is_error=result.is_error
+            content=mcp_content(result.output, result.parts), is_error=result.is_error
         )
 
     # ------------------------------------------------------------------ suspension
