@@ -57,3 +57,20 @@ def test_a_skill_and_a_search_load_their_parsers_when_used() -> None:
         "_re2_compile('a+', _re2_options())\n"
     )
     assert sorted(loaded_after(code)) == ["re2", "yaml"]
+
+
+def test_the_command_line_loads_the_tesseron_family_only_for_its_commands() -> None:
+    # ``serve --stdio`` and ``gateway --mcp`` are spawned by an MCP client for every
+    # session: the start-up they pay is the command line's imports (issue 39).
+    family = ("toolnexus_trio.gateway", "toolnexus_trio.tesseron")
+    probe = (
+        "import json, sys\nimport toolnexus_trio.cli\n"
+        f"print(json.dumps([m for m in {family!r} if m in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == []
+    from toolnexus_trio.cli import _commands
+
+    assert callable(_commands.run_host) and callable(_commands.run_gateway)
