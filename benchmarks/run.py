@@ -43,6 +43,7 @@ QUICK = dataclasses.replace(
 QUICK = dataclasses.replace(QUICK, http_rounds=1)  # scenarios 8-10
 QUICK = dataclasses.replace(QUICK, xf_rounds=1)  # scenario 17
 QUICK = dataclasses.replace(QUICK, store_rounds=1)  # scenario 18
+QUICK = dataclasses.replace(QUICK, conv_rounds=1)  # scenario 20
 
 
 def _json_child(argv: list[str], timeout: float) -> dict[str, Any]:
@@ -207,6 +208,10 @@ def collect(cfg: Config, only: set[int]) -> Raw:
         from benchmarks import hedge
 
         hedge.collect(cfg, add, _json_child, lambda label: _progress(label, t0))
+    if 20 in only:  # a thousand conversations in one process (issue 39), peers' venvs too
+        from benchmarks import conversations
+
+        conversations.collect(cfg.conv_rounds, cfg.conv_n, add, lambda label: _progress(label, t0))
     return raw
 
 
@@ -214,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 20)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 21)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"
