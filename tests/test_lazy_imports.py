@@ -74,3 +74,44 @@ def test_the_command_line_loads_the_tesseron_family_only_for_its_commands() -> N
     from toolnexus_trio.cli import _commands
 
     assert callable(_commands.run_host) and callable(_commands.run_gateway)
+
+
+HTTP_STACK = ("httpx2", "httpcore2", "h11", "h2", "toolnexus_trio.models")
+
+
+def _loaded(code: str, names: tuple[str, ...]) -> list[str]:
+    probe = (
+        f"{code}\nimport json, sys\nprint(json.dumps([m for m in {names!r} if m in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    return list(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_the_http_stack_waits_for_a_model_or_a_fetch() -> None:
+    # A toolkit, the builtins and the command line's start-up (serve --stdio, gateway
+    # --mcp) never load the HTTP stack: only a model client, webfetch, http_tool or an
+    # A2A agent do (issue 39).
+    code = (
+        "import toolnexus_trio, toolnexus_trio.cli\n"
+        "from toolnexus_trio import BuiltinsConfig, Toolkit, open_toolkit\n"
+        "from toolnexus_trio.builtins import builtin_tools\n"
+    )
+    assert _loaded(code, HTTP_STACK) == []
+    assert _loaded("from toolnexus_trio import create_client", HTTP_STACK) == list(HTTP_STACK)
+
+
+@pytest.mark.parametrize("name", ["ClientOptions", "ErrorInfo", "create_client", "http_tool"])
+def test_the_http_names_are_their_modules_own(name: str) -> None:
+    import toolnexus_trio.http_tools
+    import toolnexus_trio.models
+
+    home = toolnexus_trio.http_tools if name == "http_tool" else toolnexus_trio.models
+    assert getattr(toolnexus_trio, name) is getattr(home, name)
+    assert name in dir(toolnexus_trio)
+    assert name in toolnexus_trio.__all__
+    assert getattr(toolnexus_trio, name).__module__ in (
+        "toolnexus_trio",
+        "toolnexus_trio.http_tools",
+    )
