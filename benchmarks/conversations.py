@@ -11,8 +11,10 @@ turns have arrived, so every conversation is in flight at once when memory is me
     python -m benchmarks.conversations pydantic-ai --url URL --n 1000   # from its own venv
     python -m benchmarks.conversations openai-agents --url URL --n 1000
 
-Each side prints one JSON object: ``n``, ``tokens`` (streamed deltas received: tool-call
-chunks and text), ``kib_per_conversation`` (peak RSS during the run minus the RSS after
+Each side prints one JSON object: ``n``, ``tokens`` (the deltas the server streams, the
+same for every side: one tool call and ``TOKENS`` text deltas per conversation),
+``events`` (the streamed events the side's own API handed out; each framework counts
+differently), ``kib_per_conversation`` (peak RSS during the run minus the RSS after
 one warm-up conversation, over N), ``cpu_us_per_token`` (this process's CPU time for
 the run, all threads, over ``tokens``), ``wall_s``.
 
@@ -197,13 +199,15 @@ class _Meter:
 
 
 def _figures(
-    n: int, tokens: int, base_kib: int, meter: _Meter, cpu: float, wall: float
+    n: int, events: int, base_kib: int, meter: _Meter, cpu: float, wall: float
 ) -> dict[str, Any]:
+    tokens = n * (TOKENS + 1)
     return {
         "n": n,
         "tokens": tokens,
+        "events": events,
         "kib_per_conversation": (meter.peak - base_kib) / n,
-        "cpu_us_per_token": cpu * 1e6 / max(tokens, 1),
+        "cpu_us_per_token": cpu * 1e6 / tokens,
         "wall_s": wall,
         "peak_rss_kib": meter.peak,
     }

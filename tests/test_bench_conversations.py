@@ -43,7 +43,7 @@ def test_ours_runs_every_conversation_and_the_rows_are_built() -> None:
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     # Every conversation streamed its tool call and every text delta of its answer.
     assert out["n"] == 8
-    assert out["tokens"] == 8 * (conversations.TOKENS + 1)
+    assert out["tokens"] == out["events"] == 8 * (conversations.TOKENS + 1)
     assert out["cpu_us_per_token"] > 0
     rows = conversations.rows({"conversations": {"ours": [out]}})
     assert [row.unit for row in rows] == ["KiB", "µs"]
