@@ -20,7 +20,10 @@ the run, all threads, over ``tokens``), ``wall_s``.
 
 The peers are driven through their public APIs only (pydantic-ai's ``Agent.iter`` with
 streamed model requests, the OpenAI Agents SDK's ``Runner.run_streamed``), each with its
-own defaults (their HTTP clients are their own: no pool handed in). This module imports
+own defaults but one: each is handed an ``httpx.AsyncClient`` of N connections (the
+OpenAI SDK's default pool stops at 100, so 900 conversations would wait for a connection
+behind answers the server holds until all N are asked: a deadlock, not a figure). Ours
+runs on its client's defaults. This module imports
 only the standard library at the top: the peers run it from their own virtualenvs.
 """
 
@@ -292,12 +295,15 @@ async def _wave(n: int, url: str, one: Callable[[], Any], counted: list[int]) ->
 
 
 def pydantic_ai(url: str, n: int) -> dict[str, Any]:
+    import httpx
     from pydantic_ai import Agent
     from pydantic_ai.messages import PartDeltaEvent, PartStartEvent
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    agent = Agent(OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=url, api_key=KEY)))
+    pool = httpx.AsyncClient(limits=httpx.Limits(max_connections=n), timeout=600)
+    provider = OpenAIProvider(base_url=url, api_key=KEY, http_client=pool)
+    agent = Agent(OpenAIChatModel(MODEL, provider=provider))
 
     @agent.tool_plain
     def lookup(city: str) -> str:
@@ -338,8 +344,11 @@ def openai_agents(url: str, n: int) -> dict[str, Any]:
         """Look a city's code up."""
         return f"code of {city}: 75"
 
+    import httpx
+
+    pool = httpx.AsyncClient(limits=httpx.Limits(max_connections=n), timeout=600)
     model = OpenAIChatCompletionsModel(
-        model=MODEL, openai_client=AsyncOpenAI(base_url=url, api_key=KEY)
+        model=MODEL, openai_client=AsyncOpenAI(base_url=url, api_key=KEY, http_client=pool)
     )
     agent = Agent(name="bench", instructions="Answer.", model=model, tools=[lookup])
     counted = [0]
