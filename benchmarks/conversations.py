@@ -20,7 +20,7 @@ the run, all threads, over ``tokens``), ``wall_s``.
 
 The peers are driven through their public APIs only (pydantic-ai's ``Agent.iter`` with
 streamed model requests, the OpenAI Agents SDK's ``Runner.run_streamed``), each with its
-own defaults but one: each is handed an ``httpx.AsyncClient`` of N connections (the
+own defaults but one: each is handed an ``httpx2.AsyncClient`` of N connections (the
 OpenAI SDK's default pool stops at 100, so 900 conversations would wait for a connection
 behind answers the server holds until all N are asked: a deadlock, not a figure). Ours
 runs on its client's defaults. This module imports
@@ -295,13 +295,13 @@ async def _wave(n: int, url: str, one: Callable[[], Any], counted: list[int]) ->
 
 
 def pydantic_ai(url: str, n: int) -> dict[str, Any]:
-    import httpx
+    import httpx2
     from pydantic_ai import Agent
     from pydantic_ai.messages import PartDeltaEvent, PartStartEvent
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    pool = httpx.AsyncClient(limits=httpx.Limits(max_connections=n), timeout=600)
+    pool = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=n), timeout=600)
     provider = OpenAIProvider(base_url=url, api_key=KEY, http_client=pool)
     agent = Agent(OpenAIChatModel(MODEL, provider=provider))
 
@@ -344,9 +344,9 @@ def openai_agents(url: str, n: int) -> dict[str, Any]:
         """Look a city's code up."""
         return f"code of {city}: 75"
 
-    import httpx
+    import httpx2
 
-    pool = httpx.AsyncClient(limits=httpx.Limits(max_connections=n), timeout=600)
+    pool = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=n), timeout=600)
     model = OpenAIChatCompletionsModel(
         model=MODEL, openai_client=AsyncOpenAI(base_url=url, api_key=KEY, http_client=pool)
     )
