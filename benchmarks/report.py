@@ -25,8 +25,8 @@ from benchmarks.a2a import SCENARIO_TEXT as A2A_SCENARIO_TEXT
 from benchmarks.agent import FANOUT_SLEEP_S
 from benchmarks.agents_runtime import SCENARIO_TEXT as AGENTS_SCENARIO_TEXT
 from benchmarks.compaction import SCENARIO_TEXT as COMPACTION_SCENARIO_TEXT
-from benchmarks.durable import SCENARIO_TEXT as DURABLE_SCENARIO_TEXT
 from benchmarks.conversations import SCENARIO_TEXT as CONVERSATIONS_SCENARIO_TEXT
+from benchmarks.durable import SCENARIO_TEXT as DURABLE_SCENARIO_TEXT
 from benchmarks.hedge import SCENARIO_TEXT as HEDGE_SCENARIO_TEXT
 from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
 from benchmarks.http_suite import http_rows
