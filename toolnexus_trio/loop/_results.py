@@ -99,6 +99,8 @@ class InProcessOptions:
     (0 = unbounded). ``on_metric`` receives ``llm``, ``tool`` and ``run`` events (and
     ``progress`` / ``log`` from Tesseron tools). ``store`` keeps the transcripts of
     :meth:`Client.ask` by id (default: a new in-memory store per client).
+    ``tracer_provider``, ``meter_provider`` and ``capture_content``: OpenTelemetry
+    spans and metrics (see :doc:`tracing`); the global providers by default.
     """
 
     model: str
@@ -111,6 +113,9 @@ class InProcessOptions:
     run_timeout_ms: int = 0
     on_metric: OnMetric | None = None
     store: ConversationStore | None = None
+    tracer_provider: Any = None
+    meter_provider: Any = None
+    capture_content: bool = False
 
 
 @attrs.frozen
@@ -124,7 +129,9 @@ class RunResult:
     (the run's token was cancelled). ``messages`` is the whole transcript, balanced:
     every tool call has its tool message. ``cost`` is what the run's model calls cost
     at the HTTP client's ``prices`` (``None`` without prices, or when a call's model
-    has none: never a guess); :meth:`to_json` does not keep it.
+    has none: never a guess); :meth:`to_json` does not keep it. ``trace_parent``: the
+    span of a pending run while tracing is on (kept by :meth:`to_json`), so that
+    :meth:`Client.resume` links its span to it.
     """
 
     text: str
@@ -139,6 +146,8 @@ class RunResult:
     suspended: tuple[SuspendedCall, ...] = ()
     cost: float | None = None
     _toolkit: Toolkit | None = attrs.field(default=None, repr=False, eq=False, alias="toolkit")
+    # The W3C traceparent of a pending run's span (tracing on only): a resume links to it.
+    trace_parent: str | None = attrs.field(default=None, repr=False, eq=False)
 
     @property
     def tool_call_count(self) -> int:

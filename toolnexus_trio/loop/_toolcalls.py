@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .. import _tracing
 from .._cancel import CancelToken
 from .._relay import RELAY_KIND, relay_call, relay_request, relay_result
 from .._toolkit import Toolkit
@@ -72,6 +73,9 @@ class _Run:
     # Set when a call of the current turn relayed (SPEC §10 relay addendum): only then
     # does the turn gather its relay calls, so a run without relay tools never looks.
     relayed: bool = False
+    # The run's OpenTelemetry tracer (None: tracing off) and content capture.
+    tracer: Any = None
+    capture: bool = False
 
 
 async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
@@ -206,35 +210,38 @@ class ToolCalls:
         """
         # No _Meter here (one object fewer per in-flight call): locals, and a meter
         # only for a call that suspends and is answered (its re-run meters itself).
-        source = _SOURCE_LABEL[tool.source]
-        started = math.nan
-        metered = False
-        result: ToolResult | None = None
-        try:
-            args = call.args
-            result = tool._invalid(args)
-            if result is None:
-                started = trio.current_time()
-                try:
-                    await trio.lowlevel.checkpoint_if_cancelled()
-                    execute, native = tool._direct()
-                    value = await execute(args, ToolContext(token, call.id))
-                    result = tool._value_result(value, native)
-                except Exception as exc:
-                    result = ToolResult.error(describe_exception(exc))
-            metered = True
-            self._metric_tool(call.name, result, source, started)
-            request = pending_of(result)
-            if request is not None:
-                meter = _Meter(started, source, metered=True)
-                result = await self._suspended(run, call, args, result, request, token, meter)
-            outcomes[index] = _Outcome(result, args)
-        except* Exception as group:
-            # As in _call_task: a tool's own nursery that failed while being cancelled.
-            outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
-        finally:
-            if not metered:
-                self._metric_tool(call.name, ToolResult.error("cancelled"), source, started)
+        with _tracing.tool_span(run.tracer, call, run.capture) as live:
+            source = _SOURCE_LABEL[tool.source]
+            started = math.nan
+            metered = False
+            result: ToolResult | None = None
+            try:
+                args = call.args
+                result = tool._invalid(args)
+                if result is None:
+                    started = trio.current_time()
+                    try:
+                        await trio.lowlevel.checkpoint_if_cancelled()
+                        execute, native = tool._direct()
+                        value = await execute(args, ToolContext(token, call.id))
+                        result = tool._value_result(value, native)
+                    except Exception as exc:
+                        result = ToolResult.error(describe_exception(exc))
+                metered = True
+                self._metric_tool(call.name, result, source, started)
+                request = pending_of(result)
+                if request is not None:
+                    meter = _Meter(started, source, metered=True)
+                    result = await self._suspended(run, call, args, result, request, token, meter)
+                outcomes[index] = _Outcome(result, args)
+                if live is not _tracing.NOOP:
+                    _tracing.end_tool(live, result, run.capture)
+            except* Exception as group:
+                # As in _call_task: a tool's own nursery that failed while being cancelled.
+                outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
+            finally:
+                if not metered:
+                    self._metric_tool(call.name, ToolResult.error("cancelled"), source, started)
 
     async def _call_task(
         self,
@@ -248,22 +255,26 @@ class ToolCalls:
     ) -> None:
         # No clock read here: _execute stamps the tool's start; a call that never got
         # there (cancelled at its gate or hook) is reported with 0 ms.
-        meter = _Meter(math.nan)
-        try:
-            if gate is not None:
-                await gate.wait_turn(index)
-            outcomes[index] = await self._run_call(run, call, turn, token, meter)
-        except* Exception as group:
-            # Only a tool whose own nursery failed while being cancelled gets here (any
-            # other exception is already a result); the Cancelled part propagates.
-            outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
-        finally:
-            if gate is not None:
-                gate.done[index].set()
-            if not meter.metered:
-                outcome = outcomes[index]
-                final = outcome.result if outcome is not None else ToolResult.error("cancelled")
-                self._metric_tool(call.name, final, meter.source, meter.started)
+        with _tracing.tool_span(run.tracer, call, run.capture) as live:
+            meter = _Meter(math.nan)
+            try:
+                if gate is not None:
+                    await gate.wait_turn(index)
+                outcomes[index] = await self._run_call(run, call, turn, token, meter)
+            except* Exception as group:
+                # Only a tool whose own nursery failed while being cancelled gets here (any
+                # other exception is already a result); the Cancelled part propagates.
+                outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
+            finally:
+                if gate is not None:
+                    gate.done[index].set()
+                if not meter.metered:
+                    outcome = outcomes[index]
+                    final = outcome.result if outcome is not None else ToolResult.error("cancelled")
+                    self._metric_tool(call.name, final, meter.source, meter.started)
+            finished = outcomes[index]
+            if live is not _tracing.NOOP and finished is not None:
+                _tracing.end_tool(live, finished.result, run.capture)
 
     async def _run_call(
         self, run: _Run, call: _Call, turn: int, token: CancelToken, meter: _Meter

@@ -81,6 +81,10 @@ class ClientOptions:
       million tokens (cache prices default to the input price) giving
       ``RunResult.cost`` and a ``cost`` in the ``llm`` and ``run`` metric events;
       a model without a price makes the cost ``None``, never a guess.
+    - ``tracer_provider`` / ``meter_provider``: OpenTelemetry providers for this
+      client's spans and GenAI metrics instead of the global ones (see :doc:`tracing`);
+      ``capture_content`` puts message content, tool arguments and results on the spans
+      (also on with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``).
     """
 
     base_url: str = attrs.field(repr=lambda url: repr(safe_url(url)))  # no password shown
@@ -110,3 +114,6 @@ class ClientOptions:
     hedge_after_ms: int | None = None
     prompt_cache: bool = False
     prices: Prices | None = None
+    tracer_provider: Any = None
+    meter_provider: Any = None
+    capture_content: bool = False
