@@ -328,8 +328,11 @@ def _finish_reasons(raw: Any) -> list[str]:
 def end_chat(live: Any, turn: Any, capture: bool) -> None:
     """Set a model call's response attributes on its ``chat`` span."""
     raw = turn.raw
-    if turn.model:
-        live.set_attribute("gen_ai.response.model", turn.model)
+    model = turn.model
+    if not model and isinstance(raw, Mapping):
+        model = raw.get("model") or raw.get("modelVersion")
+    if isinstance(model, str) and model:
+        live.set_attribute("gen_ai.response.model", model)
     if isinstance(raw, Mapping):
         found = raw.get("id") or raw.get("responseId")
         if isinstance(found, str):

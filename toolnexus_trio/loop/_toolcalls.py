@@ -526,6 +526,15 @@ class ToolCalls:
         gate = _gate_for(run.toolkit, [s.name for s in suspended])
 
         async def redo(i: int, s: SuspendedCall) -> None:
+            # The re-run's own execute_tool span, under the resumed run's span.
+            traced = _Call(s.id, s.name, s.args, "")
+            with _tracing.tool_span(run.tracer, traced, run.capture) as live:
+                await attempt(i, s)
+                done = results[i]
+                if live is not _tracing.NOOP and done is not None:
+                    _tracing.end_tool(live, done, run.capture)
+
+        async def attempt(i: int, s: SuspendedCall) -> None:
             meter = _Meter(trio.current_time())
             try:
                 if gate is not None:
