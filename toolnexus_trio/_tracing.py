@@ -434,3 +434,39 @@ def end_tool(live: Any, result: Any, capture: bool) -> None:
         live.set_attribute("toolnexus_trio.tool.pending", True)
     if capture:
         live.set_attribute("gen_ai.tool.call.result", result.output)
+
+
+# -- the agent runtime -----------------------------------------------------------
+
+
+def current() -> Any:
+    """The current OpenTelemetry context (``None`` while tracing is off), to parent work
+    that another task runs (a sub-agent's turns) on the span that asked for it."""
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    from opentelemetry import context, trace
+
+    found = context.get_current()
+    return found if trace.get_current_span(found).get_span_context().is_valid else None
+
+
+def agent_span(tracer: Any, name: str, agent_id: str, parent: Any) -> AbstractContextManager[Any]:
+    """The ``invoke_agent {name}`` span of one agent turn in the runtime."""
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": name,
+        "gen_ai.agent.id": agent_id,
+    }
+    return span(tracer, f"invoke_agent {name}", "internal", attributes, context=parent)
+
+
+def end_agent(live: Any, result: Any) -> None:
+    """An agent turn's outcome: ``error.type`` is the task status when it did not finish
+    (``incomplete``, ``error``, ``cancelled``); ``pending`` is an attribute, not an error."""
+    if result is None:
+        return
+    live.set_attribute("toolnexus_trio.agent.status", result.status)
+    if result.limit:
+        live.set_attribute("toolnexus_trio.agent.limit", result.limit)
+    if result.status not in ("done", "pending"):
+        fail(live, result.status)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .. import _tracing
 from .._tools import Tool, ToolContext, ToolResult, ToolSource
 from .._wire import Answer
 from ._escalation import ask
@@ -135,6 +136,7 @@ async def _delegate(
         except SpawnError as exc:
             return ToolResult.error(str(exc), {"agent": agent, "limit": exc.limit})
         made.append(child)
+        child.trace = _tracing.current()  # its spans go under this execute_tool span
         child.task_key = key
         h.task_children[key] = child
         woke = rt.wake(child, prompt)
