@@ -470,3 +470,19 @@ def end_agent(live: Any, result: Any) -> None:
         live.set_attribute("toolnexus_trio.agent.limit", result.limit)
     if result.status not in ("done", "pending"):
         fail(live, result.status)
+
+
+@contextmanager
+def attached(parent: Any) -> Iterator[None]:
+    """Make *parent* (from :func:`extract`; ``None``: nothing) the current context for
+    the block, in this task and in the tasks started inside it."""
+    if parent is None:
+        yield
+        return
+    from opentelemetry import context
+
+    token = context.attach(parent)
+    try:
+        yield
+    finally:
+        context.detach(token)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 import httpx2
 import trio
 
+from .. import _tracing
 from .._http_client import body_chunks, close_response, error_text, redact
 from .._tools import ToolResult
 from ._wire import (
@@ -94,6 +95,7 @@ class RemoteAgent:
         headers = {"Content-Type": "application/json", **self.headers.expand()}
         if self.version == "1.0":
             headers[VERSION_HEADER] = "1.0"
+        _tracing.inject(headers)  # W3C traceparent/tracestate: the caller's span
         method = payload["method"]
         try:
             request = client.build_request(
