@@ -472,13 +472,16 @@ def end_agent(live: Any, result: Any) -> None:
         fail(live, result.status)
 
 
-@contextmanager
-def attached(parent: Any) -> Iterator[None]:
-    """Make *parent* (from :func:`extract`; ``None``: nothing) the current context for
-    the block, in this task and in the tasks started inside it."""
+def attached(parent: Any) -> AbstractContextManager[Any]:
+    """Make *parent* (from :func:`extract`; ``None``: nothing, the shared no-op) the
+    current context for the block, in this task and in the tasks started inside it."""
     if parent is None:
-        yield
-        return
+        return NOOP
+    return _attached(parent)
+
+
+@contextmanager
+def _attached(parent: Any) -> Iterator[None]:
     from opentelemetry import context
 
     token = context.attach(parent)
@@ -486,3 +489,13 @@ def attached(parent: Any) -> Iterator[None]:
         yield
     finally:
         context.detach(token)
+
+
+def inject_meta(params: dict[str, Any]) -> None:
+    """The current trace context into ``params["_meta"]`` (left out when there is none)."""
+    if "opentelemetry.trace" not in sys.modules:
+        return
+    carrier: dict[str, Any] = {}
+    inject(carrier)
+    if carrier:
+        params["_meta"] = {**(params.get("_meta") or {}), **carrier}

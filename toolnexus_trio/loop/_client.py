@@ -1,4 +1,5 @@
 """The agent loop, with one Trio nursery per turn; both client kinds run it.
+It is long because it is the one loop and the public :class:`Client` around it.
 
 :func:`create_in_process_client` and :func:`create_client` build the same
 :class:`Client`; they differ only in the :class:`~toolnexus_trio.loop._turns.TurnSource` that

@@ -1,4 +1,6 @@
-"""One turn's tool calls: run concurrently in the turn's nursery, recorded in call order.
+"""One turn's tool calls: run concurrently in the turn's nursery, recorded in call order
+(long because the fan-out's one-coroutine fast path sits beside the general path, with
+their spans and metrics).
 
 :class:`ToolCalls` is the part of :class:`~toolnexus_trio.Client` that executes the tool
 calls of one model message (hooks, ``concurrency_safe`` ordering, §10 suspension and
