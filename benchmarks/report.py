@@ -33,6 +33,7 @@ from benchmarks.mcp_gateway import SCENARIO_TEXT as GATEWAY_MCP_SCENARIO_TEXT
 from benchmarks.rows import Config, Row, Stats, Target
 from benchmarks.rows import flat as _flat
 from benchmarks.stores import SCENARIO_TEXT as STORES_SCENARIO_TEXT
+from benchmarks.tracing import SCENARIO_TEXT as TRACING_SCENARIO_TEXT
 from benchmarks.xframework import SCENARIO_TEXT as XFRAMEWORK_SCENARIO_TEXT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -512,6 +513,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.hedge import rows as hedge_rows  # scenario 19 (hedged request)
 
     rows.extend(hedge_rows(raw))
+    from benchmarks.tracing import rows as tracing_rows  # scenario 20 (tracing overhead)
+
+    rows.extend(tracing_rows(raw))
     return rows
 
 
@@ -1029,6 +1033,7 @@ def _rst(
         *XFRAMEWORK_SCENARIO_TEXT,
         *STORES_SCENARIO_TEXT,
         *HEDGE_SCENARIO_TEXT,
+        *TRACING_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

@@ -66,6 +66,8 @@ NOOP: Final = _NoopSpan()
 # provider's get_tracer builds a new tracer each call.
 _cached: tuple[Any, Any] | None = None
 _meters: tuple[Any, Any, Any] | None = None
+# The API's proxy (or no-op) provider last seen as the global one: tracing off.
+_off: Any = None
 
 
 def tracer(provider: Any = None) -> Any:
@@ -75,13 +77,16 @@ def tracer(provider: Any = None) -> Any:
     provider counts only once the application set one (the API's proxy or no-op
     provider means off).
     """
-    global _cached
+    global _cached, _off
     if provider is None:
         api = sys.modules.get("opentelemetry.trace")
         if api is None:  # never imported: nobody configured a provider
             return None
         provider = api.get_tracer_provider()
-        if isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider):
+        if provider is _off:  # the API's own provider, seen before: off, at once
+            return None
+        if isinstance(provider, (api.ProxyTracerProvider, api.NoOpTracerProvider)):
+            _off = provider
             return None
     cached = _cached
     if cached is not None and cached[0] is provider:

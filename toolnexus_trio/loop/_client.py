@@ -575,6 +575,7 @@ class Client(ToolCalls):
             produced = await self._call_model(
                 GenerateRequest(model=model, messages=run.messages, tools=tools or None, turn=turn),
                 run.emit,
+                run.tracer,
             )
             response, usage = produced.response, produced.usage
             run.turns += 1
@@ -617,8 +618,11 @@ class Client(ToolCalls):
                 run.status, run.text = "pending", run.suspended[0].request.prompt
                 return
 
-    async def _call_model(self, request: GenerateRequest, emit: Emit | None = None) -> Turn:
-        tracer = _tracing.tracer(self.options.tracer_provider)
+    async def _call_model(
+        self, request: GenerateRequest, emit: Emit | None = None, tracer: Any = _tracing.NOOP
+    ) -> Turn:
+        if tracer is _tracing.NOOP:  # not a run's call (which resolved it once per run)
+            tracer = _tracing.tracer(self.options.tracer_provider)
         if tracer is not None:
             call = self._untraced_call(request, emit)
             return await traced_call(tracer, self.options, self._source, request, call)
