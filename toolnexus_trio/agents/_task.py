@@ -117,6 +117,7 @@ async def _delegate(
     if child is not None:
         rt._note(h, f"task replay → REATTACH {child.id}")
         made.append(child)
+        child.trace = _tracing.current()  # its next turn's span goes under this call
         if child.state == "suspended":
             answer = ctx.answer
             if answer is not None and child.pending is not None and answer.id == child.pending.id:
