@@ -16,6 +16,7 @@ from otel_helpers import Recorder, attrs_of, parent_of
 
 from toolnexus_trio import (
     CancelToken,
+    GenerateError,
     GenerateRequest,
     InProcessOptions,
     InProcessToolCall,
@@ -193,3 +194,20 @@ async def test_tracing_off_makes_no_spans_and_no_trace_state() -> None:
         result = await client.run("go", toolkit)
     assert result.trace_parent is None
     assert "trace_parent" not in result.to_json()
+
+
+async def test_a_failing_model_call_sets_error_type_on_chat_and_run() -> None:
+    rec = Recorder()
+
+    async def broken(req: GenerateRequest) -> dict[str, Any]:
+        raise RuntimeError("the model is down")
+
+    client = create_in_process_client(
+        InProcessOptions(model="m", generate=broken, tracer_provider=rec.provider)
+    )
+    with pytest.raises(GenerateError):
+        await client.run("go")
+    chat = rec.one("chat m")
+    assert attrs_of(chat)["error.type"] == "GenerateError"
+    assert chat.status.status_code is StatusCode.ERROR
+    assert attrs_of(rec.one("invoke_agent"))["error.type"] == "GenerateError"
