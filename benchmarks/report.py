@@ -513,7 +513,7 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.hedge import rows as hedge_rows  # scenario 19 (hedged request)
 
     rows.extend(hedge_rows(raw))
-    from benchmarks.tracing import rows as tracing_rows  # scenario 20 (tracing overhead)
+    from benchmarks.tracing import rows as tracing_rows  # scenario 21 (tracing overhead)
 
     rows.extend(tracing_rows(raw))
     return rows

@@ -1,4 +1,4 @@
-"""Scenario 20: what tracing costs (issue 34).
+"""Scenario 21: what tracing costs (issue 34).
 
 One process measures one mode and prints one JSON object on stdout::
 
@@ -27,11 +27,11 @@ if TYPE_CHECKING:
 
 FANOUT = 100
 SCENARIO_TEXT = [
-    "20. **Tracing overhead** (issue 34): the SPEC loop per run and a fan-out of 100 tool",
+    "21. **Tracing overhead** (issue 34): the SPEC loop per run and a fan-out of 100 tool",
     "    calls with OpenTelemetry not importable, with the API and no provider (tracing",
     "    off: within noise), and with the SDK and an exporter that drops spans (reported).",
 ]
-"""Scenario 20's description for the performance page."""
+"""Scenario 21's description for the performance page."""
 
 
 def _setup(mode: str) -> None:
@@ -105,7 +105,7 @@ def collect(
     child: Callable[[list[str], float], dict[str, Any]],
     progress: Callable[[str], None],
 ) -> None:
-    """Run scenario 20: alternating modes, one fresh process each."""
+    """Run scenario 21: alternating modes, one fresh process each."""
     rounds = 4 if cfg.agent_rounds > 2 else 2
     runs = str(cfg.overhead_runs)
     for r in range(rounds):
@@ -120,7 +120,7 @@ def collect(
 
 
 def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
-    """The scenario-20 rows (empty when it did not run)."""
+    """The scenario-21 rows (empty when it did not run)."""
     from benchmarks.rows import Row, Stats, Target, flat
 
     if "tracing" not in raw:
@@ -134,7 +134,7 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
         absent = Stats.of(flat(sides["absent"], key))
         out.append(
             Row(
-                f"20. Tracing off, {what}",
+                f"21. Tracing off, {what}",
                 "run, median (peer column: OpenTelemetry not importable)",
                 unit,
                 Stats.of(flat(sides["api"], key)),
@@ -146,7 +146,7 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
         )
         out.append(
             Row(
-                f"20. Tracing on, {what} (reported)",
+                f"21. Tracing on, {what} (reported)",
                 "run, median (peer column: OpenTelemetry not importable)",
                 unit,
                 Stats.of(flat(sides["sdk"], key)),
