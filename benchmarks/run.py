@@ -207,6 +207,9 @@ def collect(cfg: Config, only: set[int]) -> Raw:
         from benchmarks import hedge
 
         hedge.collect(cfg, add, _json_child, lambda label: _progress(label, t0))
+    if 20 in only:  # crash-durable runs (issue 37): checkpoint overhead and recovery
+        add("durable", "ours", _json_child(["-m", "benchmarks.durable"], timeout=900))
+        _progress("durable", t0)
     if 21 in only:  # what tracing costs (issue 34)
         from benchmarks import tracing
 

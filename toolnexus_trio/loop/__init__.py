@@ -10,9 +10,13 @@ Every turn is a Trio nursery whose cancel scope is the turn's
 The modules, bottom up: ``_results`` (options, results, errors) and ``_runjson`` (their
 JSON form), ``_turns`` (the seam a model plugs into), ``_toolcalls`` (one turn's calls),
 ``_metrics``, ``_compaction`` (the §7F compactor hook), ``_conversation`` (``ask`` and
-:class:`Conversation`), ``_durable`` (``Client.answer``) and ``_client`` (the loop itself).
+:class:`Conversation`), ``_durable`` (``Client.answer``), ``_checkpoint`` (crash-durable
+runs) and ``_client`` (the loop itself).
 """
 
+from ._checkpoint import LeaseLost as LeaseLost
+from ._checkpoint import RunNotRecoverable as RunNotRecoverable
+from ._checkpoint import in_doubt_default as in_doubt_default
 from ._client import Client as Client
 from ._client import create_in_process_client as create_in_process_client
 from ._compaction import compactor as compactor
@@ -20,6 +24,8 @@ from ._compaction import estimate_tokens as estimate_tokens
 from ._conversation import Conversation as Conversation
 from ._durable import AlreadyAnswered as AlreadyAnswered
 from ._durable import PendingExpired as PendingExpired
+from ._records import RUN_STATUSES as RUN_STATUSES
+from ._records import InDoubtCall as InDoubtCall
 from ._records import SuspendedCall as SuspendedCall
 from ._records import ToolCallRecord as ToolCallRecord
 from ._results import GenerateError as GenerateError
@@ -29,6 +35,7 @@ from ._results import Hooks as Hooks
 from ._results import InProcessOptions as InProcessOptions
 from ._results import InProcessResponse as InProcessResponse
 from ._results import InProcessToolCall as InProcessToolCall
+from ._results import ProviderError as ProviderError
 from ._results import RunError as RunError
 from ._results import RunResult as RunResult
 from ._results import RunTimeout as RunTimeout
@@ -38,6 +45,7 @@ from ._sampler import sampler_from_client as sampler_from_client
 from ._sampler import sampler_from_generate as sampler_from_generate
 
 __all__ = [
+    "RUN_STATUSES",
     "AlreadyAnswered",
     "Client",
     "Conversation",
@@ -45,11 +53,15 @@ __all__ = [
     "GenerateRequest",
     "HookError",
     "Hooks",
+    "InDoubtCall",
     "InProcessOptions",
     "InProcessResponse",
     "InProcessToolCall",
+    "LeaseLost",
     "PendingExpired",
+    "ProviderError",
     "RunError",
+    "RunNotRecoverable",
     "RunResult",
     "RunTimeout",
     "SuspendedCall",
@@ -59,6 +71,7 @@ __all__ = [
     "compactor",
     "create_in_process_client",
     "estimate_tokens",
+    "in_doubt_default",
     "sampler_from_client",
     "sampler_from_generate",
 ]

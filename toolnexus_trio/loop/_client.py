@@ -1,5 +1,8 @@
 """The agent loop, with one Trio nursery per turn; both client kinds run it.
-It is long because it is the one loop and the public :class:`Client` around it.
+This module is long because :class:`Client` is the loop's one public class (run, resume,
+answer, ask, stream, translate, metrics) with the drive they share; what can stand
+alone already lives beside it (a turn's tool calls, turn sources, conversations,
+durable answers, cost).
 
 :func:`create_in_process_client` and :func:`create_client` build the same
 :class:`Client`; they differ only in the :class:`~toolnexus_trio.loop._turns.TurnSource` that
@@ -38,6 +41,9 @@ from .._toolkit import Toolkit
 from .._wire import Answer
 from ..stores._base import ConversationStore
 from ..stores._memory import InMemoryConversationStore
+from ._checkpoint import durable_ask as _durable_ask
+from ._checkpoint import orphaned_runs as _orphaned_runs
+from ._checkpoint import recover as _recover
 from ._conversation import Conversation
 from ._conversation import ask as _ask
 from ._cost import Prices, check_prices, cost_of
@@ -305,6 +311,7 @@ class Client(ToolCalls):
             usage=dict(result.usage),
             turns=result.turns,
             cost=result.cost if result.cost is not None else (0.0 if result.turns == 0 else None),
+            model=result.model,
         )
 
         async def body() -> None:
@@ -360,7 +367,29 @@ class Client(ToolCalls):
         new transcript is saved back; without, the store is untouched. *on_text* (sync
         or async) gets each text delta, and makes the model call stream.
         """
+        if id is not None and self.options.durable:
+            return await _durable_ask(self, self._store, prompt, toolkit, id=id, on_text=on_text)
         return await _ask(self, self._store, prompt, toolkit, id=id, on_text=on_text)
+
+    async def recover(self, id: str, toolkit: Toolkit) -> RunResult:
+        """Continue the durable run *id* whose owner died, from its last checkpoint.
+
+        Needs ``durable=True`` runs (a :class:`~toolnexus_trio.stores.CheckpointStore`).
+        The run is claimed first (one conditional update: of several workers
+        recovering it, one wins; the others get :class:`RunNotRecoverable`, as does a
+        run whose owner's lease has not expired or that is finished; no run at all is
+        a :class:`LookupError`). Then: finished tool calls are not run again; a model
+        call in flight is issued again; a tool call in flight is *in doubt* and
+        ``on_in_doubt`` decides (by default it runs again only if its tool is
+        :attr:`~toolnexus_trio.ToolHints.idempotent`, else the model is told it may or
+        may not have run). The outcome is saved under *id* as :meth:`ask` saves it.
+        """
+        return await _recover(self, self._store, id, toolkit)
+
+    async def orphaned_runs(self, limit: int = 100) -> list[str]:
+        """Ids of durable runs whose owner's lease expired (oldest first, at most
+        *limit*): what a worker passes to :meth:`recover`."""
+        return await _orphaned_runs(self._store, limit)
 
     def conversation(self, toolkit: Toolkit | None = None) -> Conversation:
         """A :class:`Conversation` (``send``, ``messages``, ``reset``) over this client."""
@@ -511,7 +540,9 @@ class Client(ToolCalls):
                 run.status, run.limit = "incomplete", "runTimeout"
                 result = self._result(run)
                 self._metric_run(run, started, error="timeout")
-                raise RunTimeout(f"run timeout after {timeout_ms}ms", result)
+                raise RunTimeout(
+                    f"run timeout after {timeout_ms}ms (client run_timeout_ms budget)", result
+                )
         self._metric_run(run, started)
         return self._result(run)
 
@@ -543,7 +574,7 @@ class Client(ToolCalls):
             tool_calls=run.records,
             turns=run.turns,
             usage=run.usage,
-            model=self.options.model,
+            model=run.model or self.options.model,
             pending=run.suspended[0].request if halted else None,
             limit=run.limit,
             suspended=tuple(run.suspended) if halted else (),
@@ -572,12 +603,14 @@ class Client(ToolCalls):
                         tools = list(change["tools"])
                     if change.get("model"):
                         model = str(change["model"])
+            run.model = model
             produced = await self._call_model(
                 GenerateRequest(model=model, messages=run.messages, tools=tools or None, turn=turn),
                 run.emit,
                 run.tracer,
             )
             response, usage = produced.response, produced.usage
+            run.model = produced.model or model  # a fallback provider's, when it answered
             run.turns += 1
             for key, value in usage.items():
                 # cache_read_tokens / cache_write_tokens appear only when a provider says.
@@ -606,6 +639,8 @@ class Client(ToolCalls):
                 assistant.update(produced.extra)  # provider state the wire needs back
             run.messages.append(assistant)
             run.text = response.content
+            if run.checkpoint is not None:  # a durable run: the response, before any call
+                await run.checkpoint.responded(run, calls)
             # A streamed turn already sent its text as deltas.
             text = "" if produced.streamed else response.content
             if not calls:
@@ -617,6 +652,8 @@ class Client(ToolCalls):
             if run.suspended:
                 run.status, run.text = "pending", run.suspended[0].request.prompt
                 return
+            if run.checkpoint is not None:  # the turn's nursery closed: a consistent cut
+                await run.checkpoint.step(run)
 
     async def _call_model(
         self, request: GenerateRequest, emit: Emit | None = None, tracer: Any = _tracing.NOOP
@@ -666,7 +703,7 @@ class Client(ToolCalls):
     def _metric_run(self, run: _Run, started: float, error: str | None = None) -> None:
         event: dict[str, Any] = {
             "event": "run",
-            "model": self.options.model,
+            "model": run.model or self.options.model,
             "turns": run.turns,
             "tool_calls": len(run.records),
             "total_tokens": run.usage["total_tokens"],

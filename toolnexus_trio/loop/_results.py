@@ -8,9 +8,10 @@ from typing import Any, Literal
 import attrs
 
 from .._toolkit import Toolkit
+from .._tools import ToolResult
 from .._wire import Answer, Request
 from ..stores._base import ConversationStore
-from ._records import RunStatus, SuspendedCall, ToolCallRecord
+from ._records import InDoubtCall, RunStatus, SuspendedCall, ToolCallRecord
 from ._runjson import run_result_fields, run_result_to_json
 
 Message = dict[str, Any]
@@ -84,6 +85,24 @@ class Hooks:
 Generate = Callable[[GenerateRequest], Any]
 WaitFor = Callable[[Request], Awaitable[Answer]]
 OnMetric = Callable[[dict[str, Any]], None]
+InDoubtPolicy = Callable[[InDoubtCall], ToolResult | None]
+"""``on_in_doubt``: a call in flight at a crash -> its result, or ``None`` to run it again."""
+
+
+def timeout_alias(options: Any) -> None:
+    """``timeout_ms`` (toolnexus 0.21's name) sets ``run_timeout_ms``; both, unequal, is
+    an error (frozen: the one place an options class writes its own field)."""
+    alias = options.timeout_ms
+    if alias is None:
+        return
+    if isinstance(alias, bool) or not isinstance(alias, int) or alias < 0:
+        raise ValueError(f"timeout_ms must be an integer >= 0, not {alias!r}")
+    if options.run_timeout_ms not in (0, alias):
+        raise ValueError(
+            f"timeout_ms={alias} and run_timeout_ms={options.run_timeout_ms} disagree: "
+            "give one (timeout_ms is toolnexus 0.21's name for run_timeout_ms)"
+        )
+    object.__setattr__(options, "run_timeout_ms", alias)
 
 
 @attrs.frozen
@@ -99,6 +118,11 @@ class InProcessOptions:
     (0 = unbounded). ``on_metric`` receives ``llm``, ``tool`` and ``run`` events (and
     ``progress`` / ``log`` from Tesseron tools). ``store`` keeps the transcripts of
     :meth:`Client.ask` by id (default: a new in-memory store per client).
+    ``durable`` makes each :meth:`Client.ask` with an id a crash-durable run (the
+    ``store`` must be a :class:`~toolnexus_trio.stores.CheckpointStore`), owned
+    under a lease of ``lease_ms`` renewed while it runs; ``on_in_doubt`` decides, on
+    :meth:`Client.recover`, what a call in flight at the crash becomes (see
+    "Crash-durable runs" in the docs; off by default, and nothing changes then).
     ``tracer_provider``, ``meter_provider`` and ``capture_content``: OpenTelemetry
     spans and metrics (see :doc:`tracing`); the global providers by default.
     """
@@ -113,9 +137,17 @@ class InProcessOptions:
     run_timeout_ms: int = 0
     on_metric: OnMetric | None = None
     store: ConversationStore | None = None
+    timeout_ms: int | None = None
+    """toolnexus 0.21's name for ``run_timeout_ms`` (either may be given)."""
+    durable: bool = False
+    lease_ms: int = 30_000
+    on_in_doubt: InDoubtPolicy | None = None
     tracer_provider: Any = None
     meter_provider: Any = None
     capture_content: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        timeout_alias(self)
 
 
 @attrs.frozen
@@ -129,7 +161,9 @@ class RunResult:
     (the run's token was cancelled). ``messages`` is the whole transcript, balanced:
     every tool call has its tool message. ``cost`` is what the run's model calls cost
     at the HTTP client's ``prices`` (``None`` without prices, or when a call's model
-    has none: never a guess); :meth:`to_json` does not keep it. ``trace_parent``: the
+    has none: never a guess); :meth:`to_json` does not keep it.
+    ``model`` is the model that answered the last turn (a ``before_llm`` hook's per-turn
+    override, or a fallback provider's), else the configured one. ``trace_parent``: the
     span of a pending run while tracing is on (kept by :meth:`to_json`), so that
     :meth:`Client.resume` links its span to it.
     """
@@ -212,6 +246,29 @@ class GenerateError(RunError):
 
     status: int | None = None
     """The HTTP status of the last failed attempt, when the model answered with one."""
+
+
+class ProviderError(GenerateError):
+    """The model's server answered with an HTTP error, for good (after its retries).
+
+    The typed form of toolnexus 0.21's ``ProviderError(status, body, retry_after)``:
+    ``status`` is the HTTP status; ``body`` the whole error body as read (up to 64 KiB),
+    secrets and account identifiers redacted and empty for 401 and 403 (see
+    :func:`toolnexus_trio.models.safe_error_body`); ``retry_after`` the raw
+    ``Retry-After`` header, kept verbatim even when the wait rule ignores it (an
+    HTTP-date). The message quotes the body cut to ``MAX_ERROR_BODY`` characters; the
+    cap is for the message only.
+    """
+
+    status: int
+
+    def __init__(
+        self, message: str, *, status: int, body: str = "", retry_after: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+        self.retry_after = retry_after
 
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
