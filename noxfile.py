@@ -121,6 +121,8 @@ def bench(session: nox.Session) -> None:
     """
     install(session, "-e", ".", "toolnexus==0.21.0", "tesseron==0.2.0")
     install(session, "matplotlib")  # optional chart; the bench runs without it
+    # Scenario 20 (tracing overhead): the API (the [otel] extra) and the SDK.
+    install(session, "-e", ".[otel]", "opentelemetry-sdk>=1.30,<2")
     # Scenario 8 (MCP): toolnexus 0.21 pins mcp<2 (it gets 1.30 here, in the session's
     # virtualenv), while our [mcp] extra needs mcp>=2.3. So our MCP side runs from a
     # second virtualenv next to this one (.nox/bench-mcp-ours) and the peer from this one;
@@ -154,7 +156,7 @@ def bench(session: nox.Session) -> None:
 def interop(session: nox.Session) -> None:
     """Our gateway against the PyPI tesseron 0.2.0 host (asyncio); our MCP source and
     ``serve`` against the npm MCP reference server (skipped without node/npm); our A2A
-    against toolnexus 0.21 both ways.
+    against toolnexus 0.21 both ways; our spans over OTLP/HTTP into Arize Phoenix.
 
     Claim, invoke, cancel, sample, confirm, elicit; see interop/run_interop.py. Sampling
     and relayed elicitation; see interop/run_mcp_everything.py. A2A peer to peer; see
@@ -174,4 +176,19 @@ def interop(session: nox.Session) -> None:
         "python",
         "interop/run_a2a_interop.py",
         env={"TOOLNEXUS_PEER_PYTHON": str(peer_python)},
+    )
+    # Our spans over OTLP/HTTP into a real collector, Arize Phoenix, read back from it
+    # (interop/run_otlp_phoenix.py): Phoenix is large and pins its own dependencies, so
+    # it gets a virtualenv of its own next to this one; this one gets the OTel SDK.
+    install(session, "-e", ".[otel]", "opentelemetry-sdk>=1.30,<2",
+            "opentelemetry-exporter-otlp-proto-http>=1.30,<2")  # fmt: skip
+    phoenix = Path(session.virtualenv.location).parent / "interop-phoenix"
+    if not (phoenix / "bin" / "phoenix").exists():
+        session.run("python", "-m", "venv", str(phoenix))
+        session.run(str(phoenix / "bin" / "python"), "-m", "pip", "install", "arize-phoenix",
+                    external=True)  # fmt: skip
+    session.run(
+        "python",
+        "interop/run_otlp_phoenix.py",
+        env={"TOOLNEXUS_PHOENIX": str(phoenix / "bin" / "phoenix")},
     )

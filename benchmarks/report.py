@@ -35,6 +35,7 @@ from benchmarks.mcp_gateway import SCENARIO_TEXT as GATEWAY_MCP_SCENARIO_TEXT
 from benchmarks.rows import Config, Row, Stats, Target
 from benchmarks.rows import flat as _flat
 from benchmarks.stores import SCENARIO_TEXT as STORES_SCENARIO_TEXT
+from benchmarks.tracing import SCENARIO_TEXT as TRACING_SCENARIO_TEXT
 from benchmarks.xframework import SCENARIO_TEXT as XFRAMEWORK_SCENARIO_TEXT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -520,6 +521,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.conversations import rows as conversations_rows  # scenario 21
 
     rows.extend(conversations_rows(raw))
+    from benchmarks.tracing import rows as tracing_rows  # scenario 22 (tracing overhead)
+
+    rows.extend(tracing_rows(raw))
     return rows
 
 
@@ -1039,6 +1043,7 @@ def _rst(
         *HEDGE_SCENARIO_TEXT,
         *DURABLE_SCENARIO_TEXT,
         *CONVERSATIONS_SCENARIO_TEXT,
+        *TRACING_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

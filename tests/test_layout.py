@@ -47,6 +47,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "_served",
             "_streak",
             "_tools",
+            "_tracing",
             "_version",
             "_wire",
         },

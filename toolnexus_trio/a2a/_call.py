@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from .. import _tracing
 from .._tools import ToolContext, ToolResult
 from ._wire import (
     INTERRUPTED,
@@ -103,6 +104,7 @@ class RemoteAgent:
         headers = {"Content-Type": "application/json", **self.headers.expand()}
         if self.version == "1.0":
             headers[VERSION_HEADER] = "1.0"
+        _tracing.inject(headers)  # W3C traceparent/tracestate: the caller's span
         method = payload["method"]
         try:
             request = client.build_request(

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import attrs
 import trio
 
+from .. import _tracing
 from .._groups import collapse_groups
 from ._store import TaskStore, resolve_store
 from ._wire import (
@@ -303,7 +304,10 @@ class A2AServer:
             # "submitted" task at once, not after the fulfilment's first steps.
             sent = trio.Event()
             try:
-                await _respond(send, 200, dumps(await self.rpc(body, v1=v1, sent=sent)))
+                # The caller's trace context: a task started here runs under its span.
+                with _tracing.attached(_tracing.extract(headers)):
+                    reply = await self.rpc(body, v1=v1, sent=sent)
+                await _respond(send, 200, dumps(reply))
             finally:
                 sent.set()
         elif path in (CARD_PATH, "/"):

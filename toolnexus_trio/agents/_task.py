@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .. import _tracing
 from .._tools import Tool, ToolContext, ToolResult, ToolSource
 from .._wire import Answer
 from ._escalation import ask
@@ -116,6 +117,7 @@ async def _delegate(
     if child is not None:
         rt._note(h, f"task replay → REATTACH {child.id}")
         made.append(child)
+        child.trace = _tracing.current()  # its next turn's span goes under this call
         if child.state == "suspended":
             answer = ctx.answer
             if answer is not None and child.pending is not None and answer.id == child.pending.id:
@@ -135,6 +137,7 @@ async def _delegate(
         except SpawnError as exc:
             return ToolResult.error(str(exc), {"agent": agent, "limit": exc.limit})
         made.append(child)
+        child.trace = _tracing.current()  # its spans go under this execute_tool span
         child.task_key = key
         h.task_children[key] = child
         woke = rt.wake(child, prompt)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .. import _tracing
 from .._cancel import CancelToken
 from .._groups import collapse_groups
 from .._toolkit import Toolkit
@@ -81,6 +82,7 @@ class _GatedTurns:
     def __init__(self, inner: TurnSource, turns: Turns) -> None:
         self._inner = inner
         self._turns = turns
+        self.trace_attributes = _tracing.source_attributes(inner)  # the chat spans'
 
     def tools_for(self, toolkit: Toolkit | None) -> list[dict[str, Any]]:
         return self._inner.tools_for(toolkit)
@@ -331,6 +333,19 @@ class Turns:
         await self._drive(h, body)
 
     async def _drive(
+        self, h: Handle, body: Callable[[CancelToken], Awaitable[RunResult | None]]
+    ) -> None:
+        # The turn's invoke_agent span; a child made by `task` is parented on the tool
+        # call that made it (its service task runs in the runtime's nursery).
+        tracer = _tracing.tracer(getattr(self.rt._llm, "tracer_provider", None))
+        if tracer is None:
+            return await self._drive_turn(h, body)
+        with _tracing.agent_span(tracer, h.defn.name if h.defn else "", h.id, h.trace) as live:
+            await self._drive_turn(h, body)
+            _tracing.end_agent(live, h.last_result)
+        return None
+
+    async def _drive_turn(
         self, h: Handle, body: Callable[[CancelToken], Awaitable[RunResult | None]]
     ) -> None:
         token = h.token

@@ -300,6 +300,7 @@ class Handle:
         self.kick = trio.Event()  # wakes the service task: a turn to run, or closed
         self.token: CancelToken | None = None
         self.spawn_hook_done = False
+        self.trace: Any = None  # the OpenTelemetry context a `task` call spawned it in
         # The runtime's per-handle caches (its toolkit and its loop client).
         self.toolkit: Any = None
         self.client: Any = None

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from .. import _tracing
 from .._groups import collapse_groups
 from .._runctx import current_run
 from .._sampling import sampling_depth
@@ -75,9 +76,11 @@ async def invoke(
     inv = _Inv(inv_id, tool, call_id, current_run.get(), sampling_depth.get())
     conn.invocations[inv_id] = inv
     answered = False
-    rid, reply_recv = conn.request(
-        "actions/invoke", {"name": action, "input": input, "invocationId": inv_id}, inv
-    )
+    params = {"name": action, "input": input, "invocationId": inv_id}
+    # The tool call's trace context in params._meta (as MCP carries it): a field
+    # tesseron 0.2.0 and the reference gateway ignore; our host parents the handler on it.
+    _tracing.inject_meta(params)
+    rid, reply_recv = conn.request("actions/invoke", params, inv)
     try:
         with reply_recv, collapse_groups():
             async with trio.open_nursery() as nursery:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 
+from .. import _tracing
 from .._cancel import CancelToken
 from .._groups import collapse_groups
 from .._runctx import RunServices, current_run
@@ -65,6 +66,7 @@ from ._results import (
     TranslateResult,
 )
 from ._toolcalls import ToolCalls, _Call, _call_hook, _ms, _Run
+from ._traced import traced_call, traced_run
 from ._turns import (
     Emit,
     InProcessTurns,
@@ -327,7 +329,7 @@ class Client(ToolCalls):
                 return
             await self._loop(run)
 
-        return await self._drive(run, cancel, body())
+        return await self._drive(run, cancel, body(), link=result.trace_parent)
 
     async def answer(
         self,
@@ -503,6 +505,20 @@ class Client(ToolCalls):
         return _Run(toolkit=toolkit, messages=messages, parts=PartLedger(summaries=summaries))
 
     async def _drive(
+        self,
+        run: _Run,
+        cancel: CancelToken | None,
+        body: Awaitable[None],
+        link: str | None = None,
+    ) -> RunResult:
+        # The run's span (invoke_agent), around the run's scope (loop/_traced.py).
+        run.tracer = tracer = _tracing.tracer(self.options.tracer_provider)
+        if tracer is None:
+            return await self._drive_run(run, cancel, body)
+        drive = self._drive_run(run, cancel, body)
+        return await traced_run(tracer, self.options, self._source, run, drive, link)
+
+    async def _drive_run(
         self, run: _Run, cancel: CancelToken | None, body: Awaitable[None]
     ) -> RunResult:
         started = trio.current_time()
@@ -609,6 +625,7 @@ class Client(ToolCalls):
                 ),
                 run.emit,
                 run.parts.summaries,
+                run.tracer,
             )
             response, usage = produced.response, produced.usage
             run.model = produced.model or model  # a fallback provider's, when it answered
@@ -657,6 +674,20 @@ class Client(ToolCalls):
                 await run.checkpoint.step(run)
 
     async def _call_model(
+        self,
+        request: GenerateRequest,
+        emit: Emit | None = None,
+        parts: list[dict[str, Any]] | None = None,
+        tracer: Any = _tracing.NOOP,
+    ) -> Turn:
+        if tracer is _tracing.NOOP:  # not a run's call (which resolved it once per run)
+            tracer = _tracing.tracer(self.options.tracer_provider)
+        if tracer is not None:
+            call = self._untraced_call(request, emit, parts)
+            return await traced_call(tracer, self.options, self._source, request, call)
+        return await self._untraced_call(request, emit, parts)
+
+    async def _untraced_call(
         self,
         request: GenerateRequest,
         emit: Emit | None = None,

@@ -132,6 +132,8 @@ class InProcessOptions:
     under a lease of ``lease_ms`` renewed while it runs; ``on_in_doubt`` decides, on
     :meth:`Client.recover`, what a call in flight at the crash becomes (see
     "Crash-durable runs" in the docs; off by default, and nothing changes then).
+    ``tracer_provider``, ``meter_provider`` and ``capture_content``: OpenTelemetry
+    spans and metrics (see :doc:`tracing`); the global providers by default.
     """
 
     model: str
@@ -150,6 +152,9 @@ class InProcessOptions:
     durable: bool = False
     lease_ms: int = 30_000
     on_in_doubt: InDoubtPolicy | None = None
+    tracer_provider: Any = None
+    meter_provider: Any = None
+    capture_content: bool = False
 
     def __attrs_post_init__(self) -> None:
         timeout_alias(self)
@@ -168,7 +173,9 @@ class RunResult:
     at the HTTP client's ``prices`` (``None`` without prices, or when a call's model
     has none: never a guess); :meth:`to_json` does not keep it.
     ``model`` is the model that answered the last turn (a ``before_llm`` hook's per-turn
-    override, or a fallback provider's), else the configured one.
+    override, or a fallback provider's), else the configured one. ``trace_parent``: the
+    span of a pending run while tracing is on (kept by :meth:`to_json`), so that
+    :meth:`Client.resume` links its span to it.
     """
 
     text: str
@@ -183,6 +190,8 @@ class RunResult:
     suspended: tuple[SuspendedCall, ...] = ()
     cost: float | None = None
     _toolkit: Toolkit | None = attrs.field(default=None, repr=False, eq=False, alias="toolkit")
+    # The W3C traceparent of a pending run's span (tracing on only): a resume links to it.
+    trace_parent: str | None = attrs.field(default=None, repr=False, eq=False)
 
     @property
     def tool_call_count(self) -> int:

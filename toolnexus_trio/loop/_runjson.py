@@ -70,6 +70,9 @@ class _RunDoc:
     pending: dict[str, Any] | None
     limit: str | None
     suspended: list[_SuspendedDoc]
+    # The suspended run's span (W3C traceparent), written only when tracing saw one,
+    # so that a resume in another process links to it.
+    trace_parent: str | None = None
 
 
 # Attribute names as keys (snake_case), unknown keys refused, value kinds strict.
@@ -167,6 +170,8 @@ def run_result_to_json(result: RunResult) -> dict[str, Any]:
         "limit": result.limit,
         "suspended": suspended,
     }
+    if result.trace_parent is not None:
+        document["trace_parent"] = result.trace_parent
     # Whatever is written must load back: a result from_json would refuse (negative
     # usage, a suspended call pointing at the wrong message...) fails here, where it
     # can still be handled, not when a paused run is loaded to be answered.
@@ -269,6 +274,7 @@ def run_result_fields(data: Any) -> dict[str, Any]:
         "pending": pending,
         "limit": doc.limit,
         "suspended": suspended,
+        "trace_parent": doc.trace_parent,
     }
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .. import _tracing
 from .._cancel import CancelToken
 from .._relay import RELAY_KIND, relay_call, relay_request, relay_result
 from .._toolkit import Toolkit
@@ -82,6 +83,9 @@ class _Run:
     model: str | None = None
     # A durable run's checkpointer (loop/_checkpoint.py); None: nothing is written.
     checkpoint: Checkpointer | None = None
+    # The run's OpenTelemetry tracer (None: tracing off) and content capture.
+    tracer: Any = None
+    capture: bool = False
 
 
 async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
@@ -236,38 +240,41 @@ class ToolCalls:
         """
         # No _Meter here (one object fewer per in-flight call): locals, and a meter
         # only for a call that suspends and is answered (its re-run meters itself).
-        source = _SOURCE_LABEL[tool.source]
-        started = math.nan
-        metered = False
-        result: ToolResult | None = None
-        ctx: ToolContext | None = None
-        try:
-            args = call.args
-            result = tool._invalid(args)
-            if result is None:
-                started = trio.current_time()
-                try:
-                    await trio.lowlevel.checkpoint_if_cancelled()
-                    execute, native = tool._direct()
-                    value = await execute(args, ctx := ToolContext(token, call.id))
-                    result = tool._value_result(value, native)
-                except Exception as exc:
-                    result = ToolResult.error(describe_exception(exc))
-            metered = True
-            self._metric_tool(call.name, result, source, started)
-            request = pending_of(result)
-            if request is not None:
-                meter = _Meter(started, source, metered=True)
-                result = await self._suspended(run, call, args, result, request, token, meter)
-            outcomes[index] = _Outcome(result, args)
-        except* Exception as group:
-            # As in _call_task: a tool's own nursery that failed while being cancelled.
-            outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
-        finally:
-            if outcomes[index] is None and ctx is not None and ctx.cancelled_result is not None:
-                outcomes[index] = _Outcome(ctx.cancelled_result, call.args)  # see ToolContext
-            if not metered:
-                self._metric_tool(call.name, ToolResult.error("cancelled"), source, started)
+        with _tracing.tool_span(run.tracer, call, run.capture) as live:
+            source = _SOURCE_LABEL[tool.source]
+            started = math.nan
+            metered = False
+            result: ToolResult | None = None
+            ctx: ToolContext | None = None
+            try:
+                args = call.args
+                result = tool._invalid(args)
+                if result is None:
+                    started = trio.current_time()
+                    try:
+                        await trio.lowlevel.checkpoint_if_cancelled()
+                        execute, native = tool._direct()
+                        value = await execute(args, ctx := ToolContext(token, call.id))
+                        result = tool._value_result(value, native)
+                    except Exception as exc:
+                        result = ToolResult.error(describe_exception(exc))
+                metered = True
+                self._metric_tool(call.name, result, source, started)
+                request = pending_of(result)
+                if request is not None:
+                    meter = _Meter(started, source, metered=True)
+                    result = await self._suspended(run, call, args, result, request, token, meter)
+                outcomes[index] = _Outcome(result, args)
+                if live is not _tracing.NOOP:
+                    _tracing.end_tool(live, result, run.capture)
+            except* Exception as group:
+                # As in _call_task: a tool's own nursery that failed while being cancelled.
+                outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
+            finally:
+                if outcomes[index] is None and ctx is not None and ctx.cancelled_result is not None:
+                    outcomes[index] = _Outcome(ctx.cancelled_result, call.args)  # see ToolContext
+                if not metered:
+                    self._metric_tool(call.name, ToolResult.error("cancelled"), source, started)
 
     async def _checkpointed_call(
         self,
@@ -306,24 +313,28 @@ class ToolCalls:
     ) -> None:
         # No clock read here: _execute stamps the tool's start; a call that never got
         # there (cancelled at its gate or hook) is reported with 0 ms.
-        meter = _Meter(math.nan)
-        try:
-            if gate is not None:
-                await gate.wait_turn(index)
-            outcomes[index] = await self._run_call(run, call, turn, token, meter)
-        except* Exception as group:
-            # Only a tool whose own nursery failed while being cancelled gets here (any
-            # other exception is already a result); the Cancelled part propagates.
-            outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
-        finally:
-            if gate is not None:
-                gate.done[index].set()
-            if not meter.metered:
-                outcome = outcomes[index]
-                final = outcome.result if outcome is not None else ToolResult.error("cancelled")
-                self._metric_tool(call.name, final, meter.source, meter.started)
-            if outcomes[index] is None and meter.ctx is not None and meter.ctx.cancelled_result:
-                outcomes[index] = _Outcome(meter.ctx.cancelled_result, call.args)  # ToolContext
+        with _tracing.tool_span(run.tracer, call, run.capture) as live:
+            meter = _Meter(math.nan)
+            try:
+                if gate is not None:
+                    await gate.wait_turn(index)
+                outcomes[index] = await self._run_call(run, call, turn, token, meter)
+            except* Exception as group:
+                # Only a tool whose own nursery failed while being cancelled gets here (any
+                # other exception is already a result); the Cancelled part propagates.
+                outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
+            finally:
+                if gate is not None:
+                    gate.done[index].set()
+                if not meter.metered:
+                    outcome = outcomes[index]
+                    final = outcome.result if outcome is not None else ToolResult.error("cancelled")
+                    self._metric_tool(call.name, final, meter.source, meter.started)
+                if outcomes[index] is None and meter.ctx is not None and meter.ctx.cancelled_result:
+                    outcomes[index] = _Outcome(meter.ctx.cancelled_result, call.args)  # ToolContext
+            finished = outcomes[index]
+            if live is not _tracing.NOOP and finished is not None:
+                _tracing.end_tool(live, finished.result, run.capture)
 
     async def _run_call(
         self, run: _Run, call: _Call, turn: int, token: CancelToken, meter: _Meter
@@ -576,6 +587,15 @@ class ToolCalls:
         gate = _gate_for(run.toolkit, [s.name for s in suspended])
 
         async def redo(i: int, s: SuspendedCall) -> None:
+            # The re-run's own execute_tool span, under the resumed run's span.
+            traced = _Call(s.id, s.name, s.args, "")
+            with _tracing.tool_span(run.tracer, traced, run.capture) as live:
+                await attempt(i, s)
+                done = results[i]
+                if live is not _tracing.NOOP and done is not None:
+                    _tracing.end_tool(live, done, run.capture)
+
+        async def attempt(i: int, s: SuspendedCall) -> None:
             meter = _Meter(trio.current_time())
             try:
                 if gate is not None:

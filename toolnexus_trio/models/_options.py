@@ -101,6 +101,10 @@ class ClientOptions:
       a model without a price makes the cost ``None``, never a guess.
     - ``durable``, ``lease_ms``, ``on_in_doubt``: crash-durable runs, as for
       :class:`~toolnexus_trio.InProcessOptions` (off by default).
+    - ``tracer_provider`` / ``meter_provider``: OpenTelemetry providers for this
+      client's spans and GenAI metrics instead of the global ones (see :doc:`tracing`);
+      ``capture_content`` puts message content, tool arguments and results on the spans
+      (also on with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``).
     """
 
     base_url: str = attrs.field(repr=lambda url: repr(safe_url(url)))  # no password shown
@@ -137,6 +141,9 @@ class ClientOptions:
     durable: bool = False
     lease_ms: int = 30_000
     on_in_doubt: InDoubtPolicy | None = None
+    tracer_provider: Any = None
+    meter_provider: Any = None
+    capture_content: bool = False
 
     def __attrs_post_init__(self) -> None:
         timeout_alias(self)

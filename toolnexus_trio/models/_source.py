@@ -16,12 +16,13 @@ import math
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import httpx2
 import trio
 
+from .. import _tracing
 from .._http_client import body_chunks, close_response, redact, safe_url, split_credentials
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
@@ -99,6 +100,15 @@ async def _finish_body(chunks: AsyncIterator[bytes]) -> None:
             return  # the answer is complete; only its connection is lost
 
 
+# gen_ai.provider.name's well-known values, by wire style.
+_PROVIDER_NAMES: Final = {
+    "openai": "openai",
+    "responses": "openai",
+    "anthropic": "anthropic",
+    "gemini": "gcp.gemini",
+}
+
+
 class HttpTurns:
     """Model turns over HTTP in one wire style (one per :class:`Client`)."""
 
@@ -138,6 +148,13 @@ class HttpTurns:
             "content-type": "application/json",
             **self.wire.auth_headers(self.secret),
             **{k.lower(): v for k, v in (options.headers or {}).items()},
+        }
+        # The chat spans' provider and server (OpenTelemetry GenAI conventions).
+        where = urlsplit(self.url)
+        self.trace_attributes = {
+            "gen_ai.provider.name": _PROVIDER_NAMES[options.style],
+            "server.address": where.hostname or "",
+            "server.port": where.port or (443 if where.scheme == "https" else 80),
         }
         self.params = _clean_params(options.request_params)
         # Only the Anthropic wire needs breakpoints; the others cache on their own.
@@ -259,10 +276,14 @@ class HttpTurns:
     ) -> Parsed:
         try:
             if on_head is None:
-                _, raw = await self.poster.post(url, self.headers, content, stream=False)
+                _, raw = await self.poster.post(
+                    url, _tracing.with_trace(self.headers), content, stream=False
+                )
             else:
                 # Hedged: the answer has begun at its status line, before its body.
-                response, _ = await self.poster.post(url, self.headers, content, stream=True)
+                response, _ = await self.poster.post(
+                    url, _tracing.with_trace(self.headers), content, stream=True
+                )
                 on_head()
                 try:
                     raw = await read_bounded(response)
@@ -287,7 +308,9 @@ class HttpTurns:
         on_head: Callable[[], None] | None = None,
     ) -> Parsed:
         try:
-            response, _ = await self.poster.post(url, self.headers, content, stream=True)
+            response, _ = await self.poster.post(
+                url, _tracing.with_trace(self.headers), content, stream=True
+            )
         except GenerateError:
             raise
         except Exception as exc:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from .. import _tracing
 from .._groups import leaf_exceptions
 from ._context import ActionContext, _Invocation, _OutboundRequest, _Reply
 from ._errors import ActionError, TesseronErrorCode, invalid_params
@@ -181,16 +182,19 @@ class Invocations:
             scope.deadline = inv.deadline
         assert self._nursery is not None
         # A name given saves trio building one per task (0.2 us, 112 bytes).
+        # A gateway's trace context (params._meta): the handler runs under its span.
+        meta = params.get("_meta")
+        parent = _tracing.extract(meta) if isinstance(meta, dict) else None
         self._nursery.start_soon(
-            self._run_invocation, action, inv, value, size, name=action.task_name
+            self._run_invocation, action, inv, value, size, parent, name=action.task_name
         )
 
     async def _run_invocation(
-        self, action: _Action, inv: _Invocation, value: Any, size: int
+        self, action: _Action, inv: _Invocation, value: Any, size: int, parent: Any = None
     ) -> None:
         try:
             try:
-                with inv.scope:
+                with inv.scope, _tracing.attached(parent):
                     if self._held_bytes > MAX_HELD_ANSWER_BYTES:
                         await self._wait_held()
                     output = await action.handler(value, ActionContext(inv, self))
