@@ -55,6 +55,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("loop", {"loop"}),
     ("models and the gateway", {"models", "gateway"}),
     ("agents", {"agents"}),
+    ("agents in front of people", {"ui"}),
     ("commands and test tools", {"cli", "testing"}),
     ("facade", {"", "__main__"}),
 ]
