@@ -52,7 +52,6 @@ def main_ui(args: argparse.Namespace) -> int:
                 async with UiServing(agent, "127.0.0.1", args.port) as served:
                     print(served.url, flush=True)
                     print("serving the web UI; Ctrl-C stops it", file=sys.stderr, flush=True)
-                    await trio.sleep_forever()
-            return 0  # pragma: no cover - Ctrl-C cancels the sleep
+                    await trio.sleep_forever()  # until Ctrl-C cancels it
 
         return run_guarded(serve)

@@ -5,7 +5,7 @@ Every event names the ``agent`` it belongs to (``"root"`` for the top agent, els
 runtime's handle id, ``root/helper.1``), so one stream carries a whole tree. A stream is
 a size-0 channel: the run waits for its consumer at every event (a consumer that stops
 reading slows the run, nothing is queued), and the consumer that leaves cancels the run
-(whoever owns the channel cancels the run's scope: :func:`stream_events` does).
+(whoever owns the channel cancels the run's scope, as :mod:`toolnexus_trio.ui` does).
 
 :func:`stream_events` runs one agent's loop and sends its typed events, translated from
 the §8 stream: run started / finished / failed, turn started / finished, text deltas,
@@ -216,42 +216,45 @@ async def stream_events(
 ) -> RunResult:
     """Run *client* on *prompt* and send its typed events to *send* as they happen.
 
-    The run is :meth:`Client.stream`'s: *send* is awaited in the run's own task for
-    each event (a slow consumer slows the run), and an exception from *send* (a
-    consumer that left) ends the run, cancelling every model call and tool in it. A
-    failing run sends :class:`RunFailed` and raises; otherwise the result is returned
-    after :class:`RunFinished`.
+    The run is :meth:`Client.run` with the §8 events of :meth:`Client.stream`, each
+    translated and sent from the run's own task: *send* is awaited where the loop
+    emits (a slow consumer slows the run), so a tool call's :class:`ToolCallStarted`
+    has been taken before the tool runs and whatever the tool sends comes after it. An
+    exception from *send* (a consumer that left) ends the run. A failing run sends
+    :class:`RunFailed` and raises; otherwise the result is returned after
+    :class:`RunFinished`.
     """
     await send(RunStarted(agent, prompt))
     turn = 0
     in_turn = False
-    result: RunResult | None = None
+
+    async def emit(event: dict[str, Any]) -> None:
+        nonlocal turn, in_turn
+        kind = event["type"]
+        if kind in ("text", "tool_call") and not in_turn:
+            in_turn = True
+            await send(TurnStarted(agent, turn))
+        if kind == "text":
+            await send(TextDelta(agent, event["delta"]))
+        elif kind == "tool_call":
+            arguments = json.dumps(event["args"], separators=(",", ":"))
+            await send(ToolCallStarted(agent, event["id"], event["name"], arguments))
+        elif kind == "tool_result":
+            if in_turn:  # results come after the turn's calls have all ended
+                in_turn = False
+                await send(TurnFinished(agent, turn))
+                turn += 1
+            output = event["output"]
+            outcome = "error" if event["is_error"] else "result"
+            if outcome == "error" and output.startswith("cancelled"):
+                outcome = "cancelled"
+            await send(ToolCallFinished(agent, event["id"], event["name"], output, outcome))
+
+    # The loop's own run, with this emit: the family's seam that Client.stream uses too.
+    run = client._new_run(prompt, toolkit, history)
+    run.emit = emit
     try:
-        async with client.stream(prompt, toolkit, history=history, cancel=cancel) as events:
-            async for event in events:
-                kind = event["type"]
-                if kind in ("text", "tool_call") and not in_turn:
-                    in_turn = True
-                    await send(TurnStarted(agent, turn))
-                if kind == "text":
-                    await send(TextDelta(agent, event["delta"]))
-                elif kind == "tool_call":
-                    arguments = json.dumps(event["args"], separators=(",", ":"))
-                    await send(ToolCallStarted(agent, event["id"], event["name"], arguments))
-                elif kind == "tool_result":
-                    if in_turn:
-                        in_turn = False
-                        await send(TurnFinished(agent, turn))
-                        turn += 1
-                    output = event["output"]
-                    outcome = "error" if event["is_error"] else "result"
-                    if outcome == "error" and output.startswith("cancelled"):
-                        outcome = "cancelled"
-                    await send(ToolCallFinished(agent, event["id"], event["name"], output, outcome))
-                elif kind == "usage":
-                    await send(Usage(agent, dict(event["usage"])))
-                elif kind == "done":
-                    result = event["result"]
+        result = await client._drive(run, cancel, client._loop(run))
     except Exception as exc:
         # Told under a bounded shield; a consumer already gone is not told.
         with (
@@ -260,8 +263,8 @@ async def stream_events(
         ):
             await send(RunFailed(agent, str(exc) or type(exc).__name__))
         raise
-    assert result is not None
     if in_turn:
         await send(TurnFinished(agent, turn))
+    await send(Usage(agent, dict(result.usage)))
     await send(RunFinished(agent, result.status, result.text, result))
     return result

@@ -353,6 +353,7 @@ class _Translator:
         self.reasoning: str | None = None
         self.interrupted = False
         self.finished = False
+        self.steps: list[str] = []
 
     def _close_text(self) -> list[dict[str, Any]]:
         frames: list[dict[str, Any]] = []
@@ -363,6 +364,13 @@ class _Translator:
             frames.append({"type": "REASONING_MESSAGE_END", "messageId": self.reasoning})
             frames.append({"type": "REASONING_END", "messageId": self.reasoning})
             self.reasoning = None
+        return frames
+
+    def _close_all(self) -> list[dict[str, Any]]:
+        """Before the response ends: its text, then its open steps (AG-UI's order)."""
+        frames = self._close_text()
+        frames += [{"type": "STEP_FINISHED", "stepName": name} for name in reversed(self.steps)]
+        self.steps.clear()
         return frames
 
     def _tree(self, agent: str, change: dict[str, Any], add: bool = False) -> dict[str, Any]:
@@ -436,10 +444,16 @@ class _Translator:
                     "role": "tool",
                 }
             )
-        elif isinstance(event, TurnStarted | TurnFinished):
-            out += self._close_text() if isinstance(event, TurnFinished) else []
-            kind = "STEP_STARTED" if isinstance(event, TurnStarted) else "STEP_FINISHED"
-            out.append({"type": kind, "stepName": f"{event.agent} turn {event.turn}"})
+        elif isinstance(event, TurnStarted):
+            name = f"{event.agent} turn {event.turn}"
+            self.steps.append(name)
+            out.append({"type": "STEP_STARTED", "stepName": name})
+        elif isinstance(event, TurnFinished):
+            out += self._close_text()
+            name = f"{event.agent} turn {event.turn}"
+            if name in self.steps:  # a response resumed mid-turn never started it
+                self.steps.remove(name)
+                out.append({"type": "STEP_FINISHED", "stepName": name})
         elif isinstance(event, AgentSpawned):
             out.append(
                 self._tree(
@@ -465,7 +479,7 @@ class _Translator:
                 )
             )
         elif isinstance(event, ApprovalRequested):
-            out += self._close_text()
+            out += self._close_all()
             request = event.request
             show = request.data.get("show") if isinstance(request.data, dict) else None
             out.append(
@@ -498,7 +512,7 @@ class _Translator:
         elif isinstance(event, ApprovalAnswered):
             pass  # the answer came in this response's request
         elif isinstance(event, RunFinished) and event.agent == "root":
-            out += self._close_text()
+            out += self._close_all()
             self.thread.agents["root"]["state"] = event.status
             out.append(self._tree("root", {"state": event.status}))
             out.append(
@@ -511,7 +525,7 @@ class _Translator:
             )
             self.finished = True
         elif isinstance(event, RunFailed) and event.agent == "root":
-            out += self._close_text()
+            out += self._close_all()
             out.append({"type": "RUN_ERROR", "message": event.message})
             self.finished = True
         return out
