@@ -49,6 +49,7 @@ from ..loop._events import (
     ToolCallStarted,
     TurnFinished,
     TurnStarted,
+    Usage,
     stream_events,
 )
 from ..loop._results import Hooks, Message
@@ -509,6 +510,8 @@ class _Translator:
                 }
             )
             self.interrupted = True
+        elif isinstance(event, Usage) and event.agent == "root":
+            out.append(self._tree("root", {"tokens": int(event.usage.get("total_tokens", 0))}))
         elif isinstance(event, ApprovalAnswered):
             pass  # the answer came in this response's request
         elif isinstance(event, RunFinished) and event.agent == "root":
