@@ -16,9 +16,6 @@ from toolnexus_trio.loop import (
     InProcessOptions,
     InProcessResponse,
     InProcessToolCall,
-    create_in_process_client,
-)
-from toolnexus_trio.loop._events import (
     RunEvent,
     RunFailed,
     RunFinished,
@@ -29,6 +26,7 @@ from toolnexus_trio.loop._events import (
     TurnFinished,
     TurnStarted,
     Usage,
+    create_in_process_client,
     stream_events,
 )
 

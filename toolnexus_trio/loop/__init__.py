@@ -9,7 +9,8 @@ Every turn is a Trio nursery whose cancel scope is the turn's
 
 The modules, bottom up: ``_results`` (options, results, errors) and ``_runjson`` (their
 JSON form), ``_turns`` (the seam a model plugs into), ``_toolcalls`` (one turn's calls),
-``_metrics``, ``_compaction`` (the §7F compactor hook), ``_conversation`` (``ask`` and
+``_metrics``, ``_compaction`` (the §7F compactor hook), ``_events`` (typed run
+events), ``_conversation`` (``ask`` and
 :class:`Conversation`), ``_durable`` (``Client.answer``) and ``_client`` (the loop itself).
 """
 
@@ -20,6 +21,24 @@ from ._compaction import estimate_tokens as estimate_tokens
 from ._conversation import Conversation as Conversation
 from ._durable import AlreadyAnswered as AlreadyAnswered
 from ._durable import PendingExpired as PendingExpired
+from ._events import AgentFinished as AgentFinished
+from ._events import AgentSpawned as AgentSpawned
+from ._events import AgentStateChanged as AgentStateChanged
+from ._events import ApprovalAnswered as ApprovalAnswered
+from ._events import ApprovalRequested as ApprovalRequested
+from ._events import ReasoningDelta as ReasoningDelta
+from ._events import RunEvent as RunEvent
+from ._events import RunFailed as RunFailed
+from ._events import RunFinished as RunFinished
+from ._events import RunStarted as RunStarted
+from ._events import TextDelta as TextDelta
+from ._events import ToolCallArgs as ToolCallArgs
+from ._events import ToolCallFinished as ToolCallFinished
+from ._events import ToolCallStarted as ToolCallStarted
+from ._events import TurnFinished as TurnFinished
+from ._events import TurnStarted as TurnStarted
+from ._events import Usage as Usage
+from ._events import stream_events as stream_events
 from ._records import SuspendedCall as SuspendedCall
 from ._records import ToolCallRecord as ToolCallRecord
 from ._results import GenerateError as GenerateError
@@ -38,7 +57,12 @@ from ._sampler import sampler_from_client as sampler_from_client
 from ._sampler import sampler_from_generate as sampler_from_generate
 
 __all__ = [
+    "AgentFinished",
+    "AgentSpawned",
+    "AgentStateChanged",
     "AlreadyAnswered",
+    "ApprovalAnswered",
+    "ApprovalRequested",
     "Client",
     "Conversation",
     "GenerateError",
@@ -49,16 +73,29 @@ __all__ = [
     "InProcessResponse",
     "InProcessToolCall",
     "PendingExpired",
+    "ReasoningDelta",
     "RunError",
+    "RunEvent",
+    "RunFailed",
+    "RunFinished",
     "RunResult",
+    "RunStarted",
     "RunTimeout",
     "SuspendedCall",
+    "TextDelta",
+    "ToolCallArgs",
+    "ToolCallFinished",
     "ToolCallRecord",
+    "ToolCallStarted",
     "TranslateResult",
     "TranslatedToolCall",
+    "TurnFinished",
+    "TurnStarted",
+    "Usage",
     "compactor",
     "create_in_process_client",
     "estimate_tokens",
     "sampler_from_client",
     "sampler_from_generate",
+    "stream_events",
 ]
