@@ -6,9 +6,13 @@ against the ``ag-ui-protocol`` models. Real processes: the real clock, with guar
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import h11
 import pytest
 import trio
 from agui_helpers import post_sse, run_input, run_to_end, until
@@ -19,6 +23,7 @@ from toolnexus_trio.builtins import BuiltinsConfig, builtin_tools
 from toolnexus_trio.models import ClientOptions
 from toolnexus_trio.testing import FakeProvider, open_fake_provider
 from toolnexus_trio.ui import AguiAgent, UiServing
+from toolnexus_trio.ui._app import MAX_BODY
 
 
 @tool
@@ -148,3 +153,49 @@ async def test_a_disconnect_ends_a_sub_agents_bash(tmp_path: Path) -> None:
     assert any(
         f["type"] == "TOOL_CALL_START" and f["toolCallId"] == "root/helper.1:b1" for f in seen
     )
+
+
+def test_importing_the_package_leaves_the_ui_alone() -> None:
+    probe = (
+        "import sys, toolnexus_trio, toolnexus_trio.loop; print('toolnexus_trio.ui' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+async def _status(url: str, headers: dict[str, str], body: bytes | None = None) -> int:
+    parts = urlsplit(url)
+    stream = await trio.open_tcp_stream(parts.hostname or "", parts.port or 80)
+    conn = h11.Connection(h11.CLIENT)
+    method = "GET" if body is None else "POST"
+    head = [*headers.items(), ("content-length", str(len(body or b"")))]
+    await stream.send_all(conn.send(h11.Request(method=method, target=parts.path, headers=head)))
+    await stream.send_all(conn.send(h11.Data(data=body or b"")) + conn.send(h11.EndOfMessage()))
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            conn.receive_data(await stream.receive_some(65536))
+            continue
+        await stream.aclose()
+        assert isinstance(event, h11.Response)
+        return event.status_code
+
+
+async def test_host_and_origin_are_checked_and_bad_bodies_refused() -> None:
+    with trio.fail_after(20):
+        async with (
+            open_fake_provider([]) as provider,
+            UiServing(AguiAgent(_options(provider))) as served,
+        ):
+            url, netloc = served.url, urlsplit(served.url).netloc
+            assert await _status(url, {"host": netloc}) == 200
+            assert await _status(url, {"host": f"localhost:{urlsplit(url).port}"}) == 200
+            assert await _status(url, {"host": "evil.example"}) == 403
+            origin = {"host": netloc, "origin": "http://evil.example"}
+            assert await _status(url + "agui", origin, b"{}") == 403
+            local = {"host": netloc, "origin": f"http://{netloc}"}
+            assert await _status(url + "agui", local, b"not json") == 400
+            assert await _status(url + "agui", local, b"x" * (MAX_BODY + 1)) == 413
+            assert await _status(url + "nothing", {"host": netloc}) == 404
+    with pytest.raises(ValueError, match="loopback"):
+        UiServing(AguiAgent(_options(provider)), "0.0.0.0")

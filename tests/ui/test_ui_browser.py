@@ -48,6 +48,15 @@ async def _approve(page: Page) -> None:
     await page.wait_js(click)
 
 
+def _children(pid: int) -> list[str]:
+    """The live child processes of *pid* (from /proc)."""
+    found: list[str] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += f.read().split()
+    return found
+
+
 async def _pid(path: Path) -> int:
     await until(lambda: path.exists() and path.read_text().strip())
     pgid = int(await trio.Path(path).read_text())
@@ -128,6 +137,7 @@ async def test_the_web_ui_in_chromium(chromium: str, tmp_path: Path) -> None:
                     pgid = await _pid(pid2)
                     await page.call("Target.closeTarget", {"targetId": page.target}, browser=True)
                     await until(lambda: not live_group_members(pgid))
+                    await until(lambda: not _children(ui.pid))  # nothing else either
                 assert ui.poll() is None  # still serving
             finally:
                 with trio.move_on_after(10, shield=True):
