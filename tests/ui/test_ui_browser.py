@@ -111,7 +111,10 @@ async def test_the_web_ui_in_chromium(chromium: str, tmp_path: Path) -> None:
                     await page.wait_js(_log_has("bash done"))
                     # A sub-agent's bash, approved, then the sub-agent interrupted.
                     await _send(page, "delegate")
+                    helper_state = "document.querySelector('.agent[data-agent=\"root/helper.1\"] .state')?.textContent"
+                    await page.wait_js(f"{helper_state} === 'suspended'")  # asking first
                     await _approve(page)
+                    await page.wait_js(f"{helper_state} === 'running'")
                     pgid = await _pid(pid1)
                     await page.wait_js(
                         "!!document.querySelector('.agent[data-agent=\"root/helper.1\"] button')"

@@ -246,6 +246,8 @@ class AguiAgent:
             answers: list[Answer] = []
             run.answers[request.id] = (done, answers)
             try:
+                if agent != "root":  # the tree shows who waits
+                    await send.send(AgentStateChanged(agent, "suspended"))
                 await send.send(ApprovalRequested(agent, request))
                 with trio.move_on_after(self.approval_ttl):
                     await done.wait()
@@ -256,6 +258,8 @@ class AguiAgent:
             finally:
                 run.answers.pop(request.id, None)
             await send.send(ApprovalAnswered(agent, answer))
+            if agent != "root":
+                await send.send(AgentStateChanged(agent, "running"))
             return answer
 
         def sub_agent() -> str:
