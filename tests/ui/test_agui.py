@@ -199,3 +199,46 @@ async def test_host_and_origin_are_checked_and_bad_bodies_refused() -> None:
             assert await _status(url + "nothing", {"host": netloc}) == 404
     with pytest.raises(ValueError, match="loopback"):
         UiServing(AguiAgent(_options(provider)), "0.0.0.0")
+
+
+async def test_a_resume_that_matches_nothing_is_refused_and_the_run_keeps_waiting() -> None:
+    @tool
+    async def launch(ctx: ToolContext) -> ToolResult:
+        """Launch, once approved."""
+        if ctx.answer is None:
+            return pending(Request(kind="approval", prompt="launch?"))
+        return ToolResult.ok("launched")
+
+    script = [{"tool_calls": [{"name": "launch", "id": "c1"}]}, {"text": "done"}]
+    with trio.fail_after(20):
+        async with open_fake_provider(script) as provider:
+            agent = AguiAgent(_options(provider), [launch])
+            async with UiServing(agent) as served:
+                url = served.url + "agui"
+                alone = await run_to_end(
+                    url, run_input("t9", "r0", resume=[{"interruptId": "x", "status": "resolved"}])
+                )
+                assert [f["type"] for f in alone] == ["RUN_STARTED", "RUN_ERROR"]
+                first = await run_to_end(url, run_input("t9", "r1", "go"))
+                (interrupt,) = first[-1]["outcome"]["interrupts"]
+                again = await run_to_end(url, run_input("t9", "r2", "go again"))
+                assert again[-1]["type"] == "RUN_ERROR" and "resume" in again[-1]["message"]
+                wrong = [
+                    {"interruptId": "nope", "status": "resolved", "payload": {"approved": True}}
+                ]
+                assert (await run_to_end(url, run_input("t9", "r3", resume=wrong)))[-1][
+                    "type"
+                ] == "RUN_ERROR"
+                assert agent.live_runs() == 1
+                denied = [
+                    {
+                        "interruptId": interrupt["id"],
+                        "status": "resolved",
+                        "payload": {"approved": False},
+                    }
+                ]
+                last = await run_to_end(url, run_input("t9", "r4", resume=denied))
+    assert any(
+        f["type"] == "TOOL_CALL_RESULT" and f["content"].startswith("declined") for f in last
+    )
+    assert last[-1]["result"]["status"] == "done"

@@ -168,9 +168,13 @@ class AguiAgent:
         run_id = str(body.get("runId") or uuid.uuid4())
         thread = self._thread(thread_id)
         resume = body.get("resume") or []
+        if not isinstance(resume, list):
+            resume = []
         run = thread.run
-        if run is not None and (run.streaming or not resume):
-            yield {"type": "RUN_ERROR", "message": "a run is already live on this thread"}
+        yield {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
+        refused = _refusal(run, resume)
+        if refused is not None:
+            yield {"type": "RUN_ERROR", "message": refused}
             return
         if run is None:
             prompt = _last_user_text(body.get("messages") or [])
@@ -181,14 +185,13 @@ class AguiAgent:
         else:
             for entry in resume:
                 slot = run.answers.get(str(entry.get("interruptId")))
-                if slot is not None:
+                if slot is not None and not slot[1]:
                     payload = entry.get("payload") or {}
                     ok = entry.get("status") == "resolved" and bool(
                         isinstance(payload, dict) and payload.get("approved")
                     )
                     slot[1].append(Answer(str(entry.get("interruptId")), ok))
                     slot[0].set()
-        yield {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
         yield {"type": "STATE_SNAPSHOT", "snapshot": {"agents": dict(thread.agents)}}
         translator = _Translator(thread, thread_id, run_id)
         run.streaming = True
@@ -330,6 +333,21 @@ def _delegate_tool(runtime: AgentRuntime, send: trio.MemorySendChannel[RunEvent]
         source=ToolSource.CUSTOM,
         execute=execute,
     )
+
+
+def _refusal(run: _Run | None, resume: list[Any]) -> str | None:
+    """Why a request cannot go on with the thread's run (``None``: it can)."""
+    if run is not None and run.streaming:
+        return "a run is already streaming on this thread"
+    if run is not None and not resume:
+        return "the run on this thread waits for an answer: send resume"
+    if run is None and resume:
+        return "no run on this thread waits for an answer (it ended or expired)"
+    if run is not None:
+        ids = {str(e.get("interruptId")) for e in resume if isinstance(e, dict)}
+        if not ids & set(run.answers):
+            return "resume names no interrupt this run waits on"
+    return None
 
 
 def _last_user_text(messages: list[Any]) -> str | None:
