@@ -90,7 +90,7 @@ print(f"imported {len(names)} modules of toolnexus_trio {toolnexus_trio.__versio
 def newest(session: nox.Session) -> None:
     """The package on the newest dependency versions its bounds allow: import every
     module, the demo, the model client's tests (see the module doc)."""
-    session.install("--upgrade", "--upgrade-strategy", "eager", ".[test,mcp,a2a,postgres]")
+    install(session, "--upgrade", "--upgrade-strategy", "eager", ".[test,mcp,a2a,postgres]")
     session.run("python", "-m", "pip", "list", "--format=freeze")
     session.chdir(session.create_tmp())  # the installed package, not the checkout's
     session.run("python", "-c", _IMPORT_EVERY_MODULE)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from benchmarks.report import Row
+    from benchmarks.rows import Row
     from benchmarks.run import Config
 
 HEDGE_MS = 50
@@ -137,7 +137,7 @@ def collect(
 
 def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
     """The scenario-19 row (empty when it did not run)."""
-    from benchmarks.report import Row, Stats, Target
+    from benchmarks.rows import Row, Stats, Target
 
     if "hedge" not in raw:
         return []

@@ -53,7 +53,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("toolkit", {"_toolkit"}),
     ("stores", {"stores"}),
     ("loop", {"loop"}),
-    ("models and the gateway", {"models", "gateway"}),
+    ("models, the gateway and judgments", {"models", "gateway", "judge"}),
     ("agents", {"agents"}),
     ("agents in front of people", {"ui"}),
     ("commands and test tools", {"cli", "testing"}),

@@ -183,15 +183,16 @@ async def test_the_question_builtin_is_answered_from_stdin(stdin: bytes, shown: 
 
 async def test_an_http_error_is_one_line_and_exit_1() -> None:
     body = json.dumps({"error": {"message": "bad key sk-secret-9\nsecond line"}})
-    async with open_fake_provider([{"status": 401, "body": body}]) as provider:
+    # (a 400: a 401 or 403 body is never quoted at all, tests/test_consumer_decisions.py)
+    async with open_fake_provider([{"status": 400, "body": body}]) as provider:
         done = await _ask(provider, "anthropic", "--api-key", "sk-secret-9")
     assert done.returncode == 1
     assert done.stdout == b""
     (line,) = done.stderr.decode().splitlines()
-    assert line.startswith("error: HTTP 401 from POST http://127.0.0.1:")
+    assert line.startswith("error: HTTP 400 from POST http://127.0.0.1:")
     assert "/v1/messages" in line and "bad key" in line
     assert "sk-secret-9" not in line  # the key is redacted from the quoted body
-    assert len(provider.requests) == 1  # a 401 is not retried
+    assert len(provider.requests) == 1  # a 400 is not retried
 
 
 async def test_max_turns_is_an_error_and_hostile_names_are_escaped() -> None:

@@ -45,6 +45,7 @@ from ._turn import Turns
 from ._types import (
     LIMIT_MAX_CHILDREN,
     LIMIT_MAX_DEPTH,
+    LIMIT_TIMEOUT,
     AgentDef,
     Budget,
     Handle,
@@ -417,14 +418,8 @@ class AgentRuntime:
             await event.wait()
             assert h.last_result is not None
             return h.last_result
-        return TaskResult(
-            f"wait timed out after {timeout_ms:g}ms; {h.id} keeps running",
-            True,
-            "timeout",
-            turns=h.turns,
-            total_tokens=h.tokens,
-            own_tokens=h.own_tokens,
-        )
+        text = f"wait timed out after {timeout_ms:g}ms; {h.id} keeps running"
+        return self._result(h, text, "timeout", LIMIT_TIMEOUT)
 
     async def wait_idle(self, h: Handle) -> HandleState:
         """Return once *h* is neither running nor queued (its state then: ``idle``,

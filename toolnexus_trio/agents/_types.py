@@ -16,6 +16,7 @@ from .._cancel import CancelToken
 from .._tools import Tool
 from .._wire import Answer, Request
 from ..loop._results import Hooks, OnMetric
+from ._completion import LIMIT_COMPLETION, Completion
 
 HandleState = Literal["idle", "running", "suspended", "closed"]
 """The states of a handle (SPEC §7D "Handle state machine")."""
@@ -33,6 +34,14 @@ TASK_STATUSES: Final[tuple[str, ...]] = (
 )
 """The closed vocabulary of :attr:`TaskResult.status` (identical in every port)."""
 
+TASK_STATUS_DONE: Final = "done"
+TASK_STATUS_PENDING: Final = "pending"
+TASK_STATUS_INCOMPLETE: Final = "incomplete"
+TASK_STATUS_INTERRUPTED: Final = "interrupted"
+TASK_STATUS_CLOSED: Final = "closed"
+TASK_STATUS_TIMEOUT: Final = "timeout"
+TASK_STATUS_ERROR: Final = "error"
+
 LIMIT_MAX_TURNS: Final = "maxTurns"
 LIMIT_MAX_TOKENS: Final = "maxTokens"
 LIMIT_MAX_TOOL_CALLS: Final = "maxToolCalls"
@@ -40,6 +49,22 @@ LIMIT_MAX_WALL_MS: Final = "maxWallMs"
 LIMIT_MAX_CHILDREN: Final = "maxChildren"
 LIMIT_MAX_CONCURRENT: Final = "maxConcurrent"
 LIMIT_MAX_DEPTH: Final = "maxDepth"
+LIMIT_TIMEOUT: Final = "timeout"
+
+LIMITS: Final[tuple[str, ...]] = (
+    LIMIT_MAX_TURNS,
+    LIMIT_MAX_TOKENS,
+    LIMIT_MAX_TOOL_CALLS,
+    LIMIT_MAX_WALL_MS,
+    LIMIT_MAX_CHILDREN,
+    LIMIT_MAX_CONCURRENT,
+    LIMIT_MAX_DEPTH,
+    LIMIT_COMPLETION,
+    LIMIT_TIMEOUT,
+)
+"""The closed vocabulary of :attr:`TaskResult.limit` (toolnexus 0.21's nine). ``limit``
+is set if and only if ``status`` is ``"incomplete"`` or ``"timeout"``: a budget stop
+names its limit, a ``wait`` that times out names ``"timeout"``."""
 
 BudgetVerdict = Literal["stop", "extend", "suspend"]
 
@@ -122,7 +147,8 @@ class AgentDef:
     ``on_metric`` replace the runtime's for this agent (never merged).
     ``on_budget(info)`` decides what a reached limit does: ``"stop"`` (the default),
     ``"extend"`` (the limit no longer stops the current wake) or ``"suspend"`` (ask
-    for approval through §10).
+    for approval through §10). ``completion`` is the completion gate of each wake
+    (:class:`~toolnexus_trio.agents.Completion`; guardrails arrive compiled in ``hooks``).
 
     ``name`` is checked here (:func:`check_agent_name`): it becomes a segment of every
     handle id, so ``/``, ``#``, whitespace and control characters are refused with a
@@ -142,6 +168,7 @@ class AgentDef:
     hooks: Hooks | Any | None = None
     on_metric: OnMetric | None = None
     on_budget: OnBudget | None = None
+    completion: Completion | None = None
 
 
 @attrs.frozen

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..mcp._config import serve_profile
 from ..mcp._types import MCPServeConfig
 
 if TYPE_CHECKING:
@@ -76,16 +77,7 @@ def add_serve_parser(commands: Any) -> None:
 def _profile(raw: dict[str, Any], args: argparse.Namespace) -> MCPServeConfig:
     block = raw.get("mcpServer")
     block = block if isinstance(block, dict) else {}
-    tools = args.tools if args.tools else block.get("tools")
-    if tools is not None and not (
-        isinstance(tools, list) and all(isinstance(t, str) for t in tools)
-    ):
-        raise ValueError("mcpServer.tools must be an array of tool names")
-    name = args.name or block.get("name") or "toolnexus"
-    version = args.server_version or block.get("version") or "0.1.0"
-    if not isinstance(name, str) or not isinstance(version, str):
-        raise ValueError("mcpServer.name and mcpServer.version must be strings")
-    return MCPServeConfig(name=name, version=version, tools=tools)
+    return serve_profile(block, name=args.name, version=args.server_version, tools=args.tools)
 
 
 def read_config_file(path: str) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from ._events import TurnFinished as TurnFinished
 from ._events import TurnStarted as TurnStarted
 from ._events import Usage as Usage
 from ._events import stream_events as stream_events
+from ._records import RUN_STATUSES as RUN_STATUSES
 from ._records import SuspendedCall as SuspendedCall
 from ._records import ToolCallRecord as ToolCallRecord
 from ._results import GenerateError as GenerateError
@@ -48,6 +49,7 @@ from ._results import Hooks as Hooks
 from ._results import InProcessOptions as InProcessOptions
 from ._results import InProcessResponse as InProcessResponse
 from ._results import InProcessToolCall as InProcessToolCall
+from ._results import ProviderError as ProviderError
 from ._results import RunError as RunError
 from ._results import RunResult as RunResult
 from ._results import RunTimeout as RunTimeout
@@ -57,6 +59,7 @@ from ._sampler import sampler_from_client as sampler_from_client
 from ._sampler import sampler_from_generate as sampler_from_generate
 
 __all__ = [
+    "RUN_STATUSES",
     "AgentFinished",
     "AgentSpawned",
     "AgentStateChanged",
@@ -73,6 +76,7 @@ __all__ = [
     "InProcessResponse",
     "InProcessToolCall",
     "PendingExpired",
+    "ProviderError",
     "ReasoningDelta",
     "RunError",
     "RunEvent",

@@ -1,4 +1,8 @@
 """The agent loop, with one Trio nursery per turn; both client kinds run it.
+This module is long because :class:`Client` is the loop's one public class (run, resume,
+answer, ask, stream, translate, metrics) with the drive they share; what can stand
+alone already lives beside it (a turn's tool calls, turn sources, conversations,
+durable answers, cost).
 
 :func:`create_in_process_client` and :func:`create_client` build the same
 :class:`Client`; they differ only in the :class:`~toolnexus_trio.loop._turns.TurnSource` that
@@ -302,6 +306,7 @@ class Client(ToolCalls):
             usage=dict(result.usage),
             turns=result.turns,
             cost=result.cost if result.cost is not None else (0.0 if result.turns == 0 else None),
+            model=result.model,
         )
 
         async def body() -> None:
@@ -494,7 +499,9 @@ class Client(ToolCalls):
                 run.status, run.limit = "incomplete", "runTimeout"
                 result = self._result(run)
                 self._metric_run(run, started, error="timeout")
-                raise RunTimeout(f"run timeout after {timeout_ms}ms", result)
+                raise RunTimeout(
+                    f"run timeout after {timeout_ms}ms (client run_timeout_ms budget)", result
+                )
         self._metric_run(run, started)
         return self._result(run)
 
@@ -526,7 +533,7 @@ class Client(ToolCalls):
             tool_calls=run.records,
             turns=run.turns,
             usage=run.usage,
-            model=self.options.model,
+            model=run.model or self.options.model,
             pending=run.suspended[0].request if halted else None,
             limit=run.limit,
             suspended=tuple(run.suspended) if halted else (),
@@ -555,11 +562,13 @@ class Client(ToolCalls):
                         tools = list(change["tools"])
                     if change.get("model"):
                         model = str(change["model"])
+            run.model = model
             produced = await self._call_model(
                 GenerateRequest(model=model, messages=run.messages, tools=tools or None, turn=turn),
                 run.emit,
             )
             response, usage = produced.response, produced.usage
+            run.model = produced.model or model  # a fallback provider's, when it answered
             run.turns += 1
             for key, value in usage.items():
                 # cache_read_tokens / cache_write_tokens appear only when a provider says.
@@ -638,7 +647,7 @@ class Client(ToolCalls):
     def _metric_run(self, run: _Run, started: float, error: str | None = None) -> None:
         event: dict[str, Any] = {
             "event": "run",
-            "model": self.options.model,
+            "model": run.model or self.options.model,
             "turns": run.turns,
             "tool_calls": len(run.records),
             "total_tokens": run.usage["total_tokens"],

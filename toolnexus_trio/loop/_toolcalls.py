@@ -72,6 +72,9 @@ class _Run:
     # Set when a call of the current turn relayed (SPEC §10 relay addendum): only then
     # does the turn gather its relay calls, so a run without relay tools never looks.
     relayed: bool = False
+    # The model the last turn was sent to (a before_llm hook may override it per turn):
+    # what RunResult.model and the run metric report. None until a turn is sent.
+    model: str | None = None
 
 
 async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
@@ -97,6 +100,7 @@ class _Meter:
     started: float
     source: str = "unknown"
     metered: bool = False
+    ctx: ToolContext | None = None  # the execution's, for its declared cancelled_result
 
 
 class ToolCalls:
@@ -210,6 +214,7 @@ class ToolCalls:
         started = math.nan
         metered = False
         result: ToolResult | None = None
+        ctx: ToolContext | None = None
         try:
             args = call.args
             result = tool._invalid(args)
@@ -218,7 +223,7 @@ class ToolCalls:
                 try:
                     await trio.lowlevel.checkpoint_if_cancelled()
                     execute, native = tool._direct()
-                    value = await execute(args, ToolContext(token, call.id))
+                    value = await execute(args, ctx := ToolContext(token, call.id))
                     result = tool._value_result(value, native)
                 except Exception as exc:
                     result = ToolResult.error(describe_exception(exc))
@@ -233,6 +238,8 @@ class ToolCalls:
             # As in _call_task: a tool's own nursery that failed while being cancelled.
             outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
         finally:
+            if outcomes[index] is None and ctx is not None and ctx.cancelled_result is not None:
+                outcomes[index] = _Outcome(ctx.cancelled_result, call.args)  # see ToolContext
             if not metered:
                 self._metric_tool(call.name, ToolResult.error("cancelled"), source, started)
 
@@ -264,6 +271,8 @@ class ToolCalls:
                 outcome = outcomes[index]
                 final = outcome.result if outcome is not None else ToolResult.error("cancelled")
                 self._metric_tool(call.name, final, meter.source, meter.started)
+            if outcomes[index] is None and meter.ctx is not None and meter.ctx.cancelled_result:
+                outcomes[index] = _Outcome(meter.ctx.cancelled_result, call.args)  # ToolContext
 
     async def _run_call(
         self, run: _Run, call: _Call, turn: int, token: CancelToken, meter: _Meter
@@ -339,6 +348,7 @@ class ToolCalls:
         self, run: _Run, name: str, args: dict[str, Any], ctx: ToolContext, meter: _Meter
     ) -> ToolResult:
         meter.started = trio.current_time()  # the tool's own time, not the gate's wait
+        meter.ctx = ctx
         toolkit = run.toolkit
         found = toolkit.get(name) if toolkit is not None else None
         if found is None:
@@ -538,6 +548,8 @@ class ToolCalls:
             except* Exception as group:
                 results[i] = ToolResult.error(describe_exception(group))
             finally:
+                if results[i] is None and meter.ctx is not None:  # cancelled: see ToolContext
+                    results[i] = meter.ctx.cancelled_result
                 if gate is not None:
                     gate.done[i].set()
 

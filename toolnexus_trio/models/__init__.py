@@ -11,7 +11,19 @@ own httpx2 pool comes from the package's one HTTP client factory
 """
 
 from ._create import create_client as create_client
+from ._http import DEFAULT_RETRYABLE_STATUSES as DEFAULT_RETRYABLE_STATUSES
+from ._http import MAX_ERROR_BODY as MAX_ERROR_BODY
 from ._http import ErrorInfo as ErrorInfo
+from ._http import capped_error_body as capped_error_body
+from ._http import safe_error_body as safe_error_body
 from ._options import ClientOptions as ClientOptions
 
-__all__ = ["ClientOptions", "ErrorInfo", "create_client"]
+__all__ = [
+    "DEFAULT_RETRYABLE_STATUSES",
+    "MAX_ERROR_BODY",
+    "ClientOptions",
+    "ErrorInfo",
+    "capped_error_body",
+    "create_client",
+    "safe_error_body",
+]

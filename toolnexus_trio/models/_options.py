@@ -10,13 +10,14 @@ import httpx2
 
 from .._http_client import safe_url
 from ..loop._cost import Prices
-from ..loop._results import GenerateError, HookFn, Hooks, OnMetric, WaitFor
+from ..loop._results import GenerateError, HookFn, Hooks, OnMetric, WaitFor, timeout_alias
 from ..stores._base import ConversationStore
 from ._http import OnError
 
 Style = Literal["openai", "anthropic", "responses", "gemini"]
-BodyTransform = Callable[[dict[str, Any]], dict[str, Any] | Awaitable[dict[str, Any]]]
-"""Gets the assembled request body (after ``request_params``); returns the body to send."""
+BodyTransform = Callable[[dict[str, Any]], dict[str, Any] | Awaitable[dict[str, Any] | None] | None]
+"""Gets the assembled request body (after ``request_params``); returns the body to send,
+or ``None`` to send the body it got (edited in place or not), as toolnexus 0.21 does."""
 
 
 @attrs.frozen
@@ -39,8 +40,8 @@ class ClientOptions:
       servers). The key never appears in reprs or error messages.
     - ``headers``: extra request headers (they win over the defaults).
     - ``system_prompt``, ``max_turns``, ``hooks``, ``wait_for``, ``tool_timeout_ms``,
-      ``run_timeout_ms``, ``on_metric``, ``store``: as for
-      :class:`~toolnexus_trio.InProcessOptions`.
+      ``run_timeout_ms`` (or ``timeout_ms``, toolnexus 0.21's name for it), ``on_metric``,
+      ``store``: as for :class:`~toolnexus_trio.InProcessOptions`.
     - ``retries`` (default 2) and ``retry_base_ms`` (default 500): a failed call is
       retried on 429/500/502/503/504, on ``retryable_statuses`` and on network errors,
       after ``retry_base_ms * 2**attempt`` ms plus up to 100 ms of jitter, or after
@@ -54,7 +55,8 @@ class ClientOptions:
       ``retries``. Cancellation and deadlines are never retried nor classified.
     - ``request_params``: merged into every request body (its keys win);
       ``messages``, ``tools`` and ``stream`` are dropped from it with a warning.
-    - ``body_transform(body) -> body`` (sync or async): the last word on the body.
+    - ``body_transform(body) -> body | None`` (sync or async): the last word on the
+      body; ``None`` sends the body it was given (edited in place or not).
     - ``http_client``: an ``httpx2.AsyncClient`` you own (custom transport, proxy,
       mTLS); the client never closes it. Without it the client makes its own, closed
       by :meth:`Client.aclose <toolnexus_trio.Client.aclose>`.
@@ -110,3 +112,8 @@ class ClientOptions:
     hedge_after_ms: int | None = None
     prompt_cache: bool = False
     prices: Prices | None = None
+    timeout_ms: int | None = None
+    """toolnexus 0.21's name for ``run_timeout_ms`` (either may be given)."""
+
+    def __attrs_post_init__(self) -> None:
+        timeout_alias(self)

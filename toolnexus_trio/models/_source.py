@@ -231,14 +231,16 @@ class HttpTurns:
                 # The transform may edit the list in place; the run's transcript is not its.
                 body[key] = list(body[key])
             try:
-                out = self.transform(body)
+                out: Any = self.transform(body)  # a user function: checked below
                 if inspect.isawaitable(out):
                     out = await out
             except Exception as exc:
                 raise GenerateError(f"body_transform raised {type(exc).__name__}: {exc}") from exc
-            if not isinstance(out, dict):
-                raise GenerateError(f"body_transform returned {type(out).__name__}, not a dict")
-            body = out
+            if out is not None:  # None: the body as it is (edited in place or not)
+                if not isinstance(out, dict):
+                    kind = type(out).__name__
+                    raise GenerateError(f"body_transform returned {kind}, not a dict or None")
+                body = out
         try:
             return json.dumps(body, separators=(",", ":")).encode()
         except (TypeError, ValueError) as exc:

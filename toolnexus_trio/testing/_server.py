@@ -11,7 +11,7 @@ import functools
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import h11
@@ -72,6 +72,10 @@ class FakeProvider:
     script repeats); when it has run out the answer is a 500. Every request is kept in
     :attr:`requests`. Start it with :func:`open_fake_provider`, or run :meth:`serve`
     in your own nursery (``await nursery.start(provider.serve)``).
+
+    ``POST .../systemone`` is a judgment backend (SPEC §8B): a step answers it with
+    its ``body`` (or, without one, its ``text``) as the JSON body, after the same
+    faults (``status``, ``delay_ms``, ``stall``...) as any other wire.
     """
 
     def __init__(self, script: Iterable[Step | Mapping[str, Any]] = (), *, cycle: bool = False):
@@ -216,6 +220,9 @@ class FakeProvider:
             kind = step.content_type or ("text/event-stream" if streamed else "application/json")
             await _send_simple(conn, stream, 200, step.body.encode(), extra, kind)
             return True
+        if style == "systemone":
+            await _send_simple(conn, stream, 200, step.text.encode(), extra)
+            return True
         model = gemini_model or str(request.get("model", "fake"))
         serial = len(self.requests)
         if style == "gemini" and gemini_stream:
@@ -245,8 +252,10 @@ class FakeProvider:
         return True
 
 
-def _style_of(path: str, target: str) -> tuple[WireStyle | None, str, bool]:
+def _style_of(path: str, target: str) -> tuple[WireStyle | Literal["systemone"] | None, str, bool]:
     """The wire a request path asks for; for Gemini also its model and whether it streams."""
+    if path.endswith("/systemone"):
+        return "systemone", "", False
     if path.endswith("/chat/completions"):
         return "openai", "", False
     if path.endswith("/messages"):
