@@ -2,6 +2,7 @@
 one JSON object on stdout::
 
     python -m benchmarks.agui latency --tokens 400
+    python -m benchmarks.agui disconnect --rounds 20
     python -m benchmarks.agui concurrent --runs 200 --words 50
 
 - ``latency``: a raw provider on loopback (an OpenAI-style SSE stream, written here so
@@ -10,6 +11,9 @@ one JSON object on stdout::
   on it and a raw client reads the AG-UI SSE. Figure: per token, the time from the
   provider's ``send_all`` to the ``TEXT_MESSAGE_CONTENT`` frame parsed on the client.
   Target: p50 <= 1 ms.
+- ``disconnect``: a sub-agent runs a real ``bash`` (two ``sleep 60``); the client hangs
+  up. Figure: from the hang-up to the run ended and no process of the shell's group
+  left. Target: p95 <= 50 ms.
 - ``concurrent``: 200 AG-UI runs at once in one process against a streaming
   FakeProvider (each answer *words* words). Figures: the resident memory added at the
   peak divided by the runs, and the process's CPU time per streamed token (the
@@ -162,6 +166,99 @@ async def _latency(tokens: int) -> dict[str, Any]:
     return {"latency_ms": latencies, "tokens": tokens}
 
 
+def _group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group *pgid* (a scan of /proc)."""
+    return [int(n) for n in os.listdir("/proc") if n.isdigit() and _alive_in(int(n), pgid)]
+
+
+def _alive_in(pid: int, pgid: int) -> bool:
+    """Whether *pid* is alive (not a zombie) and in process group *pgid*."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return fields[0] != b"Z" and int(fields[2]) == pgid
+
+
+def _written(path: str) -> bool:
+    try:
+        with open(path) as f:
+            return bool(f.read().strip())
+    except OSError:
+        return False
+
+
+def _forked(pgid: int) -> bool:
+    return len(_group_members(pgid)) >= 3  # the shell and its two sleeps
+
+
+def _gone(agent: Any, pgid: int, members: list[int]) -> bool:
+    return not agent.live_runs() and not any(_alive_in(p, pgid) for p in members)
+
+
+async def _until(condition: Any) -> None:
+    """Poll *condition* every 0.5 ms (processes and files have no event to wait on)."""
+    import trio
+
+    while True:
+        if condition():
+            return
+        await trio.sleep(0.0005)
+
+
+async def _disconnect(rounds: int) -> dict[str, Any]:
+    import tempfile
+
+    import trio
+
+    from toolnexus_trio.builtins import BuiltinsConfig, builtin_tools
+    from toolnexus_trio.models import ClientOptions
+    from toolnexus_trio.testing import open_fake_provider
+    from toolnexus_trio.ui import AguiAgent, UiServing
+
+    took: list[float] = []
+    with tempfile.TemporaryDirectory() as work:
+        pid_file = trio.Path(work) / "pid"
+        script = [
+            {"tool_calls": [{"name": "delegate", "arguments": {"prompt": "wait"}}]},
+            {
+                "tool_calls": [
+                    {
+                        "name": "bash",
+                        "arguments": {
+                            "command": f"echo $$ > {pid_file}; sleep 60 & sleep 60; wait"
+                        },
+                    }
+                ]
+            },
+        ]
+        tools = [t for t in builtin_tools(BuiltinsConfig(base_dir=work)) if t.name == "bash"]
+        async with open_fake_provider(script, cycle=True) as provider:
+            llm = ClientOptions(base_url=provider.base_url, style="openai", model="m", api_key="k")
+            agent = AguiAgent(llm, tools)
+            async with UiServing(agent) as served:
+                port = int(served.url.rsplit(":", 1)[1].strip("/"))
+                for r in range(rounds):
+                    if await pid_file.exists():
+                        await pid_file.unlink()
+                    frames = _post_frames(port, _body(f"d{r}", "go"))
+                    async for _, frame in frames:
+                        if frame["type"] == "TOOL_CALL_START" and frame["toolCallName"] == "bash":
+                            break
+                    await _until(functools.partial(_written, str(pid_file)))
+                    pgid = int(await pid_file.read_text())
+                    await _until(functools.partial(_forked, pgid))
+                    members = _group_members(pgid)
+                    started = time.perf_counter()
+                    await frames.aclose()  # the client hangs up
+                    # Only the known pids are polled: a scan of /proc would block the loop.
+                    await _until(functools.partial(_gone, agent, pgid, members))
+                    took.append((time.perf_counter() - started) * 1000)
+    return {"disconnect_ms": took}
+
+
 async def _concurrent(runs: int, words: int) -> dict[str, Any]:
     import trio
 
@@ -223,6 +320,8 @@ def collect(
     for r in range(rounds):
         add("agui_latency", "ours", child(["-m", "benchmarks.agui", "latency"], 120))
         progress(f"agui latency round {r + 1}/{rounds}")
+    add("agui_disconnect", "ours", child(["-m", "benchmarks.agui", "disconnect"], 300))
+    progress("agui disconnect -> every process gone")
     add("agui_concurrent", "ours", child(["-m", "benchmarks.agui", "concurrent"], 300))
     progress("agui 200 concurrent runs")
 
@@ -245,6 +344,21 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
                 "-",
                 Target("ours", "<=", 1.0, unit="ms"),
                 [f"{len(samples)} tokens, one every 2 ms; p95 {stats.p95:.3f} ms"],
+            )
+        )
+    if "agui_disconnect" in raw:
+        samples = [s for run in raw["agui_disconnect"]["ours"] for s in run["disconnect_ms"]]
+        stats = Stats.of(samples)
+        out.append(
+            Row(
+                "20c. AG-UI: client disconnect -> sub-agent's bash gone",
+                "hang-up to the run ended and no process of the group left",
+                "ms",
+                stats,
+                stats,
+                "-",
+                Target("ours", "<=", 50.0, stat="p95", unit="ms"),
+                [f"{len(samples)} rounds; a sub-agent's bash of two sleep 60, polled in /proc"],
             )
         )
     if "agui_concurrent" in raw:
@@ -280,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     import trio
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.agui")
-    parser.add_argument("case", choices=["latency", "concurrent"])
+    parser.add_argument("case", choices=["latency", "disconnect", "concurrent"])
+    parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--tokens", type=int, default=400)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--words", type=int, default=50)
@@ -288,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.case == "latency":
         result = trio.run(_latency, args.tokens)
         result["p50_ms"] = statistics.median(result["latency_ms"])
+    elif args.case == "disconnect":
+        result = trio.run(_disconnect, args.rounds)
     else:
         result = trio.run(_concurrent, args.runs, args.words)
     print(json.dumps(result))
