@@ -11,12 +11,15 @@ process group in it ends. ``python -m toolnexus_trio ui`` is the command.
 Needs hypercorn (the ``a2a`` or ``mcp`` extra). Not imported by ``import
 toolnexus_trio``.
 
+The same tree's typed events without AG-UI: :func:`stream_tree`.
+
 Modules: ``_agui`` (runs and the translation of :mod:`toolnexus_trio.loop._events` to
 AG-UI) and ``_app`` (the ASGI app, the Host and Origin checks, the server).
 """
 
 from ._agui import AguiAgent as AguiAgent
+from ._agui import stream_tree as stream_tree
 from ._app import UiApp as UiApp
 from ._app import UiServing as UiServing
 
-__all__ = ["AguiAgent", "UiApp", "UiServing"]
+__all__ = ["AguiAgent", "UiApp", "UiServing", "stream_tree"]

@@ -24,7 +24,7 @@ import json
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any, Final
 
 import attrs
@@ -44,6 +44,7 @@ from ..loop._events import (
     RunEvent,
     RunFailed,
     RunFinished,
+    SendEvent,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -52,7 +53,7 @@ from ..loop._events import (
     Usage,
     stream_events,
 )
-from ..loop._results import Hooks, Message
+from ..loop._results import Hooks, Message, RunResult
 from ..models import ClientOptions, create_client
 
 logger = logging.getLogger("toolnexus_trio.ui")
@@ -193,7 +194,7 @@ class AguiAgent:
                     slot[1].append(Answer(str(entry.get("interruptId")), ok))
                     slot[0].set()
         yield {"type": "STATE_SNAPSHOT", "snapshot": {"agents": dict(thread.agents)}}
-        translator = _Translator(thread, thread_id, run_id)
+        translator = _Translator(thread, run, thread_id, run_id)
         run.streaming = True
         parked = False
         try:
@@ -242,67 +243,111 @@ class AguiAgent:
         prompt: str,
         send: trio.MemorySendChannel[RunEvent],
     ) -> None:
-        async def wait_for(request: Request) -> Answer:
-            box = _SUB_AGENT.get(None)
-            agent = box["agent"] if box is not None else "root"
-            done = trio.Event()
-            answers: list[Answer] = []
-            run.answers[request.id] = (done, answers)
+        async def wait_for(agent: str, request: Request) -> Answer:
+            # The slot is made by whichever comes first: this, or the translator that
+            # tells the client (so an answer can never arrive before its slot).
+            done, answers = run.answers.setdefault(request.id, (trio.Event(), []))
             try:
-                if agent != "root":  # the tree shows who waits
-                    await send.send(AgentStateChanged(agent, "suspended"))
-                await send.send(ApprovalRequested(agent, request))
                 with trio.move_on_after(self.approval_ttl):
                     await done.wait()
                 if not answers:  # nobody came back: nobody reads this run any more
                     run.scope.cancel()
                     await trio.lowlevel.checkpoint()
-                answer = answers[0]
+                return answers[0]
             finally:
                 run.answers.pop(request.id, None)
-            await send.send(ApprovalAnswered(agent, answer))
-            if agent != "root":
-                await send.send(AgentStateChanged(agent, "running"))
-            return answer
 
-        def sub_agent() -> str:
-            box = _SUB_AGENT.get(None)
-            return box["agent"] if box is not None else "?"
-
-        async def before_tool(event: dict[str, Any]) -> None:
-            agent = sub_agent()
-            args = json.dumps(event["args"], separators=(",", ":"))
-            await send.send(ToolCallStarted(agent, f"{agent}:{event['id']}", event["name"], args))
-
-        async def after_tool(event: dict[str, Any]) -> None:
-            agent = sub_agent()
-            result: ToolResult = event["result"]
-            outcome = "error" if result.is_error else "result"
-            call = f"{agent}:{event['id']}"
-            await send.send(ToolCallFinished(agent, call, event["name"], result.output, outcome))
-
-        helper = AgentDef(
-            name=HELPER,
-            description="a helper that does one self-contained task with the same tools",
-            system_prompt="Do the task you are given and answer with the result.",
-            model="inherit",
-            budget=self.helper_budget,
-            tools=self.tools,
-            wait_for=wait_for,
-            hooks=Hooks(before_tool=before_tool, after_tool=after_tool),
-        )
-        async with open_agent_runtime({HELPER: helper}, llm=self.llm) as runtime:
+        def opened(runtime: AgentRuntime) -> None:
             run.runtime = runtime
-            tools = [*self.tools, _delegate_tool(runtime, send)]
-            options = attrs.evolve(self.llm, wait_for=wait_for, system_prompt=self.system_prompt)
-            async with create_client(options) as client:
-                result = await stream_events(
-                    client, prompt, send.send, Toolkit(tools), history=thread.history or None
-                )
-            thread.history = list(result.messages)
+
+        result = await stream_tree(
+            self.llm,
+            prompt,
+            send.send,
+            self.tools,
+            wait_for=wait_for,
+            history=thread.history or None,
+            system_prompt=self.system_prompt,
+            helper_budget=self.helper_budget,
+            on_runtime=opened,
+        )
+        thread.history = list(result.messages)
 
 
-def _delegate_tool(runtime: AgentRuntime, send: trio.MemorySendChannel[RunEvent]) -> Tool:
+async def stream_tree(
+    llm: ClientOptions,
+    prompt: str,
+    send: SendEvent,
+    tools: Sequence[Tool] = (),
+    *,
+    wait_for: Callable[[str, Request], Awaitable[Answer]],
+    history: Sequence[Message] | None = None,
+    system_prompt: str | None = None,
+    helper_budget: Budget | None = None,
+    on_runtime: Callable[[AgentRuntime], None] | None = None,
+) -> RunResult:
+    """Run an agent tree on *prompt*: one stream of typed events for all of it.
+
+    The root agent (*llm*, *tools* and a ``delegate`` tool) runs the loop
+    (:func:`~toolnexus_trio.loop.stream_events`); each ``delegate`` call spawns a
+    ``helper`` sub-agent (the same tools, *helper_budget*) in an agent runtime opened for
+    this run. Every event of the tree goes to *send*, awaited in the task where it
+    happens: the root's, and the helpers' ``AgentSpawned``, ``AgentStateChanged``
+    (``running``, ``suspended`` while asking), ``AgentFinished`` and their tool calls
+    (ids prefixed with the helper's id). A tool's §10 request, anywhere in the tree, is
+    sent as :class:`ApprovalRequested`, then answered by ``wait_for(agent id, request)``
+    (then :class:`ApprovalAnswered`). *on_runtime* is told the runtime once it is open (its
+    ``interrupt`` stops one helper). Cancelling the caller's scope ends the whole tree.
+    """
+
+    async def ask(request: Request) -> Answer:
+        box = _SUB_AGENT.get(None)
+        agent = box["agent"] if box is not None else "root"
+        if agent != "root":  # the tree shows who waits
+            await send(AgentStateChanged(agent, "suspended"))
+        await send(ApprovalRequested(agent, request))
+        answer = await wait_for(agent, request)
+        await send(ApprovalAnswered(agent, answer))
+        if agent != "root":
+            await send(AgentStateChanged(agent, "running"))
+        return answer
+
+    def sub_agent() -> str:
+        box = _SUB_AGENT.get(None)
+        return box["agent"] if box is not None else "?"
+
+    async def before_tool(event: dict[str, Any]) -> None:
+        agent = sub_agent()
+        args = json.dumps(event["args"], separators=(",", ":"))
+        await send(ToolCallStarted(agent, f"{agent}:{event['id']}", event["name"], args))
+
+    async def after_tool(event: dict[str, Any]) -> None:
+        agent = sub_agent()
+        result: ToolResult = event["result"]
+        outcome = "error" if result.is_error else "result"
+        call = f"{agent}:{event['id']}"
+        await send(ToolCallFinished(agent, call, event["name"], result.output, outcome))
+
+    helper = AgentDef(
+        name=HELPER,
+        description="a helper that does one self-contained task with the same tools",
+        system_prompt="Do the task you are given and answer with the result.",
+        model="inherit",
+        budget=helper_budget or Budget(max_turns=20, max_tool_calls=50),
+        tools=list(tools),
+        wait_for=ask,
+        hooks=Hooks(before_tool=before_tool, after_tool=after_tool),
+    )
+    async with open_agent_runtime({HELPER: helper}, llm=llm) as runtime:
+        if on_runtime is not None:
+            on_runtime(runtime)
+        toolkit = Toolkit([*tools, _delegate_tool(runtime, send)])
+        options = attrs.evolve(llm, wait_for=ask, system_prompt=system_prompt)
+        async with create_client(options) as client:
+            return await stream_events(client, prompt, send, toolkit, history=history)
+
+
+def _delegate_tool(runtime: AgentRuntime, send: SendEvent) -> Tool:
     async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         box = {"agent": "?"}
         token = _SUB_AGENT.set(box)
@@ -311,11 +356,11 @@ def _delegate_tool(runtime: AgentRuntime, send: trio.MemorySendChannel[RunEvent]
         finally:
             _SUB_AGENT.reset(token)
         box["agent"] = h.id
-        await send.send(AgentSpawned(h.id, "root", HELPER, _budget_dict(h.budget)))
+        await send(AgentSpawned(h.id, "root", HELPER, _budget_dict(h.budget)))
         runtime.wake(h, str(args["prompt"]))
-        await send.send(AgentStateChanged(h.id, "running"))
+        await send(AgentStateChanged(h.id, "running"))
         result = await runtime.wait(h)
-        await send.send(
+        await send(
             AgentFinished(h.id, result.status, result.text, result.total_tokens, result.turns)
         )
         return ToolResult(result.text, result.is_error or result.status != "done")
@@ -368,8 +413,9 @@ def _pointer(agent: str) -> str:
 class _Translator:
     """Our events to AG-UI's, for one response (its open text message, its tree)."""
 
-    def __init__(self, thread: _Thread, thread_id: str, run_id: str) -> None:
+    def __init__(self, thread: _Thread, run: _Run, thread_id: str, run_id: str) -> None:
         self.thread = thread
+        self.run = run
         self.thread_id = thread_id
         self.run_id = run_id
         self.message: str | None = None
@@ -504,6 +550,8 @@ class _Translator:
         elif isinstance(event, ApprovalRequested):
             out += self._close_all()
             request = event.request
+            # Its answer's slot exists before the client can be told of it.
+            self.run.answers.setdefault(request.id, (trio.Event(), []))
             show = request.data.get("show") if isinstance(request.data, dict) else None
             out.append(
                 {
