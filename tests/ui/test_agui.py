@@ -242,3 +242,20 @@ async def test_a_resume_that_matches_nothing_is_refused_and_the_run_keeps_waitin
         f["type"] == "TOOL_CALL_RESULT" and f["content"].startswith("declined") for f in last
     )
     assert last[-1]["result"]["status"] == "done"
+
+
+async def test_malformed_inputs_get_run_error() -> None:
+    with trio.fail_after(20):
+        async with (
+            open_fake_provider([]) as provider,
+            UiServing(AguiAgent(_options(provider))) as served,
+        ):
+            url = served.url + "agui"
+            for body in (
+                {"threadId": "m1", "messages": "hello"},
+                {"threadId": "m2", "messages": [{"role": "assistant", "content": "x"}]},
+                {"threadId": "m3", "messages": [], "resume": ["not an entry"]},
+                {"threadId": "m4", "messages": {"role": "user"}, "resume": {"x": 1}},
+            ):
+                frames = await run_to_end(url, body)
+                assert [f["type"] for f in frames] == ["RUN_STARTED", "RUN_ERROR"], body

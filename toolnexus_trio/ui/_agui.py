@@ -168,9 +168,9 @@ class AguiAgent:
         thread_id = str(body.get("threadId") or uuid.uuid4())
         run_id = str(body.get("runId") or uuid.uuid4())
         thread = self._thread(thread_id)
-        resume = body.get("resume") or []
-        if not isinstance(resume, list):
-            resume = []
+        entries = body.get("resume") or []
+        resume = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+        messages = body.get("messages") or []
         run = thread.run
         yield {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
         refused = _refusal(run, resume)
@@ -178,7 +178,7 @@ class AguiAgent:
             yield {"type": "RUN_ERROR", "message": refused}
             return
         if run is None:
-            prompt = _last_user_text(body.get("messages") or [])
+            prompt = _last_user_text(messages if isinstance(messages, list) else [])
             if prompt is None:
                 yield {"type": "RUN_ERROR", "message": "no user message to answer"}
                 return
@@ -389,7 +389,7 @@ def _refusal(run: _Run | None, resume: list[Any]) -> str | None:
     if run is None and resume:
         return "no run on this thread waits for an answer (it ended or expired)"
     if run is not None:
-        ids = {str(e.get("interruptId")) for e in resume if isinstance(e, dict)}
+        ids = {str(e.get("interruptId")) for e in resume}
         if not ids & set(run.answers):
             return "resume names no interrupt this run waits on"
     return None
