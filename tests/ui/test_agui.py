@@ -5,6 +5,7 @@ against the ``ag-ui-protocol`` models. Real processes: the real clock, with guar
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -259,3 +260,33 @@ async def test_malformed_inputs_get_run_error() -> None:
             ):
                 frames = await run_to_end(url, body)
                 assert [f["type"] for f in frames] == ["RUN_STARTED", "RUN_ERROR"], body
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+async def test_stopping_a_parked_run_ends_what_runs_beside_its_approval(tmp_path: Path) -> None:
+    @tool
+    async def launch(ctx: ToolContext) -> ToolResult:
+        """Launch, once approved."""
+        if ctx.answer is None:
+            return pending(Request(kind="approval", prompt="launch?"))
+        return ToolResult.ok("launched")
+
+    pid_file = tmp_path / "pid"
+    command = f"echo $$ > {pid_file}; sleep 60"
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": command}},
+                              {"name": "launch"}]}]  # fmt: skip
+    bash = [t for t in builtin_tools(BuiltinsConfig(base_dir=str(tmp_path))) if t.name == "bash"]
+    with trio.fail_after(30):
+        async with open_fake_provider(script) as provider:
+            agent = AguiAgent(_options(provider), [*bash, launch])
+            async with UiServing(agent) as served:
+                first = await run_to_end(served.url + "agui", run_input("p1", "r1", "go"))
+                assert first[-1]["outcome"]["type"] == "interrupt"
+                await until(lambda: pid_file.exists() and pid_file.read_text().strip())
+                pgid = int(await trio.Path(pid_file).read_text())
+                await until(lambda: live_group_members(pgid))
+                # The page's Stop (or its pagehide beacon) while no request is open:
+                stop = json.dumps({"threadId": "p1", "agent": "root"}).encode()
+                host = {"host": urlsplit(served.url).netloc}
+                assert await _status(served.url + "interrupt", host, stop) == 200
+                await until(lambda: not agent.live_runs() and not live_group_members(pgid))

@@ -40,6 +40,10 @@ def _log_has(text: str) -> str:
     return f"document.getElementById('log').textContent.includes({json.dumps(text)})"
 
 
+def _has_pre(text: str) -> str:
+    return f"[...document.querySelectorAll('.approval pre')].some(p => p.textContent === {json.dumps(text)})"
+
+
 async def _approve(page: Page) -> None:
     click = (
         "(() => { const b = [...document.querySelectorAll('.approval button')]"
@@ -73,6 +77,8 @@ async def test_the_web_ui_in_chromium(chromium: str, tmp_path: Path) -> None:
         {"tool_calls": [{"name": "delegate", "arguments": {"prompt": "sleep"}}]},
         {"tool_calls": [{"name": "bash", "arguments": {"command": f"echo $$ > {pid1}; sleep 60"}}]},
         {"text": "helper stopped"},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo parked"}}]},
+        {"text": "a fresh answer"},
         {"tool_calls": [{"name": "delegate", "arguments": {"prompt": "sleep again"}}]},
         {"tool_calls": [{"name": "bash", "arguments": {"command": f"echo $$ > {pid2}; sleep 60"}}]},
     ]
@@ -134,6 +140,13 @@ async def test_the_web_ui_in_chromium(chromium: str, tmp_path: Path) -> None:
                         "document.querySelector('.agent[data-agent=\"root/helper.1\"] .state').textContent"
                     )
                     assert state == "interrupted"
+                    # Stop while the run waits for an approval (no request is open).
+                    await _send(page, "park")
+                    await page.wait_js(_has_pre("echo parked"))
+                    await page.js("document.getElementById('stop').click()")
+                    await page.wait_js("document.getElementById('stop').disabled")
+                    await _send(page, "after stop")  # the thread is free again
+                    await page.wait_js(_log_has("a fresh answer"))
                     # Mid-turn, the tab closes: the run, its sub-agent and its bash end.
                     await _send(page, "again")
                     await _approve(page)

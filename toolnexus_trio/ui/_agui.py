@@ -139,6 +139,9 @@ class AguiAgent:
             return False
         if agent == "root":
             run.scope.cancel()
+            if not run.streaming:  # parked: the thread is free for its next prompt now
+                assert thread is not None
+                thread.run = None
             return True
         if run.runtime is None:
             return False
@@ -234,7 +237,8 @@ class AguiAgent:
         except Exception:
             logger.exception("an AG-UI run failed")  # the client got RUN_ERROR
         finally:
-            thread.run = None
+            if thread.run is run:  # a stopped run may have been replaced already
+                thread.run = None
 
     async def _body(
         self,
