@@ -27,7 +27,9 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /
 
 
 async def _send(page: Page, text: str) -> None:
-    """Type *text* in the textarea and press Enter, as a person would."""
+    """Type *text* in the textarea and press Enter, as a person would (once the page
+    takes a prompt: the last answer's stream is over)."""
+    await page.wait_js("!document.getElementById('send').disabled")
     await page.js("document.getElementById('prompt').focus()")
     await page.call("Input.insertText", {"text": text})
     await page.call("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Enter",
