@@ -1,4 +1,4 @@
-"""Scenario 20: the AG-UI endpoint (issue 35). One process measures one case and prints
+"""Scenario 21: the AG-UI endpoint (issue 35). One process measures one case and prints
 one JSON object on stdout::
 
     python -m benchmarks.agui latency --tokens 400
@@ -37,11 +37,11 @@ if TYPE_CHECKING:
     from benchmarks.rows import Config, Row
 
 SCENARIO_TEXT = [
-    "20. **AG-UI endpoint** (issue 35): a token from the provider to its AG-UI SSE frame on",
+    "21. **AG-UI endpoint** (issue 35): a token from the provider to its AG-UI SSE frame on",
     "    the client socket (loopback, one token every 2 ms); 200 concurrent AG-UI runs",
     "    against a streaming FakeProvider: memory per run, CPU per streamed token, none lost.",
 ]
-"""Scenario 20's description for the performance page."""
+"""Scenario 21's description for the performance page."""
 
 
 def _rss_kib() -> int:
@@ -315,7 +315,7 @@ def collect(
     child: Any,
     progress: Any,
 ) -> None:
-    """Run scenario 20 (a few seconds per round)."""
+    """Run scenario 21 (a few seconds per round)."""
     rounds = 3 if cfg.agent_rounds > 2 else 1
     for r in range(rounds):
         add("agui_latency", "ours", child(["-m", "benchmarks.agui", "latency"], 120))
@@ -327,7 +327,7 @@ def collect(
 
 
 def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
-    """The scenario-20 rows (none when it did not run)."""
+    """The scenario-21 rows (none when it did not run)."""
     from benchmarks.rows import Row, Stats, Target
 
     out: list[Row] = []
@@ -336,7 +336,7 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
         stats = Stats.of(samples)
         out.append(
             Row(
-                "20a. AG-UI: provider token -> SSE frame",
+                "21a. AG-UI: provider token -> SSE frame",
                 "per token, loopback (peer column: the same)",
                 "ms",
                 stats,
@@ -351,7 +351,7 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
         stats = Stats.of(samples)
         out.append(
             Row(
-                "20c. AG-UI: client disconnect -> sub-agent's bash gone",
+                "21c. AG-UI: client disconnect -> sub-agent's bash gone",
                 "hang-up to the run ended and no process of the group left",
                 "ms",
                 stats,
@@ -366,7 +366,7 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
         kib = Stats.of([run["rss_per_run_kib"]])
         out.append(
             Row(
-                f"20b. AG-UI: {run['runs']} concurrent runs, memory per run",
+                f"21b. AG-UI: {run['runs']} concurrent runs, memory per run",
                 "resident memory added at the peak / runs",
                 "KiB",
                 kib,

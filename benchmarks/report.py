@@ -26,6 +26,7 @@ from benchmarks.agent import FANOUT_SLEEP_S
 from benchmarks.agents_runtime import SCENARIO_TEXT as AGENTS_SCENARIO_TEXT
 from benchmarks.agui import SCENARIO_TEXT as AGUI_SCENARIO_TEXT
 from benchmarks.compaction import SCENARIO_TEXT as COMPACTION_SCENARIO_TEXT
+from benchmarks.durable import SCENARIO_TEXT as DURABLE_SCENARIO_TEXT
 from benchmarks.hedge import SCENARIO_TEXT as HEDGE_SCENARIO_TEXT
 from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
 from benchmarks.http_suite import http_rows
@@ -513,9 +514,12 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.hedge import rows as hedge_rows  # scenario 19 (hedged request)
 
     rows.extend(hedge_rows(raw))
-    from benchmarks.agui import rows as agui_rows  # scenario 20 (the AG-UI endpoint)
+    from benchmarks.agui import rows as agui_rows  # scenario 21 (the AG-UI endpoint)
 
     rows.extend(agui_rows(raw))
+    from benchmarks.durable import rows as durable_rows  # scenario 20 (crash-durable runs)
+
+    rows.extend(durable_rows(raw))
     return rows
 
 
@@ -1034,6 +1038,7 @@ def _rst(
         *STORES_SCENARIO_TEXT,
         *HEDGE_SCENARIO_TEXT,
         *AGUI_SCENARIO_TEXT,
+        *DURABLE_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

@@ -85,7 +85,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "real_models_resilience.py": [
         "retries: a 429, a 503, then 'third time lucky' (3 requests)\n",
-        "on_error saw [(529, 0, False)] and retried;\n  then 'overloaded, then fine'\n",
+        "on_error saw [(409, 0, False)] and retried;\n  then 'busy, then fine'\n",
         "a 400 raises GenerateError: HTTP 400 from POST http://127.0.0.1:",
         "max_tokens: too large (key [redacted])",
         "  after 1 request; the transcript so far has 1 message(s)\n",

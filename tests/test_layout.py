@@ -33,6 +33,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "_converter",
             "_groups",
             "_http_client",
+            "_lines",
             "_http_pool",
             "_names",
             "_opening",
@@ -56,6 +57,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("models, the gateway and judgments", {"models", "gateway", "judge"}),
     ("agents", {"agents"}),
     ("agents in front of people", {"ui"}),
+    ("agents over ACP", {"acp"}),
     ("commands and test tools", {"cli", "testing"}),
     ("facade", {"", "__main__"}),
 ]

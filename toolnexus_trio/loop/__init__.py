@@ -10,10 +10,14 @@ Every turn is a Trio nursery whose cancel scope is the turn's
 The modules, bottom up: ``_results`` (options, results, errors) and ``_runjson`` (their
 JSON form), ``_turns`` (the seam a model plugs into), ``_toolcalls`` (one turn's calls),
 ``_metrics``, ``_compaction`` (the §7F compactor hook), ``_events`` (typed run
-events), ``_conversation`` (``ask`` and
-:class:`Conversation`), ``_durable`` (``Client.answer``) and ``_client`` (the loop itself).
+events), ``_conversation`` (``ask`` and :class:`Conversation`), ``_durable``
+(``Client.answer``), ``_checkpoint`` (crash-durable runs) and ``_client`` (the loop
+itself).
 """
 
+from ._checkpoint import LeaseLost as LeaseLost
+from ._checkpoint import RunNotRecoverable as RunNotRecoverable
+from ._checkpoint import in_doubt_default as in_doubt_default
 from ._client import Client as Client
 from ._client import create_in_process_client as create_in_process_client
 from ._compaction import compactor as compactor
@@ -40,6 +44,7 @@ from ._events import TurnStarted as TurnStarted
 from ._events import Usage as Usage
 from ._events import stream_events as stream_events
 from ._records import RUN_STATUSES as RUN_STATUSES
+from ._records import InDoubtCall as InDoubtCall
 from ._records import SuspendedCall as SuspendedCall
 from ._records import ToolCallRecord as ToolCallRecord
 from ._results import GenerateError as GenerateError
@@ -72,9 +77,11 @@ __all__ = [
     "GenerateRequest",
     "HookError",
     "Hooks",
+    "InDoubtCall",
     "InProcessOptions",
     "InProcessResponse",
     "InProcessToolCall",
+    "LeaseLost",
     "PendingExpired",
     "ProviderError",
     "ReasoningDelta",
@@ -82,6 +89,7 @@ __all__ = [
     "RunEvent",
     "RunFailed",
     "RunFinished",
+    "RunNotRecoverable",
     "RunResult",
     "RunStarted",
     "RunTimeout",
@@ -99,6 +107,7 @@ __all__ = [
     "compactor",
     "create_in_process_client",
     "estimate_tokens",
+    "in_doubt_default",
     "sampler_from_client",
     "sampler_from_generate",
     "stream_events",

@@ -8,9 +8,10 @@ from typing import Any, Literal
 import attrs
 
 from .._toolkit import Toolkit
+from .._tools import ToolResult
 from .._wire import Answer, Request
 from ..stores._base import ConversationStore
-from ._records import RunStatus, SuspendedCall, ToolCallRecord
+from ._records import InDoubtCall, RunStatus, SuspendedCall, ToolCallRecord
 from ._runjson import run_result_fields, run_result_to_json
 
 Message = dict[str, Any]
@@ -84,6 +85,8 @@ class Hooks:
 Generate = Callable[[GenerateRequest], Any]
 WaitFor = Callable[[Request], Awaitable[Answer]]
 OnMetric = Callable[[dict[str, Any]], None]
+InDoubtPolicy = Callable[[InDoubtCall], ToolResult | None]
+"""``on_in_doubt``: a call in flight at a crash -> its result, or ``None`` to run it again."""
 
 
 def timeout_alias(options: Any) -> None:
@@ -115,6 +118,11 @@ class InProcessOptions:
     (0 = unbounded). ``on_metric`` receives ``llm``, ``tool`` and ``run`` events (and
     ``progress`` / ``log`` from Tesseron tools). ``store`` keeps the transcripts of
     :meth:`Client.ask` by id (default: a new in-memory store per client).
+    ``durable`` makes each :meth:`Client.ask` with an id a crash-durable run (the
+    ``store`` must be a :class:`~toolnexus_trio.stores.CheckpointStore`), owned
+    under a lease of ``lease_ms`` renewed while it runs; ``on_in_doubt`` decides, on
+    :meth:`Client.recover`, what a call in flight at the crash becomes (see
+    "Crash-durable runs" in the docs; off by default, and nothing changes then).
     """
 
     model: str
@@ -129,6 +137,9 @@ class InProcessOptions:
     store: ConversationStore | None = None
     timeout_ms: int | None = None
     """toolnexus 0.21's name for ``run_timeout_ms`` (either may be given)."""
+    durable: bool = False
+    lease_ms: int = 30_000
+    on_in_doubt: InDoubtPolicy | None = None
 
     def __attrs_post_init__(self) -> None:
         timeout_alias(self)

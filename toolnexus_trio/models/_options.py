@@ -10,7 +10,15 @@ import httpx2
 
 from .._http_client import safe_url
 from ..loop._cost import Prices
-from ..loop._results import GenerateError, HookFn, Hooks, OnMetric, WaitFor, timeout_alias
+from ..loop._results import (
+    GenerateError,
+    HookFn,
+    Hooks,
+    InDoubtPolicy,
+    OnMetric,
+    WaitFor,
+    timeout_alias,
+)
 from ..stores._base import ConversationStore
 from ._http import OnError
 
@@ -83,6 +91,8 @@ class ClientOptions:
       million tokens (cache prices default to the input price) giving
       ``RunResult.cost`` and a ``cost`` in the ``llm`` and ``run`` metric events;
       a model without a price makes the cost ``None``, never a guess.
+    - ``durable``, ``lease_ms``, ``on_in_doubt``: crash-durable runs, as for
+      :class:`~toolnexus_trio.InProcessOptions` (off by default).
     """
 
     base_url: str = attrs.field(repr=lambda url: repr(safe_url(url)))  # no password shown
@@ -114,6 +124,9 @@ class ClientOptions:
     prices: Prices | None = None
     timeout_ms: int | None = None
     """toolnexus 0.21's name for ``run_timeout_ms`` (either may be given)."""
+    durable: bool = False
+    lease_ms: int = 30_000
+    on_in_doubt: InDoubtPolicy | None = None
 
     def __attrs_post_init__(self) -> None:
         timeout_alias(self)
