@@ -24,6 +24,7 @@ from typing import Any
 from benchmarks.a2a import SCENARIO_TEXT as A2A_SCENARIO_TEXT
 from benchmarks.agent import FANOUT_SLEEP_S
 from benchmarks.agents_runtime import SCENARIO_TEXT as AGENTS_SCENARIO_TEXT
+from benchmarks.agui import SCENARIO_TEXT as AGUI_SCENARIO_TEXT
 from benchmarks.compaction import SCENARIO_TEXT as COMPACTION_SCENARIO_TEXT
 from benchmarks.conversations import SCENARIO_TEXT as CONVERSATIONS_SCENARIO_TEXT
 from benchmarks.durable import SCENARIO_TEXT as DURABLE_SCENARIO_TEXT
@@ -515,6 +516,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.hedge import rows as hedge_rows  # scenario 19 (hedged request)
 
     rows.extend(hedge_rows(raw))
+    from benchmarks.agui import rows as agui_rows  # scenario 23 (the AG-UI endpoint)
+
+    rows.extend(agui_rows(raw))
     from benchmarks.durable import rows as durable_rows  # scenario 20 (crash-durable runs)
 
     rows.extend(durable_rows(raw))
@@ -1041,6 +1045,7 @@ def _rst(
         *XFRAMEWORK_SCENARIO_TEXT,
         *STORES_SCENARIO_TEXT,
         *HEDGE_SCENARIO_TEXT,
+        *AGUI_SCENARIO_TEXT,
         *DURABLE_SCENARIO_TEXT,
         *CONVERSATIONS_SCENARIO_TEXT,
         *TRACING_SCENARIO_TEXT,

@@ -219,6 +219,10 @@ def collect(cfg: Config, only: set[int]) -> Raw:
         from benchmarks import tracing
 
         tracing.collect(cfg, add, _json_child, lambda label: _progress(label, t0))
+    if 23 in only:  # the AG-UI endpoint (issue 35)
+        from benchmarks import agui
+
+        agui.collect(cfg, add, _json_child, lambda label: _progress(label, t0))
     return raw
 
 
@@ -226,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 23)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 24)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"

@@ -105,7 +105,7 @@ def collect(
     child: Callable[[list[str], float], dict[str, Any]],
     progress: Callable[[str], None],
 ) -> None:
-    """Run scenario 21: alternating modes, one fresh process each."""
+    """Run scenario 22: alternating modes, one fresh process each."""
     rounds = 4 if cfg.agent_rounds > 2 else 2
     runs = str(cfg.overhead_runs)
     for r in range(rounds):

@@ -58,6 +58,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("loop", {"loop"}),
     ("models, the gateway and judgments", {"models", "gateway", "judge"}),
     ("agents", {"agents"}),
+    ("agents in front of people", {"ui"}),
     ("agents over ACP", {"acp"}),
     ("commands and test tools", {"cli", "testing"}),
     ("facade", {"", "__main__", "content"}),

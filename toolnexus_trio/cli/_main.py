@@ -1,6 +1,6 @@
 """The command line's parser and dispatch.
 
-``python -m toolnexus_trio demo | host | gateway | ask | serve | run | tools | acp``.
+``python -m toolnexus_trio demo | host | gateway | ask | serve | run | tools | ui | acp``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from ._acp import add_acp_command, main_acp
 from ._ask import add_ask_command, main_ask
 from ._mcp import add_gateway_mcp_options, add_serve_parser, run_gateway_mcp, run_serve
 from ._run import add_run_commands, main_run, main_tools
+from ._ui import add_ui_command, main_ui
 
 
 def _port(text: str) -> int:
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     add_ask_command(commands)
     add_serve_parser(commands)
     add_run_commands(commands)
+    add_ui_command(commands, _port)
     add_acp_command(commands)
     args = parser.parse_args(argv)
     if args.command == "acp":
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         return main_run(args)
     if args.command == "tools":
         return main_tools(args)
+    if args.command == "ui":
+        return main_ui(args)
     if args.command == "gateway" and args.mcp:
         return run_gateway_mcp(args)
     from ._commands import run_command, run_gateway, run_host

@@ -9,9 +9,10 @@ Every turn is a Trio nursery whose cancel scope is the turn's
 
 The modules, bottom up: ``_results`` (options, results, errors) and ``_runjson`` (their
 JSON form), ``_turns`` (the seam a model plugs into), ``_toolcalls`` (one turn's calls),
-``_metrics``, ``_compaction`` (the §7F compactor hook), ``_conversation`` (``ask`` and
-:class:`Conversation`), ``_durable`` (``Client.answer``), ``_checkpoint`` (crash-durable
-runs) and ``_client`` (the loop itself).
+``_metrics``, ``_compaction`` (the §7F compactor hook), ``_events`` (typed run
+events), ``_conversation`` (``ask`` and :class:`Conversation`), ``_durable``
+(``Client.answer``), ``_checkpoint`` (crash-durable runs) and ``_client`` (the loop
+itself).
 """
 
 from ._checkpoint import LeaseLost as LeaseLost
@@ -24,6 +25,24 @@ from ._compaction import estimate_tokens as estimate_tokens
 from ._conversation import Conversation as Conversation
 from ._durable import AlreadyAnswered as AlreadyAnswered
 from ._durable import PendingExpired as PendingExpired
+from ._events import AgentFinished as AgentFinished
+from ._events import AgentSpawned as AgentSpawned
+from ._events import AgentStateChanged as AgentStateChanged
+from ._events import ApprovalAnswered as ApprovalAnswered
+from ._events import ApprovalRequested as ApprovalRequested
+from ._events import ReasoningDelta as ReasoningDelta
+from ._events import RunEvent as RunEvent
+from ._events import RunFailed as RunFailed
+from ._events import RunFinished as RunFinished
+from ._events import RunStarted as RunStarted
+from ._events import TextDelta as TextDelta
+from ._events import ToolCallArgs as ToolCallArgs
+from ._events import ToolCallFinished as ToolCallFinished
+from ._events import ToolCallStarted as ToolCallStarted
+from ._events import TurnFinished as TurnFinished
+from ._events import TurnStarted as TurnStarted
+from ._events import Usage as Usage
+from ._events import stream_events as stream_events
 from ._records import RUN_STATUSES as RUN_STATUSES
 from ._records import InDoubtCall as InDoubtCall
 from ._records import SuspendedCall as SuspendedCall
@@ -46,7 +65,12 @@ from ._sampler import sampler_from_generate as sampler_from_generate
 
 __all__ = [
     "RUN_STATUSES",
+    "AgentFinished",
+    "AgentSpawned",
+    "AgentStateChanged",
     "AlreadyAnswered",
+    "ApprovalAnswered",
+    "ApprovalRequested",
     "Client",
     "Conversation",
     "GenerateError",
@@ -60,18 +84,31 @@ __all__ = [
     "LeaseLost",
     "PendingExpired",
     "ProviderError",
+    "ReasoningDelta",
     "RunError",
+    "RunEvent",
+    "RunFailed",
+    "RunFinished",
     "RunNotRecoverable",
     "RunResult",
+    "RunStarted",
     "RunTimeout",
     "SuspendedCall",
+    "TextDelta",
+    "ToolCallArgs",
+    "ToolCallFinished",
     "ToolCallRecord",
+    "ToolCallStarted",
     "TranslateResult",
     "TranslatedToolCall",
+    "TurnFinished",
+    "TurnStarted",
+    "Usage",
     "compactor",
     "create_in_process_client",
     "estimate_tokens",
     "in_doubt_default",
     "sampler_from_client",
     "sampler_from_generate",
+    "stream_events",
 ]

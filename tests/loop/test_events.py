@@ -1,0 +1,116 @@
+"""Typed run events (``loop/_events.py``): their order for a turn with tool calls, a
+consumer that stops reading holding the run where it is (size-0 channel), and a failing
+run's ``RunFailed``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from toolnexus_trio import Toolkit, tool
+from toolnexus_trio.loop import (
+    GenerateRequest,
+    InProcessOptions,
+    InProcessResponse,
+    InProcessToolCall,
+    RunEvent,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+    Usage,
+    create_in_process_client,
+    stream_events,
+)
+
+ran: list[str] = []
+
+
+@tool
+async def note(text: str) -> str:
+    """Write *text* down."""
+    ran.append(text)
+    return f"noted {text}"
+
+
+async def _two_turns(request: GenerateRequest) -> InProcessResponse:
+    if request.turn == 0:
+        calls = [InProcessToolCall("c1", "note", {"text": "a"}),
+                 InProcessToolCall("c2", "note", {"text": "b"})]  # fmt: skip
+        return InProcessResponse(content="", tool_calls=calls)
+    return InProcessResponse(content="done")
+
+
+async def test_events_of_a_run_with_two_tool_calls() -> None:
+    ran.clear()
+    client = create_in_process_client(InProcessOptions(model="m", generate=_two_turns))
+    seen: list[RunEvent] = []
+
+    async def send(event: RunEvent) -> None:
+        seen.append(event)
+
+    result = await stream_events(client, "go", send, Toolkit([note]))
+    assert result.status == "done"
+    kinds = [type(e).__name__ for e in seen]
+    assert kinds[:2] == ["RunStarted", "TurnStarted"]
+    assert seen[0] == RunStarted("root", "go")
+    starts = [e for e in seen if isinstance(e, ToolCallStarted)]
+    assert [(e.id, e.name, e.arguments) for e in starts] == [
+        ("c1", "note", '{"text":"a"}'),
+        ("c2", "note", '{"text":"b"}'),
+    ]
+    finished = [e for e in seen if isinstance(e, ToolCallFinished)]
+    assert [(e.id, e.output, e.outcome) for e in finished] == [
+        ("c1", "noted a", "result"),
+        ("c2", "noted b", "result"),
+    ]
+    # Turn 0 ends before its results are told; turn 1 is the answer.
+    assert seen.index(TurnFinished("root", 0)) < seen.index(finished[0])
+    assert seen.index(TurnStarted("root", 1)) < seen.index(TextDelta("root", "done"))
+    assert isinstance(seen[-2], Usage) and isinstance(seen[-1], RunFinished)
+    assert seen[-1].status == "done" and seen[-1].text == "done"
+
+
+async def test_a_consumer_that_stops_reading_holds_the_run() -> None:
+    ran.clear()
+    client = create_in_process_client(InProcessOptions(model="m", generate=_two_turns))
+    send, receive = trio.open_memory_channel[RunEvent](0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stream_events, client, "go", send.send, Toolkit([note]))
+        kinds = []
+        while True:
+            event = await receive.receive()
+            kinds.append(type(event).__name__)
+            if isinstance(event, ToolCallStarted):
+                break
+        # Not reading: the run waits at its next event; no tool has run, nothing queued.
+        await trio.testing.wait_all_tasks_blocked()
+        assert ran == []
+        assert receive.statistics().tasks_waiting_send == 1
+        async for event in receive:
+            if isinstance(event, RunFinished):
+                break
+    assert sorted(ran) == ["a", "b"]  # concurrent calls: either order
+
+
+async def test_a_failing_run_sends_run_failed() -> None:
+    async def broken(request: GenerateRequest) -> Any:
+        raise RuntimeError("model down")
+
+    client = create_in_process_client(InProcessOptions(model="m", generate=broken))
+    seen: list[RunEvent] = []
+
+    async def send(event: RunEvent) -> None:
+        seen.append(event)
+
+    with pytest.raises(Exception, match="model down"):
+        await stream_events(client, "go", send)
+    assert seen == [RunStarted("root", "go"), RunFailed("root", seen[-1].message)]
+    assert "model down" in seen[-1].message

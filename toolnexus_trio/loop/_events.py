@@ -1,0 +1,270 @@
+"""Typed run events: one frozen attrs class per thing that happens in a run of an agent
+tree, beside the SPEC §8 dict events of :meth:`Client.stream` (which stay as they are).
+
+Every event names the ``agent`` it belongs to (``"root"`` for the top agent, else the
+runtime's handle id, ``root/helper.1``), so one stream carries a whole tree. A stream is
+a size-0 channel: the run waits for its consumer at every event (a consumer that stops
+reading slows the run, nothing is queued), and the consumer that leaves cancels the run
+(whoever owns the channel cancels the run's scope, as :mod:`toolnexus_trio.ui` does).
+
+:func:`stream_events` runs one agent's loop and sends its typed events, translated from
+the §8 stream: run started / finished / failed, turn started / finished, text deltas,
+tool call started (with its arguments as one delta) and finished (result, error or
+cancelled), usage. The sub-agent, approval and reasoning events are sent by whoever
+runs those (the AG-UI endpoint in :mod:`toolnexus_trio.ui`); the loop does not stream
+reasoning yet, so :class:`ReasoningDelta` is declared for providers that will.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from .._cancel import CancelToken
+from .._toolkit import Toolkit
+from .._wire import Answer, Request
+from ._client import Client
+from ._results import Message, RunResult
+
+
+@attrs.frozen
+class RunStarted:
+    """A run of *agent* began on *prompt*."""
+
+    agent: str
+    prompt: str
+
+
+@attrs.frozen
+class RunFinished:
+    """A run ended with *status* (``done``, ``pending``, ``incomplete``, ``cancelled``)
+    and its final *text*; *result* is the loop's :class:`RunResult`."""
+
+    agent: str
+    status: str
+    text: str
+    result: RunResult | None = None
+
+
+@attrs.frozen
+class RunFailed:
+    """A run raised: *message* says what (the exception's text)."""
+
+    agent: str
+    message: str
+
+
+@attrs.frozen
+class TurnStarted:
+    """Model turn number *turn* (0-based) of *agent* began."""
+
+    agent: str
+    turn: int
+
+
+@attrs.frozen
+class TurnFinished:
+    """Model turn *turn* of *agent* is over (its tool calls, if any, have finished)."""
+
+    agent: str
+    turn: int
+
+
+@attrs.frozen
+class TextDelta:
+    """A piece of the answer's text, as the provider streamed it."""
+
+    agent: str
+    delta: str
+
+
+@attrs.frozen
+class ReasoningDelta:
+    """A piece of the model's reasoning, where the provider streams it."""
+
+    agent: str
+    delta: str
+
+
+@attrs.frozen
+class ToolCallStarted:
+    """A tool call began; *arguments* is its JSON text (streamed as
+    :class:`ToolCallArgs` deltas by consumers that want them)."""
+
+    agent: str
+    id: str
+    name: str
+    arguments: str
+
+
+@attrs.frozen
+class ToolCallArgs:
+    """A piece of a started tool call's JSON arguments."""
+
+    agent: str
+    id: str
+    delta: str
+
+
+@attrs.frozen
+class ToolCallFinished:
+    """A tool call ended: *outcome* is ``result``, ``error`` or ``cancelled``."""
+
+    agent: str
+    id: str
+    name: str
+    output: str
+    outcome: str
+
+
+@attrs.frozen
+class ApprovalRequested:
+    """A tool of *agent* asks a person (our §10 :class:`Request`)."""
+
+    agent: str
+    request: Request
+    tool_call_id: str | None = None
+
+
+@attrs.frozen
+class ApprovalAnswered:
+    """The person answered (our §10 :class:`Answer`)."""
+
+    agent: str
+    answer: Answer
+
+
+@attrs.frozen
+class AgentSpawned:
+    """A sub-agent *agent* (a handle id) was spawned under *parent* with *budget*
+    (the runtime's :class:`~toolnexus_trio.agents.Budget` as a dict, ``None`` fields
+    left out)."""
+
+    agent: str
+    parent: str
+    name: str
+    budget: Mapping[str, Any]
+
+
+@attrs.frozen
+class AgentStateChanged:
+    """A sub-agent's state is now *state*; *tokens* and *turns* are what it has used."""
+
+    agent: str
+    state: str
+    tokens: int = 0
+    turns: int = 0
+
+
+@attrs.frozen
+class AgentFinished:
+    """A sub-agent's task ended with *status* and *text*."""
+
+    agent: str
+    status: str
+    text: str
+    tokens: int = 0
+    turns: int = 0
+
+
+@attrs.frozen
+class Usage:
+    """Token counts of *agent*'s run (prompt, completion, total, cache counts)."""
+
+    agent: str
+    usage: Mapping[str, int]
+
+
+RunEvent = (
+    RunStarted
+    | RunFinished
+    | RunFailed
+    | TurnStarted
+    | TurnFinished
+    | TextDelta
+    | ReasoningDelta
+    | ToolCallStarted
+    | ToolCallArgs
+    | ToolCallFinished
+    | ApprovalRequested
+    | ApprovalAnswered
+    | AgentSpawned
+    | AgentStateChanged
+    | AgentFinished
+    | Usage
+)
+"""Any typed run event."""
+
+SendEvent = Callable[[RunEvent], Awaitable[None]]
+"""Where events go: the send side of a size-0 channel (``channel.send``)."""
+
+
+async def stream_events(
+    client: Client,
+    prompt: str,
+    send: SendEvent,
+    toolkit: Toolkit | None = None,
+    *,
+    agent: str = "root",
+    history: Sequence[Message] | None = None,
+    cancel: CancelToken | None = None,
+) -> RunResult:
+    """Run *client* on *prompt* and send its typed events to *send* as they happen.
+
+    The run is :meth:`Client.run` with the §8 events of :meth:`Client.stream`, each
+    translated and sent from the run's own task: *send* is awaited where the loop
+    emits (a slow consumer slows the run), so a tool call's :class:`ToolCallStarted`
+    has been taken before the tool runs and whatever the tool sends comes after it. An
+    exception from *send* (a consumer that left) ends the run. A failing run sends
+    :class:`RunFailed` and raises; otherwise the result is returned after
+    :class:`RunFinished`.
+    """
+    await send(RunStarted(agent, prompt))
+    turn = 0
+    in_turn = False
+
+    async def emit(event: dict[str, Any]) -> None:
+        nonlocal turn, in_turn
+        kind = event["type"]
+        if kind in ("text", "tool_call") and not in_turn:
+            in_turn = True
+            await send(TurnStarted(agent, turn))
+        if kind == "text":
+            await send(TextDelta(agent, event["delta"]))
+        elif kind == "tool_call":
+            arguments = json.dumps(event["args"], separators=(",", ":"))
+            await send(ToolCallStarted(agent, event["id"], event["name"], arguments))
+        elif kind == "tool_result":
+            if in_turn:  # results come after the turn's calls have all ended
+                in_turn = False
+                await send(TurnFinished(agent, turn))
+                turn += 1
+            output = event["output"]
+            outcome = "error" if event["is_error"] else "result"
+            if outcome == "error" and output.startswith("cancelled"):
+                outcome = "cancelled"
+            await send(ToolCallFinished(agent, event["id"], event["name"], output, outcome))
+
+    # The loop's own run, with this emit: the family's seam that Client.stream uses too.
+    run = client._new_run(prompt, toolkit, history)
+    run.emit = emit
+    try:
+        result = await client._drive(run, cancel, client._loop(run))
+    except Exception as exc:
+        # Told under a bounded shield; a consumer already gone is not told.
+        with (
+            trio.move_on_after(1, shield=True),
+            contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError),
+        ):
+            await send(RunFailed(agent, str(exc) or type(exc).__name__))
+        raise
+    if in_turn:
+        await send(TurnFinished(agent, turn))
+    await send(Usage(agent, dict(result.usage)))
+    await send(RunFinished(agent, result.status, result.text, result))
+    return result
