@@ -13,6 +13,12 @@ slow browser slows the run and nothing is queued.
   thread carries ``resume: [{interruptId, status, payload: {approved}}]`` and streams
   the rest of the same run. Unanswered for :attr:`AguiAgent.approval_ttl` seconds, the
   run is cancelled (nobody is there to read it).
+- With a *store* (a :class:`~toolnexus_trio.stores.PendingStore`: SQLite or
+  PostgreSQL), a root approval is durable: the run halts, its pending state is saved
+  under the thread id before the client hears of the interrupt, and the ``resume`` may
+  come to any worker sharing the store, which answers it with :meth:`Client.answer`
+  (take-once: a second answer gets ``RUN_ERROR``). A sub-agent's approval still waits
+  in the serving process.
 - The agent tree is the AG-UI state: ``STATE_SNAPSHOT`` at the start of each response,
   then ``STATE_DELTA`` (JSON Patch) as sub-agents spawn, run and finish.
 """
@@ -44,6 +50,7 @@ from ..loop._events import (
     RunEvent,
     RunFailed,
     RunFinished,
+    RunStarted,
     SendEvent,
     TextDelta,
     ToolCallFinished,
@@ -55,6 +62,7 @@ from ..loop._events import (
 )
 from ..loop._results import Hooks, Message, RunResult
 from ..models import ClientOptions, create_client
+from ..stores._base import PendingState, PendingStore
 
 logger = logging.getLogger("toolnexus_trio.ui")
 
@@ -96,7 +104,9 @@ class _Thread:
 class AguiAgent:
     """The agent an AG-UI endpoint serves: a model (*llm*, the HTTP client's options),
     *tools* for it and for its sub-agents (``helper``, spawned by a ``delegate`` tool
-    with *helper_budget*), and what a run may wait for a person.
+    with *helper_budget*), and what a run may wait for a person: *approval_ttl* seconds
+    in this process, or, with *store* (a :class:`~toolnexus_trio.stores.PendingStore`),
+    as long as the store keeps it, answered by any worker sharing the store.
 
     ``await handle(body, send_frame, disconnected)`` is one ``POST /agui``;
     :class:`~toolnexus_trio.ui.UiServing` serves it over HTTP. Run ``await
@@ -111,12 +121,14 @@ class AguiAgent:
         system_prompt: str | None = None,
         helper_budget: Budget | None = None,
         approval_ttl: float = 600.0,
+        store: PendingStore | None = None,
     ) -> None:
         self.llm = llm
         self.tools = list(tools)
         self.system_prompt = system_prompt
         self.helper_budget = helper_budget or Budget(max_turns=20, max_tool_calls=50)
         self.approval_ttl = approval_ttl
+        self.store = store
         self._threads: OrderedDict[str, _Thread] = OrderedDict()
         self._nursery: trio.Nursery | None = None
 
@@ -176,25 +188,26 @@ class AguiAgent:
         messages = body.get("messages") or []
         run = thread.run
         yield {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
-        refused = _refusal(run, resume)
+        durable = self.store is not None and bool(resume) and run is None
+        refused = None if durable else _refusal(run, resume)
         if refused is not None:
             yield {"type": "RUN_ERROR", "message": refused}
             return
-        if run is None:
+        if durable:
+            # The pending run is in the store, saved here or by another worker.
+            answers = {str(e.get("interruptId")): _answer_of(e) for e in resume}
+            run = self._start(thread, thread_id, None, answers)
+        elif run is None:
             prompt = _last_user_text(messages if isinstance(messages, list) else [])
             if prompt is None:
                 yield {"type": "RUN_ERROR", "message": "no user message to answer"}
                 return
-            run = self._start(thread, prompt)
-        else:
+            run = self._start(thread, thread_id, prompt)
+        elif resume:
             for entry in resume:
                 slot = run.answers.get(str(entry.get("interruptId")))
                 if slot is not None and not slot[1]:
-                    payload = entry.get("payload") or {}
-                    ok = entry.get("status") == "resolved" and bool(
-                        isinstance(payload, dict) and payload.get("approved")
-                    )
-                    slot[1].append(Answer(str(entry.get("interruptId")), ok))
+                    slot[1].append(_answer_of(entry))
                     slot[0].set()
         yield {"type": "STATE_SNAPSHOT", "snapshot": {"agents": dict(thread.agents)}}
         translator = _Translator(thread, run, thread_id, run_id)
@@ -214,26 +227,38 @@ class AguiAgent:
             if not parked:
                 run.scope.cancel()
 
-    def _start(self, thread: _Thread, prompt: str) -> _Run:
+    def _start(
+        self,
+        thread: _Thread,
+        thread_id: str,
+        prompt: str | None,
+        answers: dict[str, Answer] | None = None,
+    ) -> _Run:
         assert self._nursery is not None, "start the agent's service first (nursery.start)"
         # Size 0: the run waits for the request streaming it, so nothing is queued.
         send, receive = trio.open_memory_channel[RunEvent](0)
         run = _Run(trio.CancelScope(), receive)
         thread.run = run
         thread.agents = {"root": {"parent": None, "state": "running", "budget": {}}}
-        self._nursery.start_soon(self._drive, thread, run, prompt, send)
+        self._nursery.start_soon(self._drive, thread, thread_id, run, prompt, answers, send)
         return run
 
     async def _drive(
         self,
         thread: _Thread,
+        thread_id: str,
         run: _Run,
-        prompt: str,
+        prompt: str | None,
+        answers: dict[str, Answer] | None,
         send: trio.MemorySendChannel[RunEvent],
     ) -> None:
         try:
             with run.scope, send:
-                await self._body(thread, run, prompt, send)
+                if self.store is None:
+                    assert prompt is not None
+                    await self._body(thread, run, prompt, send)
+                else:
+                    await self._durable_body(thread_id, run, prompt, answers, send)
         except Exception:
             logger.exception("an AG-UI run failed")  # the client got RUN_ERROR
         finally:
@@ -277,6 +302,119 @@ class AguiAgent:
         )
         thread.history = list(result.messages)
 
+    async def _durable_body(
+        self,
+        thread_id: str,
+        run: _Run,
+        prompt: str | None,
+        answers: dict[str, Answer] | None,
+        send: trio.MemorySendChannel[RunEvent],
+    ) -> None:
+        store = self.store
+        assert store is not None
+
+        async def tell(event: RunEvent) -> None:
+            # Saved before the client hears of the interrupt: its resume may come to
+            # another worker at once. (An answer's own outcome is saved by answer.)
+            if (
+                isinstance(event, RunFinished)
+                and event.agent == "root"
+                and answers is None
+                and event.result is not None
+            ):
+                result = event.result
+                if result.status == "pending":
+                    await store.save_pending(thread_id, result.messages, PendingState.of(result))
+                else:
+                    await store.save(thread_id, result.messages)
+            await send.send(event)
+
+        async def wait_for(agent: str, request: Request) -> Answer:
+            # A sub-agent's approval: its runtime lives here, so it waits here.
+            done, got = run.answers.setdefault(request.id, (trio.Event(), []))
+            try:
+                with trio.move_on_after(self.approval_ttl):
+                    await done.wait()
+                if not got:
+                    run.scope.cancel()
+                    await trio.lowlevel.checkpoint()
+                return got[0]
+            finally:
+                run.answers.pop(request.id, None)
+
+        def opened(runtime: AgentRuntime) -> None:
+            run.runtime = runtime
+
+        history = None if answers is not None else await store.get(thread_id)
+        await stream_tree(
+            attrs.evolve(self.llm, store=store),
+            prompt or "",
+            tell,
+            self.tools,
+            wait_for=wait_for,
+            history=history or None,
+            system_prompt=self.system_prompt,
+            helper_budget=self.helper_budget,
+            on_runtime=opened,
+            halt=True,
+            answer=(thread_id, answers) if answers is not None else None,
+        )
+
+
+def _answer_of(entry: dict[str, Any]) -> Answer:
+    """An AG-UI ``resume`` entry as our :class:`Answer`: approved only when resolved
+    with ``payload.approved`` true."""
+    payload = entry.get("payload") or {}
+    ok = entry.get("status") == "resolved" and bool(
+        isinstance(payload, dict) and payload.get("approved")
+    )
+    return Answer(str(entry.get("interruptId")), ok)
+
+
+async def _answered(
+    client: Any, toolkit: Toolkit, send: SendEvent, id: str, answers: dict[str, Answer]
+) -> RunResult:
+    """Answer the stored pending run *id* (:meth:`Client.answer`, take-once) and send
+    its continuation: the answered calls' results, the calls and text that followed."""
+    await send(RunStarted("root", ""))
+    store = client.store
+    state = await store.get_pending(id) if isinstance(store, PendingStore) else None
+    halted = (
+        RunResult.from_json(state.result)
+        if state is not None and state.result is not None
+        else None
+    )
+    try:
+        result: RunResult = await client.answer(id, answers, toolkit=toolkit)
+    except Exception as exc:
+        with trio.move_on_after(1, shield=True):
+            await send(RunFailed("root", str(exc) or type(exc).__name__))
+        raise
+    assert halted is not None  # answer found it pending, so it was read above
+    names: dict[str, str] = {}
+    for s in halted.suspended:
+        names[s.id] = s.name
+        message = result.messages[s.message_index]
+        await send(
+            ToolCallFinished("root", s.id, s.name, str(message.get("content", "")), "result")
+        )
+    for message in result.messages[len(halted.messages) :]:
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function", {})
+            names[call["id"]] = fn.get("name", "")
+            await send(
+                ToolCallStarted("root", call["id"], names[call["id"]], fn.get("arguments", ""))
+            )
+        if message.get("role") == "tool":
+            call_id = str(message.get("tool_call_id"))
+            content = str(message.get("content", ""))
+            await send(ToolCallFinished("root", call_id, names.get(call_id, ""), content, "result"))
+    if result.status != "pending" and result.text:
+        await send(TextDelta("root", result.text))
+    await send(Usage("root", dict(result.usage)))
+    await send(RunFinished("root", result.status, result.text, result))
+    return result
+
 
 async def stream_tree(
     llm: ClientOptions,
@@ -289,8 +427,15 @@ async def stream_tree(
     system_prompt: str | None = None,
     helper_budget: Budget | None = None,
     on_runtime: Callable[[AgentRuntime], None] | None = None,
+    halt: bool = False,
+    answer: tuple[str, dict[str, Answer]] | None = None,
 ) -> RunResult:
     """Run an agent tree on *prompt*: one stream of typed events for all of it.
+
+    With *halt*, a root approval halts the run (``RunFinished`` with status
+    ``pending`` and the requests in its result) instead of awaiting *wait_for*; with
+    *answer* (``(id, answers)``), the run is instead the continuation of the pending run
+    stored under *id* in ``llm.store``, answered once by :meth:`Client.answer`.
 
     The root agent (*llm*, *tools* and a ``delegate`` tool) runs the loop
     (:func:`~toolnexus_trio.loop.stream_events`); each ``delegate`` call spawns a
@@ -346,8 +491,10 @@ async def stream_tree(
         if on_runtime is not None:
             on_runtime(runtime)
         toolkit = Toolkit([*tools, _delegate_tool(runtime, send)])
-        options = attrs.evolve(llm, wait_for=ask, system_prompt=system_prompt)
+        options = attrs.evolve(llm, wait_for=None if halt else ask, system_prompt=system_prompt)
         async with create_client(options) as client:
+            if answer is not None:
+                return await _answered(client, toolkit, send, *answer)
             return await stream_events(client, prompt, send, toolkit, history=history)
 
 
@@ -463,6 +610,30 @@ class _Translator:
             ],
         }
 
+    def _interrupt(self, agent: str, requests: list[Request]) -> dict[str, Any]:
+        interrupts = []
+        for request in requests:
+            show = request.data.get("show") if isinstance(request.data, dict) else None
+            interrupts.append(
+                {
+                    "id": request.id,
+                    "reason": request.kind or "approval",
+                    "message": request.prompt,
+                    "metadata": {"agent": agent, "show": show if show is not None else ""},
+                    "responseSchema": {
+                        "type": "object",
+                        "properties": {"approved": {"type": "boolean"}},
+                        "required": ["approved"],
+                    },
+                }
+            )
+        return {
+            "type": "RUN_FINISHED",
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+            "outcome": {"type": "interrupt", "interrupts": interrupts},
+        }
+
     def frames(self, event: RunEvent) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         if isinstance(event, TextDelta):
@@ -553,37 +724,22 @@ class _Translator:
             )
         elif isinstance(event, ApprovalRequested):
             out += self._close_all()
-            request = event.request
             # Its answer's slot exists before the client can be told of it.
-            self.run.answers.setdefault(request.id, (trio.Event(), []))
-            show = request.data.get("show") if isinstance(request.data, dict) else None
-            out.append(
-                {
-                    "type": "RUN_FINISHED",
-                    "threadId": self.thread_id,
-                    "runId": self.run_id,
-                    "outcome": {
-                        "type": "interrupt",
-                        "interrupts": [
-                            {
-                                "id": request.id,
-                                "reason": request.kind or "approval",
-                                "message": request.prompt,
-                                "metadata": {
-                                    "agent": event.agent,
-                                    "show": show if show is not None else "",
-                                },
-                                "responseSchema": {
-                                    "type": "object",
-                                    "properties": {"approved": {"type": "boolean"}},
-                                    "required": ["approved"],
-                                },
-                            }
-                        ],
-                    },
-                }
-            )
+            self.run.answers.setdefault(event.request.id, (trio.Event(), []))
+            out.append(self._interrupt(event.agent, [event.request]))
             self.interrupted = True
+        elif (
+            isinstance(event, RunFinished)
+            and event.agent == "root"
+            and event.status == "pending"
+            and event.result is not None
+            and event.result.suspended
+        ):  # durable: the run halted, its pending state is in the store
+            out += self._close_all()
+            self.thread.agents["root"]["state"] = "suspended"
+            out.append(self._tree("root", {"state": "suspended"}))
+            out.append(self._interrupt("root", [s.request for s in event.result.suspended]))
+            self.finished = True
         elif isinstance(event, Usage) and event.agent == "root":
             out.append(self._tree("root", {"tokens": int(event.usage.get("total_tokens", 0))}))
         elif isinstance(event, ApprovalAnswered):
