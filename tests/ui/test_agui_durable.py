@@ -6,6 +6,10 @@ checked against the ``ag-ui-protocol`` models."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -145,3 +149,58 @@ async def test_a_declined_durable_approval_runs_nothing(tmp_path: Path) -> None:
                 third = await run_to_end(url, run_input("nothread", "r3", resume=missing))
                 assert third[-1]["type"] == "RUN_ERROR"
     assert ran == []
+
+
+async def _ui_process(base_url: str, store: Path, work: Path) -> tuple[trio.Process, str]:
+    command = [sys.executable, "-m", "toolnexus_trio", "ui", "--base-url", base_url,
+               "--style", "openai", "--model", "m", "--api-key", "k", "--store", str(store)]  # fmt: skip
+    ui = await trio.lowlevel.open_process(
+        command, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    assert ui.stdout is not None
+    first = b""
+    while not first.endswith(b"\n"):
+        chunk = await ui.stdout.receive_some(1)
+        assert chunk, "the ui command exited before printing its URL"
+        first += chunk
+    return ui, first.decode().strip()
+
+
+async def test_two_ui_processes_share_a_store_file(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    store = tmp_path / "approvals.db"
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo ran >> out.txt"}}]},
+        {"text": "bash done"},
+    ]
+    processes: list[trio.Process] = []
+    try:
+        with trio.fail_after(60):
+            async with open_fake_provider(script) as provider:
+                ui_a, url_a = await _ui_process(provider.base_url, store, work)
+                processes.append(ui_a)
+                ui_b, url_b = await _ui_process(provider.base_url, store, work)
+                processes.append(ui_b)
+                first = await run_to_end(url_a + "agui", run_input("p1", "r1", "run it"))
+                (interrupt,) = first[-1]["outcome"]["interrupts"]
+                assert interrupt["metadata"]["show"] == "echo ran >> out.txt"
+                assert not (work / "out.txt").exists()
+                resume = [
+                    {
+                        "interruptId": interrupt["id"],
+                        "status": "resolved",
+                        "payload": {"approved": True},
+                    }
+                ]
+                second = await run_to_end(url_b + "agui", run_input("p1", "r2", resume=resume))
+                assert second[-1]["result"] == {"status": "done", "text": "bash done"}
+                again = await run_to_end(url_a + "agui", run_input("p1", "r3", resume=resume))
+                assert again[-1]["type"] == "RUN_ERROR"
+        assert (work / "out.txt").read_text() == "ran\n"  # once
+    finally:
+        for process in processes:
+            os.killpg(process.pid, signal.SIGKILL)
+            with trio.CancelScope(shield=True):
+                await process.wait()
