@@ -67,8 +67,21 @@ async def test_streamed_text_and_two_tool_calls() -> None:
     ]
     results = {f["toolCallId"]: f["content"] for f in frames if f["type"] == "TOOL_CALL_RESULT"}
     assert results == {"c1": "echo:a", "c2": "echo:b"}
-    args = {f["toolCallId"]: f["delta"] for f in frames if f["type"] == "TOOL_CALL_ARGS"}
-    assert args == {"c1": '{"text":"a"}', "c2": '{"text":"b"}'}
+    # The arguments as the provider streamed them: two fragments each, each call opened
+    # by its first fragment and closed before it runs.
+    pieces: dict[str, list[str]] = {}
+    for f in frames:
+        if f["type"] == "TOOL_CALL_ARGS":
+            pieces.setdefault(f["toolCallId"], []).append(f["delta"])
+    assert {k: len(v) for k, v in pieces.items()} == {"c1": 2, "c2": 2}
+    assert {k: json.loads("".join(v)) for k, v in pieces.items()} == {
+        "c1": {"text": "a"},
+        "c2": {"text": "b"},
+    }
+    for call in ("c1", "c2"):
+        mine = [f["type"] for f in frames if f.get("toolCallId") == call]
+        assert mine == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_ARGS", "TOOL_CALL_END",
+                        "TOOL_CALL_RESULT"]  # fmt: skip
     deltas = [f["delta"] for f in frames if f["type"] == "TEXT_MESSAGE_CONTENT"]
     assert len(deltas) > 1 and "".join(deltas) == "both echoes are back"  # streamed
     assert frames[-1]["result"] == {"status": "done", "text": "both echoes are back"}

@@ -68,6 +68,7 @@ from ._results import (
 from ._toolcalls import ToolCalls, _Call, _call_hook, _ms, _Run
 from ._traced import traced_call, traced_run
 from ._turns import (
+    TOOL_ARGS_DELTA,
     Emit,
     InProcessTurns,
     TranslateCall,
@@ -246,7 +247,8 @@ class Client(ToolCalls):
         run = self._new_run(prompt, toolkit, history)
 
         async def emit(event: dict[str, Any]) -> None:
-            await send.send(event)
+            if event["type"] != TOOL_ARGS_DELTA:  # internal: not in the SPEC §8 stream
+                await send.send(event)
 
         run.emit = emit
 

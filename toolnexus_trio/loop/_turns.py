@@ -33,6 +33,17 @@ from ._results import (
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 """Send one stream event to the consumer (waits for it: the channel has no buffer)."""
 
+TOOL_ARGS_DELTA = "tool_args_delta"
+"""The kind of an internal stream event, ``{type, id, name, delta}``: a piece of a tool
+call's JSON arguments as the provider streams them (before the call's ``tool_call``).
+Not part of the SPEC §8 stream: :meth:`Client.stream` drops it; the typed events
+(:func:`~toolnexus_trio.loop.stream_events`) send it as ``ToolCallArgs``."""
+
+
+def tool_args_delta(call_id: str, name: str, delta: str) -> dict[str, Any]:
+    """The :data:`TOOL_ARGS_DELTA` event for one argument fragment."""
+    return {"type": TOOL_ARGS_DELTA, "id": call_id, "name": name, "delta": delta}
+
 
 @attrs.frozen
 class Turn:

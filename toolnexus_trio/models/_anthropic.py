@@ -18,7 +18,7 @@ from typing import Any
 
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
-from ..loop._turns import TranslateCall, _usage
+from ..loop._turns import TranslateCall, _usage, tool_args_delta
 from ._parts import ToolParts, has_parts, tool_blocks, user_blocks
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
 from ._sse import SSEEvent
@@ -251,6 +251,12 @@ class StreamAssembler:
         self._blocks: dict[int, dict[str, Any]] = {}
         self._usage: dict[str, Any] = {}
         self._reason: str | None = None
+        self._events: list[dict[str, Any]] = []
+
+    def take_events(self) -> list[dict[str, Any]]:
+        """The argument-fragment events of the last ``feed`` (bounded by one event)."""
+        events, self._events = self._events, []
+        return events
 
     def feed(self, event: SSEEvent) -> str:
         """Take one event; return its text delta (``""`` when none)."""
@@ -285,7 +291,11 @@ class StreamAssembler:
             if delta.get("type") == "text_delta":
                 return self._add(found, string(delta.get("text"), "a text_delta"))
             if delta.get("type") == "input_json_delta":
-                found["parts"].append(string(delta.get("partial_json"), "an input_json_delta"))
+                piece = string(delta.get("partial_json"), "an input_json_delta")
+                found["parts"].append(piece)
+                call_id, name = found.get("id"), found.get("name")
+                if piece and isinstance(call_id, str) and call_id and isinstance(name, str):
+                    self._events.append(tool_args_delta(call_id, name, piece))
         elif kind == "message_delta":
             delta = mapping(data.get("delta") or {}, "message_delta.delta")
             if isinstance(delta.get("stop_reason"), str):

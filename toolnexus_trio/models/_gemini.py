@@ -237,6 +237,10 @@ class StreamAssembler:
         self._reason: str | None = None
         self._last: Mapping[str, Any] = {}
 
+    def take_events(self) -> list[dict[str, Any]]:
+        """None: Gemini streams each function call whole (its arguments come with it)."""
+        return []
+
     def feed(self, event: SSEEvent) -> str:
         """Take one chunk; return its text delta (``""`` when none)."""
         if self.done:

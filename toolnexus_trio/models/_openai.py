@@ -13,7 +13,7 @@ from typing import Any
 
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, Message
-from ..loop._turns import TranslateCall, _usage, encode_arguments
+from ..loop._turns import TranslateCall, _usage, encode_arguments, tool_args_delta
 from ._parts import ToolParts, openai_messages
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
 from ._sse import SSEEvent
@@ -125,6 +125,12 @@ class StreamAssembler:
         self._calls: dict[int, dict[str, Any]] = {}
         self._usage: Mapping[str, Any] | None = None
         self._reason: str | None = None
+        self._events: list[dict[str, Any]] = []
+
+    def take_events(self) -> list[dict[str, Any]]:
+        """The argument-fragment events of the last ``feed`` (bounded by one event)."""
+        events, self._events = self._events, []
+        return events
 
     def feed(self, event: SSEEvent) -> str:
         """Take one event; return its text delta (``""`` when none)."""
@@ -167,7 +173,9 @@ class StreamAssembler:
         index = fragment.get("index", len(self._calls))
         if not isinstance(index, int) or isinstance(index, bool):
             raise GenerateError(f"a tool-call fragment has index {index!r}")
-        slot = self._calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+        slot = self._calls.setdefault(
+            index, {"id": "", "name": "", "arguments": [], "streamed": None}
+        )
         if fragment.get("id"):
             slot["id"] = string(fragment["id"], "a tool-call fragment id")
         function = mapping(fragment.get("function") or {}, "a tool-call fragment function")
@@ -177,6 +185,10 @@ class StreamAssembler:
         arguments = function.get("arguments")
         if arguments:
             slot["arguments"].append(string(arguments, "a tool-call fragment's arguments"))
+            if slot["streamed"] is None:  # decided once: a call streams whole or not at all
+                slot["streamed"] = bool(slot["id"] and slot["name"])
+            if slot["streamed"]:
+                self._events.append(tool_args_delta(slot["id"], slot["name"], arguments))
 
     def result(self) -> Parsed:
         """The assembled answer; a stream that ended before ``[DONE]`` is an error."""

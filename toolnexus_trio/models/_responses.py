@@ -24,7 +24,7 @@ from typing import Any
 
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
-from ..loop._turns import TranslateCall, encode_arguments
+from ..loop._turns import TranslateCall, encode_arguments, tool_args_delta
 from ._openai import auth_headers as auth_headers
 from ._parts import ToolParts, has_parts, tool_blocks, tool_heading, user_blocks
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
@@ -215,6 +215,13 @@ class StreamAssembler:
         self.model = model
         self.done = False
         self._final: Mapping[str, Any] | None = None
+        self._calls: dict[str, tuple[str, str]] = {}  # item id: (call id, name)
+        self._events: list[dict[str, Any]] = []
+
+    def take_events(self) -> list[dict[str, Any]]:
+        """The argument-fragment events of the last ``feed`` (bounded by one event)."""
+        events, self._events = self._events, []
+        return events
 
     def feed(self, event: SSEEvent) -> str:
         """Take one event; return its text delta (``""`` when none)."""
@@ -227,6 +234,17 @@ class StreamAssembler:
         kind = data.get("type", event.event)
         if kind == "response.output_text.delta":
             return string(data.get("delta"), "an output_text delta")
+        if kind == "response.output_item.added":
+            item = data.get("item")
+            if isinstance(item, Mapping) and item.get("type") == "function_call":
+                ids = (item.get("id"), item.get("call_id"), item.get("name"))
+                if all(isinstance(x, str) and x for x in ids):
+                    self._calls[str(ids[0])] = (str(ids[1]), str(ids[2]))
+        elif kind == "response.function_call_arguments.delta":
+            known = self._calls.get(str(data.get("item_id")))
+            piece = data.get("delta")
+            if known is not None and isinstance(piece, str) and piece:
+                self._events.append(tool_args_delta(known[0], known[1], piece))
         if kind in _TERMINAL:
             self._final = mapping(data.get("response"), f"{kind}.response")
             self.done = True

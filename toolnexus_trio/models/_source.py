@@ -348,6 +348,8 @@ class HttpTurns:
                             delta = assembler.feed(event)
                             if delta:
                                 await emit({"type": "text", "delta": delta})
+                            for extra in assembler.take_events():  # tool arguments
+                                await emit(extra)
                             if assembler.done:
                                 break
                         if assembler.done:

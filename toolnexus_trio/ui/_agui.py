@@ -48,6 +48,7 @@ from ..loop._events import (
     RunFailed,
     RunFinished,
     TextDelta,
+    ToolCallArgs,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
@@ -396,6 +397,7 @@ class _Translator:
         self.interrupted = False
         self.finished = False
         self.steps: list[str] = []
+        self.streamed: set[str] = set()  # calls whose arguments came as ToolCallArgs
 
     def _close_text(self) -> list[dict[str, Any]]:
         frames: list[dict[str, Any]] = []
@@ -492,12 +494,23 @@ class _Translator:
                     "delta": event.delta or " ",
                 }
             )
+        elif isinstance(event, ToolCallArgs):
+            if event.id not in self.streamed:
+                out += self._close_text()
+                self.streamed.add(event.id)
+                out.append(
+                    {"type": "TOOL_CALL_START", "toolCallId": event.id, "toolCallName": event.name}
+                )
+            out.append({"type": "TOOL_CALL_ARGS", "toolCallId": event.id, "delta": event.delta})
         elif isinstance(event, ToolCallStarted):
             out += self._close_text()
-            out.append(
-                {"type": "TOOL_CALL_START", "toolCallId": event.id, "toolCallName": event.name}
-            )
-            out.append({"type": "TOOL_CALL_ARGS", "toolCallId": event.id, "delta": event.arguments})
+            if event.id not in self.streamed:  # else they went out as the provider sent them
+                out.append(
+                    {"type": "TOOL_CALL_START", "toolCallId": event.id, "toolCallName": event.name}
+                )
+                out.append(
+                    {"type": "TOOL_CALL_ARGS", "toolCallId": event.id, "delta": event.arguments}
+                )
             out.append({"type": "TOOL_CALL_END", "toolCallId": event.id})
         elif isinstance(event, ToolCallFinished):
             out += self._close_text()
