@@ -178,3 +178,32 @@ async def test_the_spec_8_stream_carries_no_argument_fragments() -> None:
                 kinds = [event["type"] async for event in events]
     assert "tool_args_delta" not in kinds
     assert kinds[0] == "tool_call" and kinds[-2:] == ["usage", "done"]
+
+
+@pytest.mark.parametrize("style", ["anthropic", "responses"])
+async def test_reasoning_streams_where_the_provider_streams_it(style: str) -> None:
+    from toolnexus_trio.loop import ReasoningDelta
+    from toolnexus_trio.models import ClientOptions, create_client
+    from toolnexus_trio.testing import open_fake_provider
+
+    step = {"text": "the answer", "reasoning": "think it through"}
+    script: list[dict[str, Any]] = [step, step]
+    seen: list[RunEvent] = []
+
+    async def send(event: RunEvent) -> None:
+        seen.append(event)
+
+    with trio.fail_after(20):
+        async with open_fake_provider(script) as provider:
+            options = ClientOptions(base_url=provider.base_url, style=style, model="m")
+            async with create_client(options) as client:
+                result = await stream_events(client, "go", send, Toolkit([note]))
+                async with client.stream("go again") as events:
+                    kinds = [event["type"] async for event in events]
+    assert result.text == "the answer"
+    thoughts = [e.delta for e in seen if isinstance(e, ReasoningDelta)]
+    assert len(thoughts) == 2 and "".join(thoughts) == "think it through"
+    first_text = next(i for i, e in enumerate(seen) if isinstance(e, TextDelta))
+    last_thought = max(i for i, e in enumerate(seen) if isinstance(e, ReasoningDelta))
+    assert isinstance(seen[1], TurnStarted) and last_thought < first_text
+    assert "reasoning_delta" not in kinds  # the SPEC §8 stream is as it was

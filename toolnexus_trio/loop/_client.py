@@ -68,7 +68,7 @@ from ._results import (
 from ._toolcalls import ToolCalls, _Call, _call_hook, _ms, _Run
 from ._traced import traced_call, traced_run
 from ._turns import (
-    TOOL_ARGS_DELTA,
+    INTERNAL_EVENTS,
     Emit,
     InProcessTurns,
     TranslateCall,
@@ -247,7 +247,7 @@ class Client(ToolCalls):
         run = self._new_run(prompt, toolkit, history)
 
         async def emit(event: dict[str, Any]) -> None:
-            if event["type"] != TOOL_ARGS_DELTA:  # internal: not in the SPEC §8 stream
+            if event["type"] not in INTERNAL_EVENTS:  # not in the SPEC §8 stream
                 await send.send(event)
 
         run.emit = emit

@@ -12,8 +12,9 @@ the §8 stream: run started / finished / failed, turn started / finished, text d
 tool call arguments as the provider streams them, tool call started (with its whole
 arguments) and finished (result, error or
 cancelled), usage. The sub-agent, approval and reasoning events are sent by whoever
-runs those (the AG-UI endpoint in :mod:`toolnexus_trio.ui`); the loop does not stream
-reasoning yet, so :class:`ReasoningDelta` is declared for providers that will.
+runs those (the AG-UI endpoint in :mod:`toolnexus_trio.ui`). :class:`ReasoningDelta`
+comes where the provider streams its reasoning (Anthropic thinking, Responses reasoning
+summaries).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .._toolkit import Toolkit
 from .._wire import Answer, Request
 from ._client import Client
 from ._results import Message, RunResult
-from ._turns import TOOL_ARGS_DELTA
+from ._turns import REASONING_DELTA, TOOL_ARGS_DELTA
 
 
 @attrs.frozen
@@ -87,7 +88,8 @@ class TextDelta:
 
 @attrs.frozen
 class ReasoningDelta:
-    """A piece of the model's reasoning, where the provider streams it."""
+    """A piece of the model's reasoning, where the provider streams it (Anthropic
+    ``thinking_delta``, the Responses API's reasoning summary text deltas)."""
 
     agent: str
     delta: str
@@ -237,11 +239,13 @@ async def stream_events(
     async def emit(event: dict[str, Any]) -> None:
         nonlocal turn, in_turn
         kind = event["type"]
-        if kind in ("text", "tool_call", TOOL_ARGS_DELTA) and not in_turn:
+        if kind in ("text", "tool_call", TOOL_ARGS_DELTA, REASONING_DELTA) and not in_turn:
             in_turn = True
             await send(TurnStarted(agent, turn))
         if kind == "text":
             await send(TextDelta(agent, event["delta"]))
+        elif kind == REASONING_DELTA:
+            await send(ReasoningDelta(agent, event["delta"]))
         elif kind == TOOL_ARGS_DELTA:
             await send(ToolCallArgs(agent, event["id"], event["delta"], event["name"]))
         elif kind == "tool_call":

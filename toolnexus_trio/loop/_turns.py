@@ -40,6 +40,21 @@ Not part of the SPEC §8 stream: :meth:`Client.stream` drops it; the typed event
 (:func:`~toolnexus_trio.loop.stream_events`) send it as ``ToolCallArgs``."""
 
 
+REASONING_DELTA = "reasoning_delta"
+"""The kind of an internal stream event, ``{type, delta}``: a piece of the model's
+reasoning as the provider streams it (Anthropic ``thinking_delta``, Responses reasoning
+summary deltas). Not part of the SPEC §8 stream: :meth:`Client.stream` drops it; the
+typed events send it as ``ReasoningDelta``."""
+
+INTERNAL_EVENTS = frozenset({TOOL_ARGS_DELTA, REASONING_DELTA})
+"""The stream event kinds only the typed events see."""
+
+
+def reasoning_delta(delta: str) -> dict[str, Any]:
+    """The :data:`REASONING_DELTA` event for one piece of reasoning."""
+    return {"type": REASONING_DELTA, "delta": delta}
+
+
 def tool_args_delta(call_id: str, name: str, delta: str) -> dict[str, Any]:
     """The :data:`TOOL_ARGS_DELTA` event for one argument fragment."""
     return {"type": TOOL_ARGS_DELTA, "id": call_id, "name": name, "delta": delta}

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
-from ..loop._turns import TranslateCall, _usage, tool_args_delta
+from ..loop._turns import TranslateCall, _usage, reasoning_delta, tool_args_delta
 from ._parts import ToolParts, has_parts, tool_blocks, user_blocks
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
 from ._sse import SSEEvent
@@ -254,7 +254,8 @@ class StreamAssembler:
         self._events: list[dict[str, Any]] = []
 
     def take_events(self) -> list[dict[str, Any]]:
-        """The argument-fragment events of the last ``feed`` (bounded by one event)."""
+        """The argument-fragment and reasoning events of the last ``feed`` (bounded by
+        one event)."""
         events, self._events = self._events, []
         return events
 
@@ -290,6 +291,10 @@ class StreamAssembler:
             delta = mapping(data.get("delta"), "content_block_delta.delta")
             if delta.get("type") == "text_delta":
                 return self._add(found, string(delta.get("text"), "a text_delta"))
+            if delta.get("type") == "thinking_delta":
+                thought = string(delta.get("thinking"), "a thinking_delta")
+                if thought:
+                    self._events.append(reasoning_delta(thought))
             if delta.get("type") == "input_json_delta":
                 piece = string(delta.get("partial_json"), "an input_json_delta")
                 found["parts"].append(piece)

@@ -24,7 +24,7 @@ from typing import Any
 
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
-from ..loop._turns import TranslateCall, encode_arguments, tool_args_delta
+from ..loop._turns import TranslateCall, encode_arguments, reasoning_delta, tool_args_delta
 from ._openai import auth_headers as auth_headers
 from ._parts import ToolParts, has_parts, tool_blocks, tool_heading, user_blocks
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
@@ -219,7 +219,8 @@ class StreamAssembler:
         self._events: list[dict[str, Any]] = []
 
     def take_events(self) -> list[dict[str, Any]]:
-        """The argument-fragment events of the last ``feed`` (bounded by one event)."""
+        """The argument-fragment and reasoning events of the last ``feed`` (bounded by
+        one event)."""
         events, self._events = self._events, []
         return events
 
@@ -240,6 +241,10 @@ class StreamAssembler:
                 ids = (item.get("id"), item.get("call_id"), item.get("name"))
                 if all(isinstance(x, str) and x for x in ids):
                     self._calls[str(ids[0])] = (str(ids[1]), str(ids[2]))
+        elif kind == "response.reasoning_summary_text.delta":
+            thought = data.get("delta")
+            if isinstance(thought, str) and thought:
+                self._events.append(reasoning_delta(thought))
         elif kind == "response.function_call_arguments.delta":
             known = self._calls.get(str(data.get("item_id")))
             piece = data.get("delta")
