@@ -16,6 +16,7 @@ from .._toolkit import Toolkit
 from .._tools import Tool, ToolContext, ToolResult, ToolSource
 from .._wire import Answer, Request
 from ..agents import AgentDef, AgentRuntime, Budget, open_agent_runtime
+from ..loop._client import Client
 from ..loop._events import (
     AgentFinished,
     AgentSpawned,
@@ -51,7 +52,7 @@ def _budget_dict(budget: Budget) -> dict[str, Any]:
 
 
 async def _answered(
-    client: Any, toolkit: Toolkit, send: SendEvent, id: str, answers: dict[str, Answer]
+    client: Client, toolkit: Toolkit, send: SendEvent, id: str, answers: dict[str, Answer]
 ) -> RunResult:
     """Answer the stored pending run *id* (:meth:`Client.answer`, take-once) and send
     its continuation: the answered calls' results, the calls and text that followed."""
