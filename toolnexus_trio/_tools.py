@@ -117,6 +117,9 @@ class Tool:
     execute: Execute = attrs.field(repr=False)
     hints: ToolHints | None = None
     concurrency_safe: bool | None = None
+    retries: int = 1
+    """How often per run the tool may raise :class:`RetryTool` to ask the model to call
+    again; past it the result says the retries are spent."""
     _validator: Validator = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -167,7 +170,7 @@ class Tool:
                         return ToolResult.error("cancelled")
                     return ToolResult.error(f"timed out after {timeout_ms}ms")
         except Exception as exc:
-            return ToolResult.error(describe_exception(exc))
+            return error_result(exc)
         return self._checked(result)
 
     def _invalid(self, args: dict[str, Any]) -> ToolResult | None:
@@ -205,6 +208,23 @@ class Tool:
         if not native:
             return self._checked(value)
         return ToolResult(value) if type(value) is str else _to_result(value)
+
+
+class RetryTool(Exception):
+    """Raised by a tool: its message goes to the model as the call's result, asking it to
+    call again differently, instead of a failure of the tool.
+
+    A tool may do so :attr:`Tool.retries` times per run (``@tool(retries=...)``,
+    default 1); past that, the result says the tool's retries are spent.
+    """
+
+
+def error_result(exc: BaseException) -> ToolResult:
+    """The error result of a tool that raised *exc* (a :class:`RetryTool` is marked so
+    that the loop can bound it: ``metadata={"retry": True}``)."""
+    if isinstance(exc, RetryTool):
+        return ToolResult.error(str(exc) or "the tool asked to be called again", {"retry": True})
+    return ToolResult.error(describe_exception(exc))
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -450,7 +470,7 @@ def _needs_structuring(annotation: Any) -> bool:
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, retries: int = 1
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -458,6 +478,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    retries: int = 1,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a native :class:`Tool` from a function's signature, ``async def`` or plain.
 
@@ -488,11 +509,14 @@ def tool(
       to the model; the function does not run.
     - ``self`` and ``cls`` are left out only where Python binds them (a bound method,
       a classmethod); in a plain function they are ordinary parameters.
+    - Raising :class:`RetryTool` sends its message to the model as the result, asking
+      for another call; *retries* bounds how often per run (:attr:`Tool.retries`).
     """
     if fn is not None:
         return _signature_tool(fn, name, description)
 
     def decorate(inner: Callable[..., Any]) -> Tool:
-        return _signature_tool(inner, name, description)
+        made = _signature_tool(inner, name, description)
+        return made if retries == 1 else attrs.evolve(made, retries=retries)
 
     return decorate

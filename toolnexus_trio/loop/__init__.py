@@ -7,10 +7,11 @@ is the model) and :func:`~toolnexus_trio.create_client` (a real model over HTTP,
 Every turn is a Trio nursery whose cancel scope is the turn's
 :class:`~toolnexus_trio.CancelToken`; one model message's tool calls run concurrently in it.
 
-The modules, bottom up: ``_results`` (options, results, errors) and ``_runjson`` (their
-JSON form), ``_turns`` (the seam a model plugs into), ``_toolcalls`` (one turn's calls),
-``_metrics``, ``_compaction`` (the §7F compactor hook), ``_conversation`` (``ask`` and
-:class:`Conversation`), ``_durable`` (``Client.answer``) and ``_client`` (the loop itself).
+The modules, bottom up: ``_output`` (typed results), ``_results`` (options, results,
+errors) and ``_runjson`` (their JSON form), ``_turns`` (the seam a model plugs into),
+``_toolcalls`` (one turn's calls), ``_metrics``, ``_compaction`` (the §7F compactor
+hook), ``_conversation`` (``ask`` and :class:`Conversation`), ``_durable``
+(``Client.answer``) and ``_client`` (the loop itself).
 """
 
 from ._client import Client as Client
@@ -20,6 +21,7 @@ from ._compaction import estimate_tokens as estimate_tokens
 from ._conversation import Conversation as Conversation
 from ._durable import AlreadyAnswered as AlreadyAnswered
 from ._durable import PendingExpired as PendingExpired
+from ._output import RetryOutput as RetryOutput
 from ._records import SuspendedCall as SuspendedCall
 from ._records import ToolCallRecord as ToolCallRecord
 from ._results import GenerateError as GenerateError
@@ -49,6 +51,7 @@ __all__ = [
     "InProcessResponse",
     "InProcessToolCall",
     "PendingExpired",
+    "RetryOutput",
     "RunError",
     "RunResult",
     "RunTimeout",

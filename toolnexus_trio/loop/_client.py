@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import attrs
 import trio
 
 from .._cancel import CancelToken
@@ -36,6 +37,17 @@ from ._conversation import Conversation
 from ._conversation import ask as _ask
 from ._durable import answer as _answer
 from ._metrics import PrometheusRegistry
+from ._output import (
+    TOOL_ARGS_DELTA,
+    OutputInvalid,
+    OutputMode,
+    OutputRun,
+    OutputValidator,
+    json_from_text,
+    partial_emitter,
+    start_output,
+)
+from ._records import ToolCallRecord
 from ._results import (
     GenerateError,
     GenerateRequest,
@@ -180,8 +192,20 @@ class Client(ToolCalls):
         *,
         history: Sequence[Message] | None = None,
         cancel: CancelToken | None = None,
+        output_type: Any = None,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        output_validators: Sequence[OutputValidator] | None = None,
     ) -> RunResult:
         """Run the loop until the model answers, a tool suspends, or a limit is hit.
+
+        With *output_type* (a class, ``list[...]``, a ``Literal``, a union of classes,
+        a raw JSON Schema ``dict``...), the run ends with the typed value in
+        :attr:`RunResult.output`, handed over as *output_mode* says (``"tool"``,
+        ``"native"`` or ``"prompted"``); an invalid value goes back to the model at most
+        *output_retries* times, *output_validators* may send a valid one back with
+        :class:`RetryOutput`. Each defaults to the options' field of the same name; see
+        "Typed results" in the docs.
 
         Cancelling *cancel* ends the run with ``status="cancelled"``; ``run_timeout_ms``
         raises :class:`RunTimeout`; cancelling an enclosing Trio scope raises
@@ -191,7 +215,8 @@ class Client(ToolCalls):
         ``__cause__``) and a failing LLM hook :class:`HookError`; both carry the balanced
         transcript so far in ``result``.
         """
-        run = self._new_run(prompt, toolkit, history)
+        typed = _Typed(output_type, output_mode, output_retries, output_validators)
+        run = self._new_run(prompt, toolkit, history, typed)
         return await self._drive(run, cancel, self._loop(run))
 
     @asynccontextmanager
@@ -202,6 +227,10 @@ class Client(ToolCalls):
         *,
         history: Sequence[Message] | None = None,
         cancel: CancelToken | None = None,
+        output_type: Any = None,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        output_validators: Sequence[OutputValidator] | None = None,
     ) -> AsyncIterator[trio.MemoryReceiveChannel[dict[str, Any]]]:
         """Run the loop in the background, giving a channel of events (SPEC §8 shapes).
 
@@ -215,15 +244,22 @@ class Client(ToolCalls):
         An HTTP client streams the model call (SSE) and sends each text delta as it
         arrives, read in the run's own task: a slow consumer slows the socket, nothing
         is queued. The in-process client sends a turn's text as one delta.
+
+        With *output_type* (the keywords are :meth:`run`'s), ``output_partial
+        {partial}`` events carry the typed answer as far as it has arrived (decoded
+        JSON, unvalidated: the final tool's arguments or the text, parsed as they
+        stream), and ``output {output}`` the accepted typed value.
         """
         # Size 0: the loop waits for the consumer, so events are never queued up.
         send, receive = trio.open_memory_channel[dict[str, Any]](0)
-        run = self._new_run(prompt, toolkit, history)
+        typed = _Typed(output_type, output_mode, output_retries, output_validators)
+        run = self._new_run(prompt, toolkit, history, typed)
 
         async def emit(event: dict[str, Any]) -> None:
-            await send.send(event)
+            if event["type"] != TOOL_ARGS_DELTA:  # for typed output only, never sent on
+                await send.send(event)
 
-        run.emit = emit
+        run.emit = emit if run.output is None else partial_emitter(run.output, emit)
 
         async def produce() -> None:
             # A synchronous close: an awaiting one could take a Cancelled that would
@@ -341,14 +377,25 @@ class Client(ToolCalls):
         *,
         id: str | None = None,
         on_text: Callable[[str], Any] | None = None,
+        output_type: Any = None,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        output_validators: Sequence[OutputValidator] | None = None,
     ) -> RunResult:
         """:meth:`run` with conversation memory (SPEC §8).
 
         With *id*, the transcript saved under it in :attr:`store` is the history and the
         new transcript is saved back; without, the store is untouched. *on_text* (sync
-        or async) gets each text delta, and makes the model call stream.
+        or async) gets each text delta, and makes the model call stream. The
+        ``output_*`` keywords are :meth:`run`'s.
         """
-        return await _ask(self, self._store, prompt, toolkit, id=id, on_text=on_text)
+        output = {
+            "output_type": output_type,
+            "output_mode": output_mode,
+            "output_retries": output_retries,
+            "output_validators": output_validators,
+        }
+        return await _ask(self, self._store, prompt, toolkit, id=id, on_text=on_text, output=output)
 
     def conversation(self, toolkit: Toolkit | None = None) -> Conversation:
         """A :class:`Conversation` (``send``, ``messages``, ``reset``) over this client."""
@@ -436,18 +483,39 @@ class Client(ToolCalls):
     # -- the loop -----------------------------------------------------------
 
     def _new_run(
-        self, prompt: str, toolkit: Toolkit | None, history: Sequence[Message] | None
+        self,
+        prompt: str,
+        toolkit: Toolkit | None,
+        history: Sequence[Message] | None,
+        typed: _Typed | None = None,
     ) -> _Run:
+        output = self._output_for(typed, toolkit) if typed is not None else None
         messages: list[Message] = list(history) if history else []
         if not messages:
             # SPEC §8 step 1: system_prompt + "\n\n" + skills_prompt(), either part
             # left out when empty (no system message at all when both are).
             catalog = toolkit.skills_prompt() if toolkit is not None else ""
             system = "\n\n".join(p for p in (self.options.system_prompt, catalog) if p)
+            if output is not None and output.mode == "prompted":
+                system = "\n\n".join(p for p in (system, output.instructions()) if p)
             if system:
                 messages.append({"role": "system", "content": system})
+        elif output is not None and output.mode == "prompted":
+            messages.append({"role": "system", "content": output.instructions()})
         messages.append({"role": "user", "content": prompt})
-        return _Run(toolkit=toolkit, messages=messages)
+        return _Run(toolkit=toolkit, messages=messages, output=output)
+
+    def _output_for(self, typed: _Typed, toolkit: Toolkit | None) -> OutputRun | None:
+        """The run's typed-output state: the keywords, else the options' defaults."""
+        opts = self.options
+        output_type = typed.output_type if typed.output_type is not None else opts.output_type
+        if output_type is None:
+            return None
+        mode = typed.mode if typed.mode is not None else opts.output_mode
+        retries = typed.retries if typed.retries is not None else opts.output_retries
+        validators = typed.validators if typed.validators is not None else opts.output_validators
+        names = [t.name for t in toolkit.tools()] if toolkit is not None else []
+        return start_output(output_type, mode, retries, validators, names)
 
     async def _drive(
         self, run: _Run, cancel: CancelToken | None, body: Awaitable[None]
@@ -516,6 +584,7 @@ class Client(ToolCalls):
             pending=run.suspended[0].request if halted else None,
             limit=run.limit,
             suspended=tuple(run.suspended) if halted else (),
+            output=_output_value(run),
             toolkit=run.toolkit,
         )
 
@@ -527,6 +596,9 @@ class Client(ToolCalls):
                 return
             turn = run.turns
             tools = self._source.tools_for(run.toolkit)
+            out = run.output
+            if out is not None and out.mode == "tool":
+                tools = [*tools, out.declaration()]
             model = opts.model
             if self._hooks.before_llm is not None:
                 change = await self._llm_hook(
@@ -540,8 +612,15 @@ class Client(ToolCalls):
                         tools = list(change["tools"])
                     if change.get("model"):
                         model = str(change["model"])
+            native = out.response_format() if out is not None and out.mode == "native" else None
             produced = await self._call_model(
-                GenerateRequest(model=model, messages=run.messages, tools=tools or None, turn=turn),
+                GenerateRequest(
+                    model=model,
+                    messages=run.messages,
+                    tools=tools or None,
+                    turn=turn,
+                    response_format=native,
+                ),
                 run.emit,
             )
             response, usage = produced.response, produced.usage
@@ -569,6 +648,15 @@ class Client(ToolCalls):
             run.text = response.content
             # A streamed turn already sent its text as deltas.
             text = "" if produced.streamed else response.content
+            if out is not None and (
+                not calls or (out.mode == "tool" and any(c.name == out.tool_name for c in calls))
+            ):
+                if text and run.emit is not None:
+                    await run.emit({"type": "text", "delta": text})
+                await self._typed_turn(run, out, calls, response.content)
+                if out.settled:
+                    return
+                continue
             if not calls:
                 if text and run.emit is not None:
                     await run.emit({"type": "text", "delta": text})
@@ -578,6 +666,80 @@ class Client(ToolCalls):
             if run.suspended:
                 run.status, run.text = "pending", run.suspended[0].request.prompt
                 return
+
+    async def _typed_turn(self, run: _Run, out: OutputRun, calls: list[_Call], text: str) -> None:
+        """A turn that ends the run with a typed value, or sends it back to the model.
+
+        Tool mode's end strategy: the first ``final_result`` call of the message is the
+        answer; the message's other calls are not started (each gets a tool message and
+        a record saying so, ``metadata={"not_started": ...}``).
+        """
+        if out.mode != "tool":
+            problem: str | None = None
+            raw: Any = text
+            try:
+                raw = json_from_text(text)
+                out.value = await out.accept(raw)
+            except OutputInvalid as exc:
+                problem, raw = str(exc), exc.raw
+            if problem is None:
+                await self._output_accepted(run, out)
+                return
+            self._output_rejected(run, out, raw)
+            if not out.settled:
+                run.messages.append(
+                    {"role": "user", "content": f"Your answer is not valid: {problem}. "
+                     "Answer again with one JSON value that fixes it."}
+                )  # fmt: skip
+            return
+        if not calls:  # text, where the final tool was expected
+            self._output_rejected(run, out, text)
+            if not out.settled:
+                run.messages.append(
+                    {"role": "user", "content": "Give your final answer by calling the "
+                     f"{out.tool_name} tool, not as text."}
+                )  # fmt: skip
+            return
+        final = next(c for c in calls if c.name == out.tool_name)
+        accepted = False
+        raw = final.args
+        if final.error is not None:
+            outcome = f"{final.error}: call {out.tool_name} again with a JSON object"
+        else:
+            try:
+                out.value = await out.accept(final.args)
+                accepted = True
+                outcome = "Final result accepted."
+            except OutputInvalid as exc:
+                raw = exc.raw if out.spec.wrapped is False else final.args
+                outcome = f"Invalid final result: {exc}. Fix it and call {out.tool_name} again."
+        for c in calls:
+            if c is final:
+                record = ToolCallRecord(c.id, c.name, c.args, outcome, not accepted)
+            else:
+                why = (
+                    f"not started: the {out.tool_name} call of the same message ends the run"
+                    if c.name != out.tool_name
+                    else f"not started: only the first {out.tool_name} call of a message counts"
+                )
+                record = ToolCallRecord(c.id, c.name, c.args, why, True, {"not_started": why})
+            run.records.append(record)
+            run.messages.append({"role": "tool", "tool_call_id": c.id, "content": record.output})
+        if accepted:
+            await self._output_accepted(run, out)
+        else:
+            self._output_rejected(run, out, raw)
+
+    async def _output_accepted(self, run: _Run, out: OutputRun) -> None:
+        out.settled = True
+        run.status = "done"
+        if run.emit is not None:
+            await run.emit({"type": "output", "output": out.value})
+
+    @staticmethod
+    def _output_rejected(run: _Run, out: OutputRun, raw: Any) -> None:
+        if not out.retry_or_stop(raw):
+            run.status, run.limit = "incomplete", "output"
 
     async def _call_model(self, request: GenerateRequest, emit: Emit | None = None) -> Turn:
         started = trio.current_time()
@@ -617,6 +779,27 @@ class Client(ToolCalls):
         if error is not None:
             event["error"] = error
         self._metric(event)
+
+
+@attrs.frozen
+class _Typed:
+    """A run's output keywords as given (``None``: the options' default)."""
+
+    output_type: Any = None
+    mode: OutputMode | None = None
+    retries: int | None = None
+    validators: Sequence[OutputValidator] | None = None
+
+
+def _output_value(run: _Run) -> Any:
+    out = run.output
+    if out is None:
+        return None
+    if run.status == "done" and out.settled:
+        return out.value
+    if run.limit == "output":
+        return out.invalid
+    return None
 
 
 def create_in_process_client(options: InProcessOptions) -> Client:

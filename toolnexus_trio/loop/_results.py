@@ -10,6 +10,7 @@ import attrs
 from .._toolkit import Toolkit
 from .._wire import Answer, Request
 from ..stores._base import ConversationStore
+from ._output import OutputInvalid, OutputMode, OutputValidator, output_spec
 from ._records import RunStatus, SuspendedCall, ToolCallRecord
 from ._runjson import run_result_fields, run_result_to_json
 
@@ -53,6 +54,9 @@ class GenerateRequest:
     tools: list[dict[str, Any]] | None
     turn: int
     max_tokens: int | None = None
+    response_format: dict[str, Any] | None = None
+    """Native typed output (``output_mode="native"``): OpenAI's ``{"type": "json_schema",
+    "json_schema": {"name", "schema", "strict"}}``; ``None`` otherwise."""
 
 
 HookFn = Callable[[dict[str, Any]], Any]
@@ -99,6 +103,9 @@ class InProcessOptions:
     (0 = unbounded). ``on_metric`` receives ``llm``, ``tool`` and ``run`` events (and
     ``progress`` / ``log`` from Tesseron tools). ``store`` keeps the transcripts of
     :meth:`Client.ask` by id (default: a new in-memory store per client).
+    ``output_type``, ``output_mode``, ``output_retries`` and ``output_validators`` are
+    the defaults of :meth:`Client.run`'s keywords of the same names (see "Typed
+    results" in the docs).
     """
 
     model: str
@@ -111,6 +118,10 @@ class InProcessOptions:
     run_timeout_ms: int = 0
     on_metric: OnMetric | None = None
     store: ConversationStore | None = None
+    output_type: Any = None
+    output_mode: OutputMode = "tool"
+    output_retries: int = 1
+    output_validators: Sequence[OutputValidator] = ()
 
 
 @attrs.frozen
@@ -123,6 +134,11 @@ class RunResult:
     :attr:`RunTimeout.result`) or ``"cancelled"``
     (the run's token was cancelled). ``messages`` is the whole transcript, balanced:
     every tool call has its tool message.
+
+    ``output`` is the typed value of a run with an ``output_type`` (``None`` without
+    one); a run that ran out of ``output_retries`` ends ``"incomplete"`` with
+    ``limit="output"`` and keeps the last invalid value, as the model sent it (decoded
+    JSON), in ``output``.
     """
 
     text: str
@@ -135,6 +151,7 @@ class RunResult:
     pending: Request | None = None
     limit: str | None = None
     suspended: tuple[SuspendedCall, ...] = ()
+    output: Any = None
     _toolkit: Toolkit | None = attrs.field(default=None, repr=False, eq=False, alias="toolkit")
 
     @property
@@ -157,15 +174,26 @@ class RunResult:
         return run_result_to_json(self)
 
     @classmethod
-    def from_json(cls, data: Any) -> RunResult:
+    def from_json(cls, data: Any, *, output_type: Any = None) -> RunResult:
         """Read a :meth:`to_json` document (after ``json.loads``, in any process).
 
         A newer version, a missing or unknown key, a value of the wrong JSON kind or
         parts that disagree (a suspended call that does not point at its own tool
         message) raise :class:`ValueError` saying which and why. The result has no
         toolkit: pass ``toolkit=`` to :meth:`Client.resume`.
+
+        ``output`` is saved as JSON; with *output_type* (the run's), a ``done`` result's
+        output is built back into that type (a value that no longer fits raises
+        :class:`ValueError`); without, it stays the decoded JSON. A document written
+        before typed results (no ``output`` key) reads as ``output=None``.
         """
-        return cls(**run_result_fields(data))
+        fields = run_result_fields(data)
+        if output_type is not None and fields["output"] is not None and fields["status"] == "done":
+            try:
+                fields["output"] = output_spec(output_type).build(fields["output"])
+            except OutputInvalid as exc:
+                raise ValueError(f"RunResult.from_json: output: {exc}") from None
+        return cls(**fields)
 
 
 class RunTimeout(TimeoutError):

@@ -1,7 +1,8 @@
 """The JSON form of a :class:`~toolnexus_trio.RunResult`: versioned, JSON-safe, read strictly.
 
 ``RunResult.to_json()`` writes every key, ``null`` where there is no value, so a
-document with a key missing is damaged, not old. ``RunResult.from_json()`` checks the
+document with a key missing is damaged, not old (``output``, added with typed results,
+is the one key a document may lack: older documents have none). ``RunResult.from_json()`` checks the
 version first (a newer one is refused with a message that says so), then the shape
 with the project's strict converter (``"false"`` is not a boolean, ``"3"`` not an
 integer, unknown keys are refused), then that the parts agree: a pending result has
@@ -70,6 +71,7 @@ class _RunDoc:
     pending: dict[str, Any] | None
     limit: str | None
     suspended: list[_SuspendedDoc]
+    output: Any = None
 
 
 # Attribute names as keys (snake_case), unknown keys refused, value kinds strict.
@@ -149,6 +151,7 @@ def run_result_to_json(result: RunResult) -> dict[str, Any]:
             for i, s in enumerate(result.suspended)
         ]
         usage = _json_value(result.usage, "usage", lenient=False)
+        output = _json_value(_dumped(result.output), "output", lenient=False)
         pending = _json_value(result.pending, "pending", lenient=False)
     except _NotJson as exc:
         raise ValueError(f"RunResult.to_json: {exc}") from None
@@ -166,6 +169,7 @@ def run_result_to_json(result: RunResult) -> dict[str, Any]:
         "pending": pending,
         "limit": result.limit,
         "suspended": suspended,
+        "output": output,
     }
     # Whatever is written must load back: a result from_json would refuse (negative
     # usage, a suspended call pointing at the wrong message...) fails here, where it
@@ -269,7 +273,15 @@ def run_result_fields(data: Any) -> dict[str, Any]:
         "pending": pending,
         "limit": doc.limit,
         "suspended": suspended,
+        "output": doc.output,
     }
+
+
+def _dumped(value: Any) -> Any:
+    """A typed output's JSON form (dataclasses, TypedDicts and pydantic models too)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return payloads.unstructure(value)
 
 
 def _check_suspended(doc: _RunDoc, suspended: tuple[SuspendedCall, ...]) -> None:

@@ -9,6 +9,7 @@ import attrs
 import httpx2
 
 from .._http_client import safe_url
+from ..loop._output import OutputMode, OutputValidator
 from ..loop._results import HookFn, Hooks, OnMetric, WaitFor
 from ..stores._base import ConversationStore
 from ._http import OnError
@@ -52,6 +53,9 @@ class ClientOptions:
     - ``http_client``: an ``httpx2.AsyncClient`` you own (custom transport, proxy,
       mTLS); the client never closes it. Without it the client makes its own, closed
       by :meth:`Client.aclose <toolnexus_trio.Client.aclose>`.
+    - ``output_type``, ``output_mode``, ``output_retries``, ``output_validators``: the
+      defaults of :meth:`Client.run <toolnexus_trio.Client.run>`'s keywords of the same
+      names (typed results).
     """
 
     base_url: str = attrs.field(repr=lambda url: repr(safe_url(url)))  # no password shown
@@ -75,3 +79,7 @@ class ClientOptions:
     request_params: Mapping[str, Any] | None = None
     body_transform: BodyTransform | None = None
     http_client: httpx2.AsyncClient | None = attrs.field(default=None, repr=False)
+    output_type: Any = None
+    output_mode: OutputMode = "tool"
+    output_retries: int = 1
+    output_validators: Sequence[OutputValidator] = ()

@@ -24,6 +24,7 @@ import trio
 
 from .._http_client import body_chunks, close_response, redact, safe_url, split_credentials
 from .._toolkit import Toolkit
+from ..loop._output import TOOL_ARGS_DELTA
 from ..loop._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
 from ..loop._turns import Emit, TranslateCall, Turn, encode_arguments, finish_reason_for
 from . import _anthropic, _openai
@@ -149,6 +150,9 @@ class HttpTurns:
             max_tokens=request.max_tokens,
             stream=stream,
         )
+        if request.response_format is not None:
+            # Native typed output: the style's own JSON-schema answer format.
+            body.update(self.wire.response_format(request.response_format))
         content = await self._encode(body)
         if emit is None:
             parsed = await self._call(content)
@@ -247,6 +251,13 @@ class HttpTurns:
                             delta = assembler.feed(event)
                             if delta:
                                 await emit({"type": "text", "delta": delta})
+                            fragments = getattr(assembler, "fragments", None)
+                            while fragments:
+                                index, name, part = fragments.pop(0)
+                                await emit(
+                                    {"type": TOOL_ARGS_DELTA, "index": index, "name": name,
+                                     "delta": part}
+                                )  # fmt: skip
                             if assembler.done:
                                 break
                         if assembler.done:
