@@ -62,6 +62,7 @@ def test_public_names_are_pinned() -> None:
         "Sampler", "SamplingLimits", "SamplingMessage", "SamplingRequest", "SamplingResult",
         "sampler_from_client", "sampler_from_generate",
         "Agent", "AgentDef", "Budget", "TaskResult", "agent", "open_agent_runtime",
+        "RetryOutput", "RetryTool",
     }  # fmt: skip
     assert set(tn.__all__) == expected
     assert tn.Tool.__module__ == "toolnexus_trio"

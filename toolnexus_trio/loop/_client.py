@@ -1,4 +1,6 @@
 """The agent loop, with one Trio nursery per turn; both client kinds run it.
+This module is long because :class:`Client` is the loop's public face: each public
+method carries its whole documentation, beside the run driver and the loop itself.
 
 :func:`create_in_process_client` and :func:`create_client` build the same
 :class:`Client`; they differ only in the :class:`~toolnexus_trio.loop._turns.TurnSource` that
@@ -22,7 +24,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import attrs
 import trio
 
 from .._cancel import CancelToken
@@ -36,18 +37,9 @@ from ..stores._memory import InMemoryConversationStore
 from ._conversation import Conversation
 from ._conversation import ask as _ask
 from ._durable import answer as _answer
+from ._final import Typed, output_for, output_value, settles, typed_turn
 from ._metrics import PrometheusRegistry
-from ._output import (
-    TOOL_ARGS_DELTA,
-    OutputInvalid,
-    OutputMode,
-    OutputRun,
-    OutputValidator,
-    json_from_text,
-    partial_emitter,
-    start_output,
-)
-from ._records import ToolCallRecord
+from ._output import TOOL_ARGS_DELTA, OutputMode, OutputValidator, partial_emitter
 from ._results import (
     GenerateError,
     GenerateRequest,
@@ -215,7 +207,7 @@ class Client(ToolCalls):
         ``__cause__``) and a failing LLM hook :class:`HookError`; both carry the balanced
         transcript so far in ``result``.
         """
-        typed = _Typed(output_type, output_mode, output_retries, output_validators)
+        typed = Typed(output_type, output_mode, output_retries, output_validators)
         run = self._new_run(prompt, toolkit, history, typed)
         return await self._drive(run, cancel, self._loop(run))
 
@@ -252,7 +244,7 @@ class Client(ToolCalls):
         """
         # Size 0: the loop waits for the consumer, so events are never queued up.
         send, receive = trio.open_memory_channel[dict[str, Any]](0)
-        typed = _Typed(output_type, output_mode, output_retries, output_validators)
+        typed = Typed(output_type, output_mode, output_retries, output_validators)
         run = self._new_run(prompt, toolkit, history, typed)
 
         async def emit(event: dict[str, Any]) -> None:
@@ -487,9 +479,9 @@ class Client(ToolCalls):
         prompt: str,
         toolkit: Toolkit | None,
         history: Sequence[Message] | None,
-        typed: _Typed | None = None,
+        typed: Typed | None = None,
     ) -> _Run:
-        output = self._output_for(typed, toolkit) if typed is not None else None
+        output = output_for(self.options, typed, toolkit) if typed is not None else None
         messages: list[Message] = list(history) if history else []
         if not messages:
             # SPEC §8 step 1: system_prompt + "\n\n" + skills_prompt(), either part
@@ -504,18 +496,6 @@ class Client(ToolCalls):
             messages.append({"role": "system", "content": output.instructions()})
         messages.append({"role": "user", "content": prompt})
         return _Run(toolkit=toolkit, messages=messages, output=output)
-
-    def _output_for(self, typed: _Typed, toolkit: Toolkit | None) -> OutputRun | None:
-        """The run's typed-output state: the keywords, else the options' defaults."""
-        opts = self.options
-        output_type = typed.output_type if typed.output_type is not None else opts.output_type
-        if output_type is None:
-            return None
-        mode = typed.mode if typed.mode is not None else opts.output_mode
-        retries = typed.retries if typed.retries is not None else opts.output_retries
-        validators = typed.validators if typed.validators is not None else opts.output_validators
-        names = [t.name for t in toolkit.tools()] if toolkit is not None else []
-        return start_output(output_type, mode, retries, validators, names)
 
     async def _drive(
         self, run: _Run, cancel: CancelToken | None, body: Awaitable[None]
@@ -584,7 +564,7 @@ class Client(ToolCalls):
             pending=run.suspended[0].request if halted else None,
             limit=run.limit,
             suspended=tuple(run.suspended) if halted else (),
-            output=_output_value(run),
+            output=output_value(run),
             toolkit=run.toolkit,
         )
 
@@ -648,12 +628,10 @@ class Client(ToolCalls):
             run.text = response.content
             # A streamed turn already sent its text as deltas.
             text = "" if produced.streamed else response.content
-            if out is not None and (
-                not calls or (out.mode == "tool" and any(c.name == out.tool_name for c in calls))
-            ):
+            if out is not None and settles(out, calls):
                 if text and run.emit is not None:
                     await run.emit({"type": "text", "delta": text})
-                await self._typed_turn(run, out, calls, response.content)
+                await typed_turn(run, out, calls, response.content)
                 if out.settled:
                     return
                 continue
@@ -666,80 +644,6 @@ class Client(ToolCalls):
             if run.suspended:
                 run.status, run.text = "pending", run.suspended[0].request.prompt
                 return
-
-    async def _typed_turn(self, run: _Run, out: OutputRun, calls: list[_Call], text: str) -> None:
-        """A turn that ends the run with a typed value, or sends it back to the model.
-
-        Tool mode's end strategy: the first ``final_result`` call of the message is the
-        answer; the message's other calls are not started (each gets a tool message and
-        a record saying so, ``metadata={"not_started": ...}``).
-        """
-        if out.mode != "tool":
-            problem: str | None = None
-            raw: Any = text
-            try:
-                raw = json_from_text(text)
-                out.value = await out.accept(raw)
-            except OutputInvalid as exc:
-                problem, raw = str(exc), exc.raw
-            if problem is None:
-                await self._output_accepted(run, out)
-                return
-            self._output_rejected(run, out, raw)
-            if not out.settled:
-                run.messages.append(
-                    {"role": "user", "content": f"Your answer is not valid: {problem}. "
-                     "Answer again with one JSON value that fixes it."}
-                )  # fmt: skip
-            return
-        if not calls:  # text, where the final tool was expected
-            self._output_rejected(run, out, text)
-            if not out.settled:
-                run.messages.append(
-                    {"role": "user", "content": "Give your final answer by calling the "
-                     f"{out.tool_name} tool, not as text."}
-                )  # fmt: skip
-            return
-        final = next(c for c in calls if c.name == out.tool_name)
-        accepted = False
-        raw = final.args
-        if final.error is not None:
-            outcome = f"{final.error}: call {out.tool_name} again with a JSON object"
-        else:
-            try:
-                out.value = await out.accept(final.args)
-                accepted = True
-                outcome = "Final result accepted."
-            except OutputInvalid as exc:
-                raw = exc.raw if out.spec.wrapped is False else final.args
-                outcome = f"Invalid final result: {exc}. Fix it and call {out.tool_name} again."
-        for c in calls:
-            if c is final:
-                record = ToolCallRecord(c.id, c.name, c.args, outcome, not accepted)
-            else:
-                why = (
-                    f"not started: the {out.tool_name} call of the same message ends the run"
-                    if c.name != out.tool_name
-                    else f"not started: only the first {out.tool_name} call of a message counts"
-                )
-                record = ToolCallRecord(c.id, c.name, c.args, why, True, {"not_started": why})
-            run.records.append(record)
-            run.messages.append({"role": "tool", "tool_call_id": c.id, "content": record.output})
-        if accepted:
-            await self._output_accepted(run, out)
-        else:
-            self._output_rejected(run, out, raw)
-
-    async def _output_accepted(self, run: _Run, out: OutputRun) -> None:
-        out.settled = True
-        run.status = "done"
-        if run.emit is not None:
-            await run.emit({"type": "output", "output": out.value})
-
-    @staticmethod
-    def _output_rejected(run: _Run, out: OutputRun, raw: Any) -> None:
-        if not out.retry_or_stop(raw):
-            run.status, run.limit = "incomplete", "output"
 
     async def _call_model(self, request: GenerateRequest, emit: Emit | None = None) -> Turn:
         started = trio.current_time()
@@ -779,27 +683,6 @@ class Client(ToolCalls):
         if error is not None:
             event["error"] = error
         self._metric(event)
-
-
-@attrs.frozen
-class _Typed:
-    """A run's output keywords as given (``None``: the options' default)."""
-
-    output_type: Any = None
-    mode: OutputMode | None = None
-    retries: int | None = None
-    validators: Sequence[OutputValidator] | None = None
-
-
-def _output_value(run: _Run) -> Any:
-    out = run.output
-    if out is None:
-        return None
-    if run.status == "done" and out.settled:
-        return out.value
-    if run.limit == "output":
-        return out.invalid
-    return None
 
 
 def create_in_process_client(options: InProcessOptions) -> Client:

@@ -35,6 +35,8 @@ import cattrs
 
 from .._converter import describe_structure_error, payloads
 from .._schema import JSONSchema, SchemaError, Validator, compile_schema, schema_for_type
+from .._toolkit import Toolkit
+from .._tools import ToolResult
 
 OutputMode = Literal["tool", "native", "prompted"]
 """How the model hands over a typed result (see :mod:`toolnexus_trio.loop._output`)."""
@@ -442,3 +444,19 @@ def partial_emitter(out: OutputRun, emit: Emit) -> Emit:
                 await send_partial(joined[start:])
 
     return wrapped
+
+
+def bounded_retry(
+    toolkit: Toolkit | None, counts: dict[str, int], name: str, result: ToolResult
+) -> ToolResult:
+    """A :class:`~toolnexus_trio.RetryTool` result, counted in *counts* (the run's)
+    against the tool's :attr:`~toolnexus_trio.Tool.retries`."""
+    found = toolkit.get(name) if toolkit is not None else None
+    allowed = found.retries if found is not None else 0
+    used = counts.get(name, 0) + 1
+    counts[name] = used
+    if used <= allowed:
+        message = f"{result.output} (call '{name}' again, fixing this)"
+        return ToolResult.error(message, {"retry": used})
+    message = f"{result.output} (no retries left for '{name}': {allowed} per run)"
+    return ToolResult.error(message, {"retries_spent": allowed})

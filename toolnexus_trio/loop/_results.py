@@ -165,7 +165,8 @@ class RunResult:
         It holds what :meth:`Client.resume` needs (transcript, tool-call records, turns,
         usage, model, status, and each suspended call with its ``Request`` and where its
         placeholder sits), never the toolkit or another live object. Every key is
-        written (``null`` when empty). Tool metadata values that are not JSON become
+        written (``null`` when empty), except ``output``, written only when the run
+        has one (its JSON form). Tool metadata values that are not JSON become
         their ``repr``; a transcript, arguments or a ``Request`` that are not JSON
         raise :class:`ValueError`, and so does a result that :meth:`from_json` would
         refuse (a negative usage count, a suspended call that does not point at its

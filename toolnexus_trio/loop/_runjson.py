@@ -2,7 +2,7 @@
 
 ``RunResult.to_json()`` writes every key, ``null`` where there is no value, so a
 document with a key missing is damaged, not old (``output``, added with typed results,
-is the one key a document may lack: older documents have none). ``RunResult.from_json()`` checks the
+is the one key written only when it has a value). ``RunResult.from_json()`` checks the
 version first (a newer one is refused with a message that says so), then the shape
 with the project's strict converter (``"false"`` is not a boolean, ``"3"`` not an
 integer, unknown keys are refused), then that the parts agree: a pending result has
@@ -169,8 +169,11 @@ def run_result_to_json(result: RunResult) -> dict[str, Any]:
         "pending": pending,
         "limit": result.limit,
         "suspended": suspended,
-        "output": output,
     }
+    if output is not None:
+        # Only when there is one: a run without typed output writes the very document
+        # it wrote before typed results existed (older readers refuse unknown keys).
+        document["output"] = output
     # Whatever is written must load back: a result from_json would refuse (negative
     # usage, a suspended call pointing at the wrong message...) fails here, where it
     # can still be handled, not when a paused run is loaded to be answered.

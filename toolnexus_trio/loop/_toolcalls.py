@@ -33,6 +33,7 @@ from .._tools import (
 from .._wire import Answer, Request
 from ._gate import _Gate, _gate_for, _is_relay, _raw_arguments, _relay_source
 from ._metrics import PrometheusRegistry
+from ._output import bounded_retry
 from ._records import RunStatus, SuspendedCall, ToolCallRecord
 from ._results import HookFn, Hooks, InProcessOptions, Message
 
@@ -72,10 +73,8 @@ class _Run:
     # Set when a call of the current turn relayed (SPEC §10 relay addendum): only then
     # does the turn gather its relay calls, so a run without relay tools never looks.
     relayed: bool = False
-    # The typed-output state of a run with an output_type (loop/_output.py).
-    output: OutputRun | None = None
-    # How often each tool raised RetryTool in this run (bounded by Tool.retries).
-    tool_retries: dict[str, int] = attrs.field(factory=dict)
+    output: OutputRun | None = None  # a run with an output_type (loop/_output.py)
+    tool_retries: dict[str, int] = attrs.field(factory=dict)  # RetryTool uses, per tool
 
 
 async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
@@ -166,7 +165,9 @@ class ToolCalls:
             result = outcome.result
             if result.metadata is not None:  # pending_of's own first test, without a call
                 if result.metadata.get("retry") is True:
-                    result = outcome.result = _bounded_retry(run, call.name, result)
+                    result = outcome.result = bounded_retry(
+                        run.toolkit, run.tool_retries, call.name, result
+                    )
                 request = pending_of(result)
                 if request is not None:
                     run.suspended.append(
@@ -633,19 +634,6 @@ def _record_and_message(
     """A call's record and its tool message, built the same way for a turn and a resume."""
     record = ToolCallRecord(call_id, name, args, result.output, result.is_error, result.metadata)
     return record, {"role": "tool", "tool_call_id": call_id, "content": result.output}
-
-
-def _bounded_retry(run: _Run, name: str, result: ToolResult) -> ToolResult:
-    """A :class:`RetryTool` result, counted against the tool's ``retries`` for the run."""
-    found = run.toolkit.get(name) if run.toolkit is not None else None
-    allowed = found.retries if found is not None else 0
-    used = run.tool_retries.get(name, 0) + 1
-    run.tool_retries[name] = used
-    if used <= allowed:
-        message = f"{result.output} (call '{name}' again, fixing this)"
-        return ToolResult.error(message, {"retry": used})
-    message = f"{result.output} (no retries left for '{name}': {allowed} per run)"
-    return ToolResult.error(message, {"retries_spent": allowed})
 
 
 def _still_waiting(run: _Run, s: SuspendedCall) -> ToolResult:
