@@ -196,11 +196,13 @@ def agent(
     hooks: Any = None,
     on_metric: Callable[[dict[str, Any]], None] | None = None,
     on_budget: OnBudget | None = None,
+    output_type: Any = None,
 ) -> Agent:
     """An :class:`Agent`: *does* is its description (what a team lead reads), *uses* its
     tools, *soul* (or the text of *soul_file*) its system prompt, *team* the agents it
     may delegate to with ``task``, *model* its model (``None``: ``"inherit"``, the
-    runtime's). The other options are :class:`AgentDef`'s.
+    runtime's), *output_type* the type of its result (:attr:`TaskResult.output`). The
+    other options are :class:`AgentDef`'s.
     """
     if soul is not None and soul_file is not None:
         raise ValueError("give soul or soul_file, not both")
@@ -221,5 +223,6 @@ def agent(
         hooks=hooks,
         on_metric=on_metric,
         on_budget=on_budget,
+        output_type=output_type,
     )
     return Agent(definition, members)

@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from .._wire import Request
+from ..loop._output import output_data
 from ..loop._results import RunResult
 from ._types import Budget, Handle, InboxItem, TaskResult
 
@@ -32,6 +33,7 @@ def _result_json(result: TaskResult | None) -> dict[str, Any] | None:
         return None
     out = attrs.asdict(result, recurse=False)
     out["pending"] = result.pending.to_json() if result.pending is not None else None
+    out["output"] = output_data(result.output)  # JSON: it reads back as decoded JSON
     return out
 
 

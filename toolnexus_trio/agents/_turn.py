@@ -29,6 +29,7 @@ from .._toolkit import Toolkit
 from .._tools import Tool, ToolContext, ToolResult
 from .._wire import Answer, Request
 from ..loop._client import Client
+from ..loop._output import output_json
 from ..loop._results import GenerateRequest, InProcessOptions, RunError, RunResult, TranslateResult
 from ..loop._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
 from ..models._source import HttpTurns
@@ -272,7 +273,10 @@ class Turns:
             await self.check_tokens(h, overspent=False)  # live walk before the turn
             history = await self.rt.load(h.id)
             client = self.client(h, max_turns)
-            return await client.run(text, self.toolkit(h), history=history, cancel=token)
+            return await client.run(
+                text, self.toolkit(h), history=history, cancel=token,
+                output_type=h.defn.output_type,
+            )  # fmt: skip
 
         await self._drive(h, body)
 
@@ -315,7 +319,10 @@ class Turns:
             history = halted.messages if halted is not None else await self.rt.load(h.id)
             client = self.client(h, self._max_turns(h))
             note = f"The budget limit {limit} was extended; continue the task."
-            return await client.run(note, self.toolkit(h), history=history, cancel=token)
+            output_type = h.defn.output_type if h.defn is not None else None
+            return await client.run(
+                note, self.toolkit(h), history=history, cancel=token, output_type=output_type
+            )
 
         await self._drive(h, body)
 
@@ -426,4 +433,8 @@ class Turns:
             if run.text:
                 text += f"; partial: {run.text}"
             return rt._result(h, text, "incomplete", limit), False, run.messages
+        if run.output is not None:
+            # A typed result: the value, and its JSON as the text a parent's task reads.
+            text = output_json(run.output)
+            return rt._result(h, text, "done", output=run.output), False, run.messages
         return rt._result(h, run.text, "done"), False, run.messages

@@ -460,3 +460,15 @@ def bounded_retry(
         return ToolResult.error(message, {"retry": used})
     message = f"{result.output} (no retries left for '{name}': {allowed} per run)"
     return ToolResult.error(message, {"retries_spent": allowed})
+
+
+def output_data(value: Any) -> Any:
+    """A typed output's JSON data (attrs classes, dataclasses, pydantic models...)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return payloads.unstructure(value)
+
+
+def output_json(value: Any) -> str:
+    """A typed output as JSON text (what a parent agent's ``task`` tool receives)."""
+    return json.dumps(output_data(value), separators=(",", ":"))
