@@ -33,7 +33,10 @@ def _result_json(result: TaskResult | None) -> dict[str, Any] | None:
         return None
     out = attrs.asdict(result, recurse=False)
     out["pending"] = result.pending.to_json() if result.pending is not None else None
-    out["output"] = output_data(result.output)  # JSON: it reads back as decoded JSON
+    if result.output is None:
+        del out["output"]  # the document of a result without one is as it always was
+    else:
+        out["output"] = output_data(result.output)  # JSON: it reads back as decoded JSON
     return out
 
 
