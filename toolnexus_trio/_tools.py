@@ -8,9 +8,10 @@ import functools
 import inspect
 import json
 import math
+import types
 import typing
 from collections.abc import Awaitable, Callable
-from typing import Any, overload
+from typing import Any, Union, overload
 
 import attrs
 import cattrs
@@ -120,6 +121,12 @@ class Tool:
     retries: int = 1
     """How often per run the tool may raise :class:`RetryTool` to ask the model to call
     again; past it the result says the retries are spent."""
+    output_schema: JSONSchema | None = None
+    """The JSON Schema (an object) of the tool's value, when it returns a typed one (a
+    :func:`tool` function annotated with a class, a list...): served over MCP as
+    ``outputSchema``, its value as ``structuredContent``. A value that is not an object
+    is wrapped as ``{"result": value}`` (``output_wrapped``)."""
+    output_wrapped: bool = False
     _validator: Validator = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -371,6 +378,33 @@ def _param_docs(doc: str) -> tuple[str, dict[str, str]]:
     return (parsed.short_description or "").strip(), params
 
 
+_UNTYPED_RETURNS: tuple[Any, ...] = (str, ToolResult, Any, object, type(None), None)
+
+
+def _output_schema(annotation: Any) -> tuple[JSONSchema | None, bool]:
+    """``(schema, wrapped)`` of a typed return annotation; ``(None, False)`` for text,
+    a ``ToolResult``, no annotation, or a type no schema describes (never an error: the
+    return type only adds a description of the value)."""
+    bare = strip_annotated(annotation) if annotation is not None else None
+    if bare in _UNTYPED_RETURNS or (
+        typing.get_origin(bare) in (Union, types.UnionType)
+        and any(a in (str, ToolResult) for a in typing.get_args(bare))
+    ):
+        return None, False
+    try:
+        schema = SchemaDeriver().schema(bare)
+        if "$defs" in schema or "$ref" in json.dumps(schema):
+            return None, False  # references would need their root: not worth it here
+        compile_schema(schema)
+    except (TypeError, SchemaError):
+        return None, False
+    if schema.get("type") == "object":
+        return schema, False
+    wrapper: JSONSchema = {"type": "object", "properties": {"result": schema},
+                           "required": ["result"]}  # fmt: skip
+    return wrapper, True
+
+
 def _signature_tool(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
     tool_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     who = f"tool {tool_name!r}"
@@ -436,6 +470,7 @@ def _signature_tool(fn: Callable[..., Any], name: str | None, description: str |
             kwargs[key] = ctx
         return _to_result(await run(**kwargs))
 
+    output_schema, wrapped = _output_schema(hints.get("return"))
     try:
         return Tool(
             name=tool_name,
@@ -443,6 +478,8 @@ def _signature_tool(fn: Callable[..., Any], name: str | None, description: str |
             input_schema=schema,
             source=ToolSource.NATIVE,
             execute=execute,
+            output_schema=output_schema,
+            output_wrapped=wrapped,
         )
     except SchemaError as exc:
         raise TypeError(f"{who}: {exc}") from None
