@@ -435,3 +435,45 @@ def test_partial_json_closes_what_is_open() -> None:
     assert partial_json('{"a": [1, 2') == {"a": [1, 2]}
     assert partial_json('{"a": 1, "b') == {"a": 1}
     assert partial_json("") is None
+
+
+async def test_a_paused_typed_run_stays_typed_when_resumed() -> None:
+    from toolnexus_trio import Answer, Request, ToolContext, define_tool, pending
+
+    async def approve(args: dict[str, Any], ctx: ToolContext) -> Any:
+        if ctx.answer is None:
+            return pending(Request(kind="approval", prompt="may I?"))
+        return "approved"
+
+    toolkit = await create_toolkit(
+        ToolkitOptions(
+            extra_tools=[define_tool("approve", "asks", None, approve)],
+            builtins=BuiltinsConfig.off(),
+        )
+    )
+    answers: list[Any] = [
+        InProcessResponse(tool_calls=[InProcessToolCall("a", "approve", {})]),
+        InProcessResponse(tool_calls=[InProcessToolCall("f", "final_result", {"x": 1, "y": 2})]),
+    ]
+
+    async def generate(request: Any) -> InProcessResponse:
+        return answers.pop(0)
+
+    client = create_in_process_client(InProcessOptions(model="m", generate=generate))
+    paused = await client.run("go", toolkit, output_type=Point)
+    assert paused.status == "pending" and paused.output is None
+    assert paused.pending is not None
+    resumed = await client.resume(paused, [Answer(id=paused.pending.id, ok=True)])
+    assert resumed.status == "done" and resumed.output == Point(1, 2)
+
+
+async def test_the_stream_says_when_an_answer_is_sent_back() -> None:
+    script = [final({"name": "Ada"}), final({"name": "Ada", "age": 1})]
+    async with (
+        served("openai", script) as (_, client),
+        client.stream("who?", output_type=Person) as events,
+    ):
+        seen = [e async for e in events]
+    [invalid] = [e for e in seen if e["type"] == "output_invalid"]
+    assert invalid["retrying"] is True and "'age'" in invalid["reason"]
+    assert seen[-1]["result"].output == Person("Ada", 1)

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import attrs
 import trio
 
 from .._cancel import CancelToken
@@ -240,7 +241,8 @@ class Client(ToolCalls):
         With *output_type* (the keywords are :meth:`run`'s), ``output_partial
         {partial}`` events carry the typed answer as far as it has arrived (decoded
         JSON, unvalidated: the final tool's arguments or the text, parsed as they
-        stream), and ``output {output}`` the accepted typed value.
+        stream), ``output_invalid {reason, retrying}`` each answer sent back (or the
+        last one, ``retrying`` false), and ``output {output}`` the accepted typed value.
         """
         # Size 0: the loop waits for the consumer, so events are never queued up.
         send, receive = trio.open_memory_channel[dict[str, Any]](0)
@@ -321,6 +323,8 @@ class Client(ToolCalls):
             records=list(result.tool_calls),
             usage=dict(result.usage),
             turns=result.turns,
+            # A typed run resumed in the process that paused it stays typed.
+            output=attrs.evolve(result._output_state) if result._output_state else None,
         )
 
         async def body() -> None:
@@ -566,6 +570,7 @@ class Client(ToolCalls):
             suspended=tuple(run.suspended) if halted else (),
             output=output_value(run),
             toolkit=run.toolkit,
+            output_state=run.output if halted else None,
         )
 
     async def _loop(self, run: _Run) -> None:

@@ -85,7 +85,7 @@ async def typed_turn(run: _Run, out: OutputRun, calls: list[_Call], text: str) -
         if problem is None:
             await _accepted(run, out)
             return
-        _rejected(run, out, raw)
+        await _rejected(run, out, raw, problem)
         if not out.settled:
             run.messages.append(
                 {"role": "user", "content": f"Your answer is not valid: {problem}. "
@@ -93,7 +93,7 @@ async def typed_turn(run: _Run, out: OutputRun, calls: list[_Call], text: str) -
             )  # fmt: skip
         return
     if not calls:  # text, where the final tool was expected
-        _rejected(run, out, text)
+        await _rejected(run, out, text, "text instead of the final-result tool")
         if not out.settled:
             run.messages.append(
                 {"role": "user", "content": "Give your final answer by calling the "
@@ -103,7 +103,9 @@ async def typed_turn(run: _Run, out: OutputRun, calls: list[_Call], text: str) -
     final = next(c for c in calls if c.name == out.tool_name)
     accepted = False
     raw = final.args
+    problem = ""
     if final.error is not None:
+        problem = final.error
         outcome = f"{final.error}: call {out.tool_name} again with a JSON object"
     else:
         try:
@@ -111,6 +113,7 @@ async def typed_turn(run: _Run, out: OutputRun, calls: list[_Call], text: str) -
             accepted = True
             outcome = "Final result accepted."
         except OutputInvalid as exc:
+            problem = str(exc)
             outcome = f"Invalid final result: {exc}. Fix it and call {out.tool_name} again."
     for c in calls:
         if c is final:
@@ -127,7 +130,7 @@ async def typed_turn(run: _Run, out: OutputRun, calls: list[_Call], text: str) -
     if accepted:
         await _accepted(run, out)
     else:
-        _rejected(run, out, raw)
+        await _rejected(run, out, raw, problem)
 
 
 async def _accepted(run: _Run, out: OutputRun) -> None:
@@ -137,6 +140,9 @@ async def _accepted(run: _Run, out: OutputRun) -> None:
         await run.emit({"type": "output", "output": out.value})
 
 
-def _rejected(run: _Run, out: OutputRun, raw: Any) -> None:
-    if not out.retry_or_stop(raw):
+async def _rejected(run: _Run, out: OutputRun, raw: Any, problem: str) -> None:
+    retrying = out.retry_or_stop(raw)
+    if not retrying:
         run.status, run.limit = "incomplete", "output"
+    if run.emit is not None:
+        await run.emit({"type": "output_invalid", "reason": problem, "retrying": retrying})

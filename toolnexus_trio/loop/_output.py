@@ -432,7 +432,7 @@ def partial_emitter(out: OutputRun, emit: Emit) -> Emit:
             return
         if kind == "text" and out.mode != "tool":
             text.append(str(event.get("delta") or ""))
-        if kind in ("tool_result", "output"):  # a turn ended: the next one starts afresh
+        if kind in ("tool_result", "output", "output_invalid"):  # the next turn starts afresh
             pieces.clear()
             names.clear()
             text.clear()

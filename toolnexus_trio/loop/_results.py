@@ -10,7 +10,7 @@ import attrs
 from .._toolkit import Toolkit
 from .._wire import Answer, Request
 from ..stores._base import ConversationStore
-from ._output import OutputInvalid, OutputMode, OutputValidator, output_spec
+from ._output import OutputInvalid, OutputMode, OutputRun, OutputValidator, output_spec
 from ._records import RunStatus, SuspendedCall, ToolCallRecord
 from ._runjson import run_result_fields, run_result_to_json
 
@@ -153,6 +153,10 @@ class RunResult:
     suspended: tuple[SuspendedCall, ...] = ()
     output: Any = None
     _toolkit: Toolkit | None = attrs.field(default=None, repr=False, eq=False, alias="toolkit")
+    # A pending typed run's output state, for Client.resume in this process.
+    _output_state: OutputRun | None = attrs.field(
+        default=None, repr=False, eq=False, alias="output_state"
+    )
 
     @property
     def tool_call_count(self) -> int:
