@@ -431,9 +431,7 @@ class AgentRuntime:
         settled, h.settled = h.settled, trio.Event()
         settled.set()
 
-    def _result(
-        self, h: Handle, text: str, status: str, limit: str | None = None, output: Any = None
-    ) -> TaskResult:
+    def _result(self, h: Handle, text: str, status: str, limit: str | None = None) -> TaskResult:
         return TaskResult(
             text,
             status != "done",
@@ -442,7 +440,6 @@ class AgentRuntime:
             total_tokens=h.tokens,
             own_tokens=h.own_tokens,
             limit=limit,
-            output=output,
         )
 
     def _stop_tree(self, h: Handle, reason: str, limit: str | None = None) -> None:

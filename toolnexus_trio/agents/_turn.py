@@ -436,5 +436,6 @@ class Turns:
         if run.output is not None:
             # A typed result: the value, and its JSON as the text a parent's task reads.
             text = output_json(run.output)
-            return rt._result(h, text, "done", output=run.output), False, run.messages
+            typed = attrs.evolve(rt._result(h, text, "done"), output=run.output)
+            return typed, False, run.messages
         return rt._result(h, run.text, "done"), False, run.messages
