@@ -260,6 +260,10 @@ async def test_native_mode_anthropic_uses_output_config_format() -> None:
         }
     }
     assert "response_format" not in body
+    # The official Anthropic SDK's own request type accepts the body as it is.
+    from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+
+    pydantic.TypeAdapter(MessageCreateParamsNonStreaming).validate_python(body)
 
 
 @pytest.mark.parametrize("style", STYLES)
