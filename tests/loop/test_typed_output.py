@@ -481,3 +481,43 @@ async def test_the_stream_says_when_an_answer_is_sent_back() -> None:
     [invalid] = [e for e in seen if e["type"] == "output_invalid"]
     assert invalid["retrying"] is True and "'age'" in invalid["reason"]
     assert seen[-1]["result"].output == Person("Ada", 1)
+
+
+async def test_a_typed_run_round_trips_through_a_durable_store() -> None:
+    from toolnexus_trio import (
+        Answer,
+        Request,
+        SqliteConversationStore,
+        ToolContext,
+        define_tool,
+        pending,
+    )
+
+    async def approve(args: dict[str, Any], ctx: ToolContext) -> Any:
+        if ctx.answer is None:
+            return pending(Request(kind="approval", prompt="may I?"))
+        return "approved"
+
+    toolkit = await create_toolkit(
+        ToolkitOptions(
+            extra_tools=[define_tool("approve", "asks", None, approve)],
+            builtins=BuiltinsConfig.off(),
+        )
+    )
+    answers: list[Any] = [
+        InProcessResponse(tool_calls=[InProcessToolCall("a", "approve", {})]),
+        InProcessResponse(tool_calls=[InProcessToolCall("f", "final_result", {"x": 3, "y": 4})]),
+    ]
+
+    async def generate(request: Any) -> InProcessResponse:
+        return answers.pop(0)
+
+    store = SqliteConversationStore(":memory:")
+    options = InProcessOptions(model="m", generate=generate, store=store, output_type=Point)
+    paused = await create_in_process_client(options).ask("go", toolkit, id="t1")
+    assert paused.status == "pending" and paused.pending is not None
+    # Another client (as another process would): the state comes from the store's JSON.
+    later = create_in_process_client(options)
+    done = await later.answer("t1", [Answer(id=paused.pending.id, ok=True)], toolkit=toolkit)
+    assert done.status == "done" and done.output == Point(3, 4)
+    assert RunResult.from_json(done.to_json(), output_type=Point).output == Point(3, 4)

@@ -302,7 +302,9 @@ class Client(ToolCalls):
         ``"unresolved"``.
 
         *result* may come from :meth:`RunResult.from_json` in another process; it then
-        has no toolkit, and *toolkit* is required. For answers that must not be
+        has no toolkit, and *toolkit* is required. A typed run stays typed: paused in
+        this process, with its own ``output_*`` settings; read back from JSON, with the
+        options' ``output_type`` and friends. For answers that must not be
         replayed, see :meth:`answer`.
         """
         if result.status != "pending":
@@ -323,8 +325,11 @@ class Client(ToolCalls):
             records=list(result.tool_calls),
             usage=dict(result.usage),
             turns=result.turns,
-            # A typed run resumed in the process that paused it stays typed.
-            output=attrs.evolve(result._output_state) if result._output_state else None,
+            # A typed run resumed in the process that paused it stays typed; one read
+            # back from JSON takes the options' output_type (fresh retries).
+            output=attrs.evolve(result._output_state)
+            if result._output_state
+            else output_for(self.options, Typed(), toolkit or result._toolkit),
         )
 
         async def body() -> None:
