@@ -521,3 +521,22 @@ async def test_a_typed_run_round_trips_through_a_durable_store() -> None:
     done = await later.answer("t1", [Answer(id=paused.pending.id, ok=True)], toolkit=toolkit)
     assert done.status == "done" and done.output == Point(3, 4)
     assert RunResult.from_json(done.to_json(), output_type=Point).output == Point(3, 4)
+
+
+async def test_a_long_streamed_answer_is_parsed_a_bounded_number_of_times() -> None:
+    from toolnexus_trio.loop._output import TOOL_ARGS_DELTA, partial_emitter, start_output
+
+    out = start_output(list[int], "tool", 1, None, [])
+    sent: list[dict[str, Any]] = []
+
+    async def emit(event: dict[str, Any]) -> None:
+        sent.append(event)
+
+    wrapped = partial_emitter(out, emit)
+    text = json.dumps({"result": list(range(2000))})
+    for ch in text:  # one character per delta: the worst a server can do
+        await wrapped({"type": TOOL_ARGS_DELTA, "index": 0, "name": "final_result", "delta": ch})
+    partials = [e["partial"] for e in sent if e["type"] == "output_partial"]
+    assert len(text) > 10_000 and len(partials) < 120  # geometric, not one per delta
+    assert not [e for e in sent if e["type"] == TOOL_ARGS_DELTA]
+    assert partials[-1][:3] == [0, 1, 2]

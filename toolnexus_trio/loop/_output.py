@@ -403,17 +403,23 @@ def partial_emitter(out: OutputRun, emit: Emit) -> Emit:
     """*emit* plus ``output_partial {partial}`` events as the typed answer streams in.
 
     Tool mode follows the final tool's argument fragments; the other modes the text.
-    Each partial is sent only when it differs from the one before.
+    Each partial is sent only when it differs from the one before. The answer so far is
+    parsed again only once it has grown by an eighth since the last parse, so a long
+    answer in many small deltas costs a few times its length, not its length squared.
     """
     pieces: dict[int, list[str]] = {}
+    sizes: dict[int, int] = {}
     names: dict[int, str] = {}
     text: list[str] = []
-    last: list[Any] = [None]
+    state: dict[str, Any] = {"last": None, "parsed_at": 0, "text_size": 0, "json_at": None}
 
-    async def send_partial(source: str) -> None:
-        partial = partial_json(source)
-        if partial is not None and partial != last[0]:
-            last[0] = partial
+    async def send_partial(parts: list[str], size: int, skip: int = 0) -> None:
+        if size < state["parsed_at"] + max(1, state["parsed_at"] // 8):
+            return
+        state["parsed_at"] = size
+        partial = partial_json("".join(parts)[skip:])
+        if partial is not None and partial != state["last"]:
+            state["last"] = partial
             if out.spec.wrapped and isinstance(partial, dict):
                 if "result" not in partial:
                     return
@@ -426,22 +432,29 @@ def partial_emitter(out: OutputRun, emit: Emit) -> Emit:
             index = event.get("index", 0)
             if event.get("name"):
                 names[index] = str(event["name"])
-            pieces.setdefault(index, []).append(str(event.get("delta") or ""))
+            piece = str(event.get("delta") or "")
+            pieces.setdefault(index, []).append(piece)
+            sizes[index] = sizes.get(index, 0) + len(piece)
             if out.mode == "tool" and names.get(index) == out.tool_name:
-                await send_partial("".join(pieces[index]))
+                await send_partial(pieces[index], sizes[index])
             return
         if kind == "text" and out.mode != "tool":
-            text.append(str(event.get("delta") or ""))
+            delta = str(event.get("delta") or "")
+            if state["json_at"] is None:  # only from the first { or [: words may come first
+                found = [i for i in (delta.find("{"), delta.find("[")) if i >= 0]
+                if found:
+                    state["json_at"] = state["text_size"] + min(found)
+            text.append(delta)
+            state["text_size"] += len(delta)
         if kind in ("tool_result", "output", "output_invalid"):  # the next turn starts afresh
             pieces.clear()
+            sizes.clear()
             names.clear()
             text.clear()
+            state.update(last=None, parsed_at=0, text_size=0, json_at=None)
         await emit(event)
-        if kind == "text" and out.mode != "tool":
-            joined = "".join(text)
-            start = min((i for i in (joined.find("{"), joined.find("[")) if i >= 0), default=-1)
-            if start >= 0:
-                await send_partial(joined[start:])
+        if kind == "text" and out.mode != "tool" and state["json_at"] is not None:
+            await send_partial(text, state["text_size"], state["json_at"])
 
     return wrapped
 
