@@ -210,6 +210,7 @@ class Turns:
                 max_turns=max_turns,
                 hooks=hooks,
                 on_metric=on_metric,
+                output_type=defn.output_type,
             )
             source = InProcessTurns(options)
         else:
@@ -224,6 +225,7 @@ class Turns:
                 on_metric=on_metric,
                 wait_for=_as_wait_for(defn.wait_for),
                 store=None,
+                output_type=defn.output_type,  # the def's, also when a restored run resumes
             )
             shared = rt._sources.get(model)
             if shared is None:
@@ -273,10 +275,7 @@ class Turns:
             await self.check_tokens(h, overspent=False)  # live walk before the turn
             history = await self.rt.load(h.id)
             client = self.client(h, max_turns)
-            return await client.run(
-                text, self.toolkit(h), history=history, cancel=token,
-                output_type=h.defn.output_type,
-            )  # fmt: skip
+            return await client.run(text, self.toolkit(h), history=history, cancel=token)
 
         await self._drive(h, body)
 
@@ -319,10 +318,7 @@ class Turns:
             history = halted.messages if halted is not None else await self.rt.load(h.id)
             client = self.client(h, self._max_turns(h))
             note = f"The budget limit {limit} was extended; continue the task."
-            output_type = h.defn.output_type if h.defn is not None else None
-            return await client.run(
-                note, self.toolkit(h), history=history, cancel=token, output_type=output_type
-            )
+            return await client.run(note, self.toolkit(h), history=history, cancel=token)
 
         await self._drive(h, body)
 

@@ -92,8 +92,8 @@ class AgentDef:
     ``on_budget(info)`` decides what a reached limit does: ``"stop"`` (the default),
     ``"extend"`` (the limit no longer stops the current wake) or ``"suspend"`` (ask
     for approval through §10). ``output_type`` makes each of its runs end with a typed
-    value (``Client.run``'s keyword, tool mode): :attr:`TaskResult.output`, and JSON
-    for a parent's ``task`` tool.
+    value (the agent's client option, tool mode; it replaces ``ClientOptions.output_type``):
+    :attr:`TaskResult.output`, and JSON for a parent's ``task`` tool.
     """
 
     name: str
