@@ -1,4 +1,14 @@
-"""Developer sessions: ``nox -s tests lint typecheck docs`` (and ``bench``, ``interop`` later)."""
+"""Developer sessions: ``nox -s tests lint typecheck docs`` (the CI set), and ``bench``,
+``interop`` and ``newest`` on demand.
+
+``nox -s newest`` installs the package (not editable, as a user would) with the newest
+versions of its dependencies that the upper bounds in pyproject.toml allow
+(``pip install --upgrade --upgrade-strategy eager``), prints them, imports every module
+of the package, runs ``python -m toolnexus_trio demo`` and the model client's tests. It
+is not in the CI set: on a fresh clone, ``tests`` resolves the newest allowed versions
+too; ``newest`` is the check to run before widening a bound, or in a virtualenv kept
+from an older run.
+"""
 
 from __future__ import annotations
 
@@ -64,6 +74,40 @@ def docs(session: nox.Session) -> None:
     """Build the Sphinx docs with warnings as errors (the MCP pages need the extra)."""
     install(session, "-e", ".[docs,mcp]")
     session.run("sphinx-build", "-W", "-q", "-b", "html", "docs", "docs/_build/html")
+
+
+_IMPORT_EVERY_MODULE = """
+import importlib, pkgutil, toolnexus_trio
+names = [m.name for m in pkgutil.walk_packages(toolnexus_trio.__path__, "toolnexus_trio.")]
+for name in names:
+    if not name.endswith("__main__"):
+        importlib.import_module(name)
+print(f"imported {len(names)} modules of toolnexus_trio {toolnexus_trio.__version__}")
+"""
+
+
+@nox.session
+def newest(session: nox.Session) -> None:
+    """The package on the newest dependency versions its bounds allow: import every
+    module, the demo, the model client's tests (see the module doc)."""
+    install(session, "--upgrade", "--upgrade-strategy", "eager", ".[test,mcp,a2a,postgres]")
+    session.run("python", "-m", "pip", "list", "--format=freeze")
+    session.chdir(session.create_tmp())  # the installed package, not the checkout's
+    session.run("python", "-c", _IMPORT_EVERY_MODULE)
+    session.run("python", "-m", PACKAGE, "demo")
+    root = Path(__file__).resolve().parent
+    session.run(
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--rootdir={root}",
+        "-c",
+        str(root / "pyproject.toml"),
+        str(root / "tests" / "models"),
+        str(root / "tests" / "test_no_private.py"),
+        *session.posargs,
+    )
 
 
 @nox.session

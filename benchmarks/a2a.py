@@ -225,7 +225,7 @@ def collect_a2a(
 
 def a2a_rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Any]:
     """The report rows of scenario 16 (empty when it did not run)."""
-    from benchmarks.report import Row, Stats, Target
+    from benchmarks.rows import Row, Stats, Target
 
     if "a2a_roundtrip" not in raw:
         return []

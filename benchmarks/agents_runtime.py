@@ -435,7 +435,7 @@ def collect(
 
 def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Any]:
     """The scenario-15 rows of the report (only for what was run)."""
-    from benchmarks.report import Row, Stats, Target, _flat
+    from benchmarks.rows import Row, Stats, Target, flat
 
     out: list[Row] = []
     if "agents_fanout" in raw:
@@ -445,8 +445,8 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Any]:
                 f"15a. sub-agent fan-out ({FANOUT_CHILDREN} children, one turn each)",
                 "spawn + wake + wait, per child",
                 "ms",
-                Stats.of(_flat(o, "samples")),
-                Stats.of(_flat(p, "samples")),
+                Stats.of(flat(o, "samples")),
+                Stats.of(flat(p, "samples")),
                 "the scripted model answers at once: all of it is runtime",
                 Target("ratio", "<=", 0.5),
             )

@@ -35,8 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from benchmarks.report import Row
-    from benchmarks.run import Config
+    from benchmarks.rows import Config, Row
 
 CANCEL_AFTER_S = 0.100
 CANCEL_COMMAND = "echo $$ > {pidfile}; sleep 30 & sleep 30 & wait"
@@ -322,20 +321,20 @@ def collect(
 
 def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
     """The scenario-8 rows of the report (only for what was run)."""
-    from benchmarks.report import Row, Stats, Target, _flat
+    from benchmarks.rows import Row, Stats, Target, flat
 
     out: list[Row] = []
     if "builtins_bash_cancel" in raw:
         o, p = raw["builtins_bash_cancel"]["ours"], raw["builtins_bash_cancel"]["peer"]
-        alive_o, alive_p = _flat(o, "alive_at_return"), _flat(p, "alive_at_return")
-        gone_o, gone_p = Stats.of(_flat(o, "gone_ms")), Stats.of(_flat(p, "gone_ms"))
+        alive_o, alive_p = flat(o, "alive_at_return"), flat(p, "alive_at_return")
+        gone_o, gone_p = Stats.of(flat(o, "gone_ms")), Stats.of(flat(p, "gone_ms"))
         out.append(
             Row(
                 "11. bash cancel at 100 ms (sh + 2 children)",
                 "cancel -> call returns",
                 "ms",
-                Stats.of(_flat(o, "samples")),
-                Stats.of(_flat(p, "samples")),
+                Stats.of(flat(o, "samples")),
+                Stats.of(flat(p, "samples")),
                 "SIGTERM kills sleep and sh at once: the floor is a signal and a reap",
                 Target(
                     "ours",
@@ -355,20 +354,20 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
         )
     if "builtins_bash_background" in raw:
         o, p = raw["builtins_bash_background"]["ours"], raw["builtins_bash_background"]["peer"]
-        ok_o = not any(_flat(o, "is_error"))
+        ok_o = not any(flat(o, "is_error"))
         peer_said = "; ".join(sorted({run["output"].splitlines()[0] for run in p}))
         out.append(
             Row(
                 "11. bash background job (echo done; sleep 12 &, timeout 2 s)",
                 "call -> returns",
                 "s",
-                Stats.of(_flat(o, "samples")),
-                Stats.of(_flat(p, "samples")),
+                Stats.of(flat(o, "samples")),
+                Stats.of(flat(p, "samples")),
                 "the shell exits at once; ours reads its last output for up to 0.1 s",
                 Target("ours", "<=", 0.5, unit="s", checks=(("ours: success", ok_o),)),
                 [
                     f"ours answered: success={ok_o}; the peer answered "
-                    f"is_error={any(_flat(p, 'is_error'))}: {peer_said!r}"
+                    f"is_error={any(flat(p, 'is_error'))}: {peer_said!r}"
                 ],
             )
         )

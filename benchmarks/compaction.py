@@ -29,8 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from benchmarks.report import Row
-    from benchmarks.run import Config
+    from benchmarks.rows import Config, Row
 
 COMPACT_MESSAGES = 2000
 COMPACT_MAX_TOKENS = 20_000
@@ -129,7 +128,7 @@ def collect(
 
 def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
     """The scenario-14 rows of the report (only for what was run)."""
-    from benchmarks.report import Row, Stats, Target, _flat
+    from benchmarks.rows import Row, Stats, Target, flat
 
     out: list[Row] = []
     if "compaction_compact" in raw:
@@ -140,27 +139,27 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
                 "14. Compaction of a 2,000-message transcript",
                 "one before_llm call that compacts, median",
                 "ms",
-                Stats.of(_flat(o, "samples")),
-                Stats.of(_flat(p, "samples")),
+                Stats.of(flat(o, "samples")),
+                Stats.of(flat(p, "samples")),
                 "a fresh compactor each call; summarizer: an async function, no model",
                 Target("ratio", "<=", 0.5, checks=(("same transcript out", same),)),
                 [
                     f"max_tokens {COMPACT_MAX_TOKENS:,}, keep_tail {COMPACT_KEEP_TAIL:,}; "
-                    f"messages out: ours {_flat(o, 'messages_out')[0]:g}, "
-                    f"peer {_flat(p, 'messages_out')[0]:g}"
+                    f"messages out: ours {flat(o, 'messages_out')[0]:g}, "
+                    f"peer {flat(p, 'messages_out')[0]:g}"
                 ],
             )
         )
     if "compaction_noop" in raw:
         o, p = raw["compaction_noop"]["ours"], raw["compaction_noop"]["peer"]
-        first_o, first_p = Stats.of(_flat(o, "first_us")), Stats.of(_flat(p, "first_us"))
+        first_o, first_p = Stats.of(flat(o, "first_us")), Stats.of(flat(p, "first_us"))
         out.append(
             Row(
                 "14. Compaction check under budget (200 messages)",
                 "one before_llm call (no-op), median",
                 "µs",
-                Stats.of(_flat(o, "samples")),
-                Stats.of(_flat(p, "samples")),
+                Stats.of(flat(o, "samples")),
+                Stats.of(flat(p, "samples")),
                 "the transcript seen before (as on every turn of a run)",
                 Target("ours", "<=", 20.0, unit="µs"),
                 [

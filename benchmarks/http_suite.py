@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks.http_loop import BURST_BOUND_S, BURST_DELTAS, RETURN_BOUND_S, provider_scripts
 
 if TYPE_CHECKING:
-    from benchmarks.report import Row
-    from benchmarks.run import Config
+    from benchmarks.rows import Config, Row
 
 PY = sys.executable
 HTTP_SCENARIOS = {8: "overhead", 9: "burst", 10: "cancel"}
@@ -189,7 +188,7 @@ def _median(values: list[float]) -> float:
 
 def http_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> list[Row]:
     """The report rows of scenarios 8-10, for whichever of them ran."""
-    from benchmarks.report import Row, Stats, Target
+    from benchmarks.rows import Row, Stats, Target
 
     rows: list[Row] = []
     if "http_overhead" in raw:

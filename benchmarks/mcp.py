@@ -325,7 +325,7 @@ def collect_mcp(
 
 def mcp_rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Any]:
     """The report rows of scenario 12 (empty when it did not run)."""
-    from benchmarks.report import Row, Stats, Target
+    from benchmarks.rows import Row, Stats, Target
 
     if "mcp_cold" not in raw:
         return []

@@ -158,7 +158,7 @@ async def measure(n: int = 320, cancels: int = 20) -> dict[str, Any]:
 def gateway_mcp_rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Any]:
     """The report rows of scenario 13 (empty when it did not run). The "peer" side of
     each row is the limit: the same measurement through the direct gateway."""
-    from benchmarks.report import Row, Stats, Target
+    from benchmarks.rows import Row, Stats, Target
 
     runs = raw.get("gateway_mcp", {}).get("ours", [])
     if not runs:

@@ -1,7 +1,8 @@
 """Turn the children's raw JSON into rows, a table, ``latest.json``, the docs page and a chart.
 
-A row's ``met`` is always computed here from the measured numbers and the row's
-:class:`Target`; nothing is typed in.
+The rows and their types are :mod:`benchmarks.rows` (the scenarios build their rows
+from it, without importing this module). A row's ``met`` is always computed from the
+measured numbers and the row's ``Target``; nothing is typed in.
 """
 
 from __future__ import annotations
@@ -9,32 +10,30 @@ from __future__ import annotations
 import datetime
 import json
 import math
-import operator
 import os
 import platform
 import re
 import statistics
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchmarks.a2a import SCENARIO_TEXT as A2A_SCENARIO_TEXT
 from benchmarks.agent import FANOUT_SLEEP_S
 from benchmarks.agents_runtime import SCENARIO_TEXT as AGENTS_SCENARIO_TEXT
 from benchmarks.compaction import SCENARIO_TEXT as COMPACTION_SCENARIO_TEXT
+from benchmarks.hedge import SCENARIO_TEXT as HEDGE_SCENARIO_TEXT
 from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
 from benchmarks.http_suite import http_rows
 from benchmarks.mcp import SCENARIO_TEXT as MCP_SCENARIO_TEXT
 from benchmarks.mcp_gateway import SCENARIO_TEXT as GATEWAY_MCP_SCENARIO_TEXT
+from benchmarks.rows import Config, Row, Stats, Target
+from benchmarks.rows import flat as _flat
 from benchmarks.stores import SCENARIO_TEXT as STORES_SCENARIO_TEXT
 from benchmarks.xframework import SCENARIO_TEXT as XFRAMEWORK_SCENARIO_TEXT
-
-if TYPE_CHECKING:
-    from benchmarks.run import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "latest.json"
@@ -42,125 +41,10 @@ DOC = ROOT / "docs" / "performance.rst"
 CHART = ROOT / "docs" / "_static" / "bench.png"
 CHART_REL = "_static/bench.png"
 
-_OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, ">=": operator.ge}
 FANOUT_SLEEP_MS = FANOUT_SLEEP_S * 1000
 
 
-@dataclass(frozen=True)
-class Target:
-    """``subject op value``: *subject* is ``ratio`` (ours/peer median), ``limit`` (ours
-    median / the row's measured limit) or ``ours`` (one statistic of our side, e.g.
-    ``p95``); *checks* are extra facts that must hold."""
-
-    subject: str
-    op: str
-    value: float
-    stat: str = "median"
-    unit: str = ""
-    checks: tuple[tuple[str, bool], ...] = ()
-
-    def text(self) -> str:
-        if self.subject == "ratio":
-            head = f"ratio {self.op} {self.value:g}"
-        elif self.subject == "limit":
-            head = f"ours/limit {self.op} {self.value:g}"
-        else:
-            head = f"ours {self.stat} {self.op} {self.value:g} {self.unit}".rstrip()
-        return " and ".join([head, *(name for name, _ in self.checks)])
-
-
-@dataclass
-class Stats:
-    median: float
-    p95: float
-    min: float
-    max: float
-    n: int
-
-    @classmethod
-    def of(cls, samples: Sequence[float]) -> Stats:
-        s = sorted(samples)
-        p95 = s[min(len(s) - 1, math.ceil(0.95 * len(s)) - 1)]
-        return cls(statistics.median(s), p95, s[0], s[-1], len(s))
-
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "median": self.median,
-            "p95": self.p95,
-            "min": self.min,
-            "max": self.max,
-            "n": self.n,
-        }
-
-
-@dataclass
-class Row:
-    name: str
-    metric: str
-    unit: str
-    ours: Stats
-    peer: Stats
-    limit: str
-    target: Target | None
-    notes: list[str] = field(default_factory=list)
-    higher_is_better: bool = False
-    limit_value: float | None = None
-    """The limit in the row's unit, measured in the same run (host scenarios)."""
-
-    @property
-    def short(self) -> str:
-        return self.name.split(" (")[0]
-
-    @property
-    def ratio(self) -> float:
-        # An overhead row's peer median can be 0 or below in a noisy run: no ratio then.
-        return self.ours.median / self.peer.median if self.peer.median > 0 else math.inf
-
-    @property
-    def to_limit(self) -> float | None:
-        """Ours (median) over the limit: the distance to it."""
-        if not self.limit_value or not math.isfinite(self.limit_value):
-            return None
-        return self.ours.median / self.limit_value
-
-    @property
-    def met(self) -> bool | None:
-        t = self.target
-        if t is None:
-            return None
-        if t.subject == "ratio":
-            value = self.ratio
-        elif t.subject == "limit":
-            value = self.to_limit if self.to_limit is not None else math.nan
-        else:
-            value = getattr(self.ours, t.stat)
-        return _OPS[t.op](value, t.value) and all(ok for _, ok in t.checks)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "metric": f"{self.metric} ({self.unit})",
-            "ours": self.ours.as_dict(),
-            "peer": self.peer.as_dict(),
-            "limit": self.limit,
-            "limit_value": self.limit_value,
-            "ours_to_limit": self.to_limit,
-            "ratio": self.ratio,
-            "target": self.target.text() if self.target else None,
-            "met": self.met,
-            "notes": self.notes,
-        }
-
-
 # ---------------------------------------------------------------------------
-
-
-def _flat(runs: list[dict[str, Any]], key: str) -> list[float]:
-    out: list[float] = []
-    for run in runs:
-        value = run[key]
-        out.extend(value if isinstance(value, list) else [value])
-    return out
 
 
 def _median(values: Sequence[float]) -> float:
@@ -625,6 +509,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.stores import stores_rows  # scenario 18 (store scaling)
 
     rows.extend(stores_rows(raw))
+    from benchmarks.hedge import rows as hedge_rows  # scenario 19 (hedged request)
+
+    rows.extend(hedge_rows(raw))
     return rows
 
 
@@ -1141,6 +1028,7 @@ def _rst(
         *A2A_SCENARIO_TEXT,
         *XFRAMEWORK_SCENARIO_TEXT,
         *STORES_SCENARIO_TEXT,
+        *HEDGE_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

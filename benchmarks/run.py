@@ -25,38 +25,10 @@ from typing import Any
 
 from benchmarks.http_suite import collect_http
 from benchmarks.report import build_rows, machine_info, print_table, write_outputs
+from benchmarks.rows import Config, Raw
 
 PY = sys.executable
 SIDES = ("ours", "peer")
-Raw = dict[str, dict[str, list[dict[str, Any]]]]
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """How much work each scenario does; ``--quick`` shrinks rounds, never N per run."""
-
-    agent_rounds: int = 8
-    host_rounds: int = 5
-    overhead_runs: int = 300
-    overhead_warmup: int = 50
-    fanout_runs: int = 20
-    fanout_warmup: int = 1  # the first run of the process only: what a user warms
-    fanout_cold_rounds: int = 12
-    cancel_runs: int = 1
-    invoke_sequential: int = 2000
-    invoke_total: int = 20000
-    stubborn_reps: int = 3
-    scale_n: int = 10_000
-    storm_n: int = 100_000
-    http_rounds: int = 3
-    http_overhead_runs: int = 200
-    http_overhead_warmup: int = 30
-    http_burst_runs: int = 1
-    http_cancel_runs: int = 5
-    xf_rounds: int = 5  # scenario 17: rounds x sides, one fresh process each
-    xf_runs: int = 30
-    xf_warmup: int = 5
-    store_rounds: int = 3  # scenario 18: whole store runs (1, 2, 4 workers each)
 
 
 QUICK = dataclasses.replace(
@@ -231,6 +203,10 @@ def collect(cfg: Config, only: set[int]) -> Raw:
         for r in range(cfg.store_rounds):
             add("stores", "ours", _json_child(["-m", "benchmarks.stores"], timeout=900))
             _progress(f"stores round {r + 1}/{cfg.store_rounds}", t0)
+    if 19 in only:  # a hedged request whose first provider stalls (issue 38)
+        from benchmarks import hedge
+
+        hedge.collect(cfg, add, _json_child, lambda label: _progress(label, t0))
     return raw
 
 
@@ -238,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 19)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 20)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"

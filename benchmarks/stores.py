@@ -217,7 +217,7 @@ SCENARIO_TEXT = [
 def stores_rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Any]:
     """The report rows of scenario 18 (empty when it did not run): per store, the
     4-worker rate over the 1-worker rate of the same run."""
-    from benchmarks.report import Row, Stats, Target
+    from benchmarks.rows import Row, Stats, Target
 
     if "stores" not in raw:
         return []

@@ -220,7 +220,7 @@ def test_reference_shows_real_defaults(built_html: Path) -> None:
     reference = re.sub(r"<[^>]+>", "", (built_html / "reference.html").read_text("utf-8"))
     # a plain default, a factory's value, and keyword-only fields after a star
     assert "ToolHints(read_only=False" in reference
-    assert "BuiltinsConfig(enabled=True, tools={}, base_dir=None)" in reference
+    assert "BuiltinsConfig(enabled=True, tools={}, base_dir=None, shell=None)" in reference
 
 
 def test_one_install_story() -> None:

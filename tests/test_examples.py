@@ -50,6 +50,12 @@ EXPECTED: dict[str, list[str]] = {
         "probe running as call call_",
         "tool result for call_a: I was call_a\ntool result for call_b: I was call_b\n",
     ],
+    "judge_gate.py": [
+        "fixable: p=0.91 band=yes\ncomponent: checkout (confidence 0.88, sure=True)\n",
+        "gate: assign -> checkout-team\n",
+        'gate: needs_input (uncertain answer "fixable", request gate:0:fixable)\n',
+        "tool guard: deny (high risk, risk 2.7)\n",
+    ],
     "real_models.py": [
         "run: '2 + 3 = 5.' (done); tools called: add({'a': 2, 'b': 3}) -> 5\n",
         "  usage: {'prompt_tokens': 20, 'completion_tokens': 10, 'total_tokens': 30}\n",
@@ -79,7 +85,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "real_models_resilience.py": [
         "retries: a 429, a 503, then 'third time lucky' (3 requests)\n",
-        "on_error saw [(529, 0, False)] and retried;\n  then 'overloaded, then fine'\n",
+        "on_error saw [(409, 0, False)] and retried;\n  then 'busy, then fine'\n",
         "a 400 raises GenerateError: HTTP 400 from POST http://127.0.0.1:",
         "max_tokens: too large (key [redacted])",
         "  after 1 request; the transcript so far has 1 message(s)\n",

@@ -1,4 +1,5 @@
-"""What ``import toolnexus_trio`` leaves for first use: the sub-agent runtime, PyYAML
+"""What ``import toolnexus_trio`` leaves for first use: the sub-agent runtime, the judge
+(SPEC §8B, imported as ``toolnexus_trio.judge``), PyYAML
 (``SKILL.md`` frontmatter) and RE2 (``grep``/``glob``), none of which a process that only
 runs a loop needs; each name still works the moment it is used."""
 
@@ -13,7 +14,7 @@ import pytest
 import toolnexus_trio
 import toolnexus_trio.agents
 
-DEFERRED = ("toolnexus_trio.agents", "yaml", "re2")
+DEFERRED = ("toolnexus_trio.agents", "toolnexus_trio.judge", "yaml", "re2")
 
 
 def loaded_after(code: str) -> list[str]:

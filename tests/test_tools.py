@@ -46,7 +46,8 @@ def raw_tool(name: str = "t", execute: Any = _ok, schema: dict[str, Any] | None 
 
 def test_public_names_are_pinned() -> None:
     expected = {
-        "Answer", "BuiltinsConfig", "CancelToken", "Client", "ClientOptions", "Conversation",
+        "Answer", "BuiltinsConfig", "ProviderError", "RUN_STATUSES", "answer_declined",
+        "answer_output", "CancelToken", "Client", "ClientOptions", "Conversation",
         "ConversationStore", "ErrorInfo", "GenerateError", "GenerateRequest", "HookError",
         "Hooks", "InMemoryConversationStore", "InProcessOptions", "InProcessResponse",
         "InProcessToolCall", "Request", "RunError", "RunResult", "RunTimeout", "SchemaError",

@@ -36,8 +36,11 @@ from ._tools import tool as tool
 from ._version import __version__ as __version__
 from ._wire import Answer as Answer
 from ._wire import Request as Request
+from ._wire import answer_declined as answer_declined
+from ._wire import answer_output as answer_output
 from .builtins import BuiltinsConfig as BuiltinsConfig
 from .http_tools import http_tool as http_tool
+from .loop import RUN_STATUSES as RUN_STATUSES
 from .loop import AlreadyAnswered as AlreadyAnswered
 from .loop import Client as Client
 from .loop import Conversation as Conversation
@@ -49,6 +52,7 @@ from .loop import InProcessOptions as InProcessOptions
 from .loop import InProcessResponse as InProcessResponse
 from .loop import InProcessToolCall as InProcessToolCall
 from .loop import PendingExpired as PendingExpired
+from .loop import ProviderError as ProviderError
 from .loop import RetryOutput as RetryOutput
 from .loop import RunError as RunError
 from .loop import RunResult as RunResult
@@ -79,6 +83,7 @@ from .stores import PostgresConversationStore as PostgresConversationStore
 from .stores import SqliteConversationStore as SqliteConversationStore
 
 __all__ = [
+    "RUN_STATUSES",
     "Agent",
     "AgentDef",
     "AlreadyAnswered",
@@ -103,6 +108,7 @@ __all__ = [
     "PendingState",
     "PendingStore",
     "PostgresConversationStore",
+    "ProviderError",
     "Request",
     "RetryOutput",
     "RetryTool",
@@ -134,6 +140,8 @@ __all__ = [
     "TranslateResult",
     "TranslatedToolCall",
     "agent",
+    "answer_declined",
+    "answer_output",
     "compactor",
     "create_client",
     "create_in_process_client",

@@ -1,12 +1,20 @@
 """The one factory of HTTP clients: the model client, ``webfetch`` and ``http_tool``.
 
-Every client the package makes is an ``httpx2.AsyncClient`` on httpx2's own transport
-(httpcore2 on Trio), made by :func:`new_client`, so the three share one set of rules:
+Every client the package makes is an ``httpx2.AsyncClient`` made by :func:`new_client`,
+on a transport of our own (:class:`~._http_pool.PoolTransport`: httpx2's public
+transport interface over a public ``httpcore2.AsyncConnectionPool`` on Trio, connecting
+through our network backend), so the three share one set of rules:
 
 - TLS verified by httpx2's default context (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when
   set), loaded once per process, in a worker thread (it is blocking file I/O).
 - Proxies from the environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``, minus
-  ``NO_PROXY``): httpx2's ``trust_env``.
+  ``NO_PROXY``): httpx2's ``trust_env``. When the environment names a proxy, the
+  client is httpx2's own (its transports, proxies and ``NO_PROXY`` rules, with the
+  limits below), without the direct connect.
+- No cap on connections: a client shared by a thousand conversations has a thousand
+  requests in flight, not 100 and a queue (httpx2's default); at most
+  :data:`~._http_pool.MAX_KEEPALIVE_CONNECTIONS` idle ones are kept for reuse, each
+  for :data:`~._http_pool.KEEPALIVE_EXPIRY` seconds.
 - Nothing is ever sent twice by the transport: httpcore2's ``retries`` (which would
   only re-dial a failed *connect*) stays at its default of 0, and a request that
   failed once a byte of it was written surfaces as an httpx2 error; only the caller's
@@ -20,13 +28,15 @@ Every client the package makes is an ``httpx2.AsyncClient`` on httpx2's own tran
   nursery racing a single address (``trio.open_tcp_stream`` costs about twice a plain
   connect on loopback), and the connection is a lean stream of our own on the
   non-blocking socket (:class:`_DirectStream`: a request's writes held until its read
-  and sent as one). ``localhost`` is the loopback address (RFC 6761): ``127.0.0.1``,
-  then ``::1``. Any other host, and any connect with a local address or socket options,
-  takes httpcore2's own path.
+  and sent as one; TLS on it is a ``trio.SSLStream``). ``localhost`` is the loopback
+  address (RFC 6761): ``127.0.0.1``, then ``::1``. Any other host, and any connect with
+  a local address or socket options, takes httpcore2's own Trio backend.
 - A client that only ever sends plain ``http`` (``plain_http=True``; the model client
   for an ``http://`` base URL) does not load the CA bundle at all: its origin TLS
   context trusts no certificate, so a TLS handshake through it could only fail
   (verification stays on). Proxies keep their own verified context.
+
+Only public names of httpx2 and httpcore2 are used (tests/test_no_private.py).
 
 Also here, for the same three callers: closing a streamed response under a cancel,
 credentials in a URL (sent as basic auth, never printed), and one error text that
@@ -36,28 +46,20 @@ system's reason, which httpx2's own message leaves out).
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import math
 import os
-import select
 import socket
 import ssl
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+import urllib.request
+import weakref
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-import httpcore2
 import httpx2
 import trio
 
-# httpcore2 exports its Trio backend but not the stream type the backend returns; the
-# direct connect below hands back the same stream type.
-from httpcore2._backends.trio import TrioStream
-
 from ._groups import leaf_exceptions
-from ._streak import ReadyStreak
+from ._http_pool import LIMITS, PoolTransport
 
 REDACTED = "[redacted]"
 _CLOSE_GRACE = 1.0
@@ -81,258 +83,23 @@ def _no_tls_context() -> ssl.SSLContext:
     return context
 
 
-_LOOPBACK = {"localhost": ("127.0.0.1", "::1"), "localhost.": ("127.0.0.1", "::1")}
+_OWN_TRANSPORT: weakref.WeakKeyDictionary[httpx2.AsyncClient, PoolTransport] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def _direct_addresses(host: str) -> tuple[str, ...] | None:
-    """The addresses to connect to without a resolver (an IP literal, or localhost's
-    loopback), or ``None`` for a name that needs one."""
-    loopback = _LOOPBACK.get(host.lower())
-    if loopback is not None:
-        return loopback
-    for family in (socket.AF_INET, socket.AF_INET6):
-        try:
-            socket.inet_pton(family, host)
-        except OSError:
-            continue
-        return (host,)
-    return None
+def own_transport(client: httpx2.AsyncClient) -> httpx2.AsyncBaseTransport | None:
+    """The transport every request of *client* takes, when :func:`new_client` made it
+    without a proxy (else ``None``): a caller that adds nothing to ``send`` (no auth,
+    redirects, hooks or cookies) may hand a request to it directly."""
+    return _OWN_TRANSPORT.get(client)
 
 
-class _DirectStream(httpcore2.AsyncNetworkStream):
-    """A plain TCP connection on a non-blocking socket, for httpcore2 (see the module
-    doc's direct connect).
-
-    httpcore2's own Trio stream wraps each read and write in a ``trio.SocketStream`` call,
-    a cancel scope and an exception-mapping context manager; on a loopback model that
-    shows (about a fifth of a model call's CPU). Here:
-
-    - **Every operation is a cancel point** (``checkpoint_if_cancelled`` first), and it
-      waits in ``wait_readable`` / ``wait_writable`` only when the socket is not ready;
-      one the socket could serve at once yields to the scheduler only every few in a
-      row (:mod:`toolnexus_trio._streak`).
-    - **Writes wait for the next read.** httpcore2 writes a request's head and its body
-      separately and then reads the answer; the bytes are held until that read (or
-      until :data:`_HOLD_BYTES` are held, or the stream is closed, or TLS starts) and
-      sent in one ``send``: one system call and one TCP segment less per request, and
-      a server never sees a head without its body (a request held back is never
-      resent: its bytes are sent at most once, in order).
-    - A read or write timeout (the package's clients never set one; a caller's own
-      client may) is a ``trio.fail_after`` mapped to httpcore2's timeout errors.
-    - ``start_tls`` hands the socket to httpcore2's Trio stream (TLS is its code path).
-    """
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._held: list[bytes] = []
-        self._held_bytes = 0
-        self._streak = ReadyStreak()
-
-    async def _send_held(self) -> None:
-        data = b"".join(self._held) if len(self._held) > 1 else self._held[0]
-        self._held.clear()
-        self._held_bytes = 0
-        view = memoryview(data)
-        try:
-            while view:
-                try:
-                    sent = self._sock.send(view)
-                except BlockingIOError:
-                    self._streak.waited()
-                    await trio.lowlevel.wait_writable(self._sock)
-                    continue
-                view = view[sent:]
-        except OSError as exc:  # reset, broken pipe, closed meanwhile
-            raise httpcore2.WriteError(exc) from exc
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
-        if timeout is not None:
-            with _mapped(trio.TooSlowError, httpcore2.ReadTimeout), trio.fail_after(timeout):
-                return await self.read(max_bytes)
-        await trio.lowlevel.checkpoint_if_cancelled()
-        if self._held:
-            # What httpcore2 does when a request write fails: read on, since a server
-            # may answer early (an error response) and close before taking the whole
-            # request.
-            with contextlib.suppress(httpcore2.WriteError):
-                await self._send_held()
-        while True:
-            try:
-                data = self._sock.recv(max_bytes)
-            except BlockingIOError:
-                self._streak.waited()
-                await trio.lowlevel.wait_readable(self._sock)
-                continue
-            except OSError as exc:
-                raise httpcore2.ReadError(exc) from exc
-            await self._streak.done()
-            return data
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        if not buffer:
-            return
-        if timeout is not None:
-            with _mapped(trio.TooSlowError, httpcore2.WriteTimeout), trio.fail_after(timeout):
-                return await self.write(buffer)
-        await trio.lowlevel.checkpoint_if_cancelled()
-        if self._sock.fileno() < 0:
-            raise httpcore2.WriteError("the connection is closed")
-        self._held.append(bytes(buffer))
-        self._held_bytes += len(buffer)
-        if self._held_bytes >= _HOLD_BYTES:
-            await self._send_held()
-        await self._streak.done()
-
-    async def aclose(self) -> None:
-        # Bytes still held were written by a request that will never read its answer
-        # (cancelled or failed between its write and its read): dropping them is what
-        # closing a socket with unsent bytes would do.
-        self._held.clear()
-        if self._sock.fileno() >= 0:
-            trio.lowlevel.notify_closing(self._sock)
-            self._sock.close()
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's stream interface
-    ) -> httpcore2.AsyncNetworkStream:
-        if self._held:
-            await self._send_held()
-        plain = TrioStream(trio.SocketStream(trio.socket.from_stdlib_socket(self._sock)))
-        return await plain.start_tls(ssl_context, server_hostname, timeout)
-
-    def get_extra_info(self, info: str) -> Any:
-        if info == "socket":
-            return self._sock
-        if info == "client_addr":
-            return self._sock.getsockname()
-        if info == "server_addr":
-            return self._sock.getpeername()
-        if info == "is_readable":  # an idle kept-alive connection the server closed
-            try:
-                self._sock.recv(1, socket.MSG_PEEK)
-            except BlockingIOError:
-                return False
-            except OSError:
-                return True
-            return True
-        return None
-
-
-_HOLD_BYTES = 65536
-"""Bytes written and held before they are sent without waiting for a read."""
-
-
-@contextmanager
-def _mapped(source: type[Exception], target: type[Exception]) -> Iterator[None]:
-    try:
-        yield
-    except source as exc:
-        raise target(str(exc)) from exc
-
-
-class _ConnectTimedOut(Exception):
-    """The connect deadline passed while the handshake was under way."""
-
-
-async def _connect(address: str, port: int, deadline: float = math.inf) -> socket.socket:
-    """A connected non-blocking TCP socket (``TCP_NODELAY``, as Trio sets it); a cancel,
-    a failure or the *deadline* (Trio time; :class:`_ConnectTimedOut`) closes it. The
-    deadline's cancel scope is only made when the handshake has to be waited for."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    await trio.lowlevel.checkpoint_if_cancelled()
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        error = sock.connect_ex((address, port))
-        if error in _IN_PROGRESS:
-            # On loopback the handshake is done by the time connect returns (it still
-            # says EINPROGRESS): a zero-timeout poll sees that, without registering the
-            # socket with Trio's epoll and waiting a scheduler pass for it.
-            if not _writable_now(sock):
-                with trio.move_on_at(deadline) as bound:
-                    await trio.lowlevel.wait_writable(sock)
-                if bound.cancelled_caught:
-                    raise _ConnectTimedOut
-            error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if error:
-            raise OSError(error, f"Error connecting to {(address, port)!r}: {os.strerror(error)}")
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-_IN_PROGRESS = frozenset({errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK})
-
-
-def _writable_now(sock: socket.socket) -> bool:
-    poller = select.poll()
-    poller.register(sock, select.POLLOUT)
-    return bool(poller.poll(0))
-
-
-class _DirectBackend(httpcore2.AsyncNetworkBackend):
-    """httpcore2's Trio backend, except that an IP literal or ``localhost`` is connected
-    to directly (see the module doc)."""
-
-    def __init__(self) -> None:
-        self._trio = httpcore2.TrioBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's backend interface
-        local_address: str | None = None,
-        socket_options: Any = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        addresses = _direct_addresses(host)
-        if addresses is None or local_address is not None or socket_options:
-            return await self._trio.connect_tcp(host, port, timeout, local_address, socket_options)
-        failure: OSError | None = None
-        deadline = math.inf if timeout is None else trio.current_time() + timeout
-        for address in addresses:  # one deadline for all of them
-            try:
-                sock = await _connect(address, port, deadline)  # a cancel closes the socket
-            except OSError as exc:
-                failure = exc
-                continue
-            except _ConnectTimedOut:
-                raise httpcore2.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
-            return _DirectStream(sock)
-        assert failure is not None
-        error = httpcore2.ConnectError(failure)
-        # httpcore2's pool re-raises ``from None``: the context keeps the OS's reason
-        # for error_text, as it does on httpcore2's own path.
-        error.__context__ = failure
-        raise error from failure
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's backend interface
-        socket_options: Any = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        return await self._trio.connect_unix_socket(path, timeout, socket_options)
-
-    async def sleep(self, seconds: float) -> None:
-        await self._trio.sleep(seconds)
-
-
-def _connect_directly(client: httpx2.AsyncClient) -> httpx2.AsyncClient:
-    """Give *client*'s own connection pool the direct-connect backend.
-
-    httpx2 has no ``network_backend`` argument, so the pool it made is given the backend
-    here (proxied URLs go through the proxy transports, untouched).
-    """
-    pool = getattr(client._transport, "_pool", None)
-    if isinstance(pool, httpcore2.AsyncConnectionPool):
-        pool._network_backend = _DirectBackend()
-    return client
+def _env_proxies() -> bool:
+    """Whether the environment names a proxy for http(s) (what httpx2's ``trust_env``
+    reads: ``urllib.request.getproxies``)."""
+    found = urllib.request.getproxies()
+    return any(found.get(scheme) for scheme in ("http", "https", "all"))
 
 
 async def _only_http(request: httpx2.Request) -> None:
@@ -348,17 +115,31 @@ def new_client_blocking(
     connect_timeout: float | None = None,
     follow_redirects: bool = False,
     plain_http: bool = False,
+    max_connections: int | None = None,
 ) -> httpx2.AsyncClient:
     """:func:`new_client` for a caller outside Trio; the first call of the process
     blocks while it loads the CA bundle (unless *plain_http*)."""
+    verify = _no_tls_context() if plain_http else _load_ssl_context()
+    limits = LIMITS
+    if max_connections is not None:
+        limits = httpx2.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=LIMITS.max_keepalive_connections,
+            keepalive_expiry=LIMITS.keepalive_expiry,
+        )
+    transport = None if _env_proxies() else PoolTransport(verify, limits)
     client = httpx2.AsyncClient(
-        verify=_no_tls_context() if plain_http else _load_ssl_context(),
+        verify=verify,
         timeout=httpx2.Timeout(None, connect=connect_timeout),
         follow_redirects=follow_redirects,
         trust_env=True,
+        limits=limits,
         event_hooks={"request": [_only_http]},
+        transport=transport,
     )
-    return _connect_directly(client)
+    if transport is not None:
+        _OWN_TRANSPORT[client] = transport
+    return client
 
 
 async def new_client(
@@ -366,6 +147,7 @@ async def new_client(
     connect_timeout: float | None = None,
     follow_redirects: bool = False,
     plain_http: bool = False,
+    max_connections: int | None = None,
 ) -> httpx2.AsyncClient:
     """A new ``httpx2.AsyncClient`` with the rules of the module doc; close it with
     ``aclose``.
@@ -373,11 +155,16 @@ async def new_client(
     *connect_timeout* (seconds, ``None``: none) bounds connecting; nothing else has a
     limit of its own. *plain_http*: the caller only ever sends ``http`` URLs without
     redirects (no CA bundle is loaded; TLS through the client fails closed).
+    *max_connections*: the most connections open at once (``None``: no cap); a request
+    beyond it waits for one to be free.
     """
     if _ssl_context is None and not plain_http:  # the first client: the CA bundle, off-loop
         await trio.to_thread.run_sync(_load_ssl_context)
     return new_client_blocking(
-        connect_timeout=connect_timeout, follow_redirects=follow_redirects, plain_http=plain_http
+        connect_timeout=connect_timeout,
+        follow_redirects=follow_redirects,
+        plain_http=plain_http,
+        max_connections=max_connections,
     )
 
 

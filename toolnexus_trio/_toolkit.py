@@ -21,7 +21,7 @@ from .a2a._agent import A2AAgent, A2ASource, A2AStatus, AgentsInput, agent, agen
 from .a2a._server import A2AServeConfig, A2AServer, OnTask, TaskClient
 from .a2a._serving import A2AServing
 from .builtins import BUILTIN_ORDER, BuiltinsConfig, builtin_tools
-from .mcp._config import McpConfigInput
+from .mcp._config import McpConfig, McpConfigInput, parse_mcp_config, serve_profile
 from .mcp._sdk import sdk_present as mcp_sdk_present
 from .mcp._types import MCPServeConfig, McpStatus, OnCall
 from .skills._source import PathArg, SkillCatalog, load_catalog
@@ -181,14 +181,6 @@ def _skills_configured(options: ToolkitOptions) -> bool:
     return has_dirs or len(options.skills) > 0 or options.skill_provider is not None
 
 
-def _builtins_config(value: BuiltinsConfig | bool | None) -> BuiltinsConfig:
-    if value is None or value is True:
-        return BuiltinsConfig()
-    if value is False:
-        return BuiltinsConfig.off()
-    return value
-
-
 class Toolkit:
     """An ordered, name-unique set of tools. Use ``async with`` or call :meth:`aclose`.
 
@@ -221,6 +213,7 @@ class Toolkit:
         self._closed = False
         self._skills: SkillCatalog | None = None
         self._a2a: A2ASource | None = None
+        self._config: McpConfig | None = None  # the config file's serve() defaults
         # The change signal: register() bumps _registered and wakes _lot's parked
         # waiters; `version` moves when that or any source's version moves.
         self._registered = 0
@@ -464,6 +457,11 @@ class Toolkit:
         extra missing, ``a2a`` alone is served (an
         :class:`~toolnexus_trio.a2a.A2AServing`; the ``a2a`` extra).
         """
+        config = self._config  # the config file's blocks stand in for missing arguments
+        if mcp is None and config is not None and config.mcp_server is not None:
+            mcp = serve_profile(config.mcp_server)
+        if a2a is None and client is not None and config is not None and config.a2a is not None:
+            a2a = A2AServeConfig.from_block(config.a2a)
         side: A2AServer | None = None
         if a2a is not None:
             if client is None:
@@ -553,6 +551,10 @@ async def _create_toolkit(options: ToolkitOptions | None, nursery: trio.Nursery 
     options = options or ToolkitOptions()
     check_relay_names(options.extra_tools)  # before any MCP server starts
     mcp_source: McpSource | None = None
+    # The config file's sibling blocks: its builtins when the options name none, and
+    # serve()'s defaults (kept on the toolkit).
+    config = parse_mcp_config(options.mcp) if options.mcp is not None else None
+    chosen = options.builtins if options.builtins is not None or config is None else config.builtins
     if options.mcp is not None:
         if nursery is None:
             raise TypeError(
@@ -565,7 +567,7 @@ async def _create_toolkit(options: ToolkitOptions | None, nursery: trio.Nursery 
         from .mcp._source import McpSource
 
         mcp_source = McpSource(
-            options.mcp,
+            config or options.mcp,
             wait_for=options.wait_for,
             sample=options.sample,
             sampling_limits=options.sampling_limits,
@@ -577,9 +579,7 @@ async def _create_toolkit(options: ToolkitOptions | None, nursery: trio.Nursery 
             await mcp_source.aclose()
             raise
     extra_names = {t.name for t in options.extra_tools}
-    builtins = [
-        t for t in builtin_tools(_builtins_config(options.builtins)) if t.name not in extra_names
-    ]
+    builtins = [t for t in builtin_tools(BuiltinsConfig.of(chosen)) if t.name not in extra_names]
     disabled = set(options.disable_tools)
     sources = [options.tesseron] if options.tesseron is not None else []
     catalog: SkillCatalog | None = None
@@ -619,6 +619,7 @@ async def _create_toolkit(options: ToolkitOptions | None, nursery: trio.Nursery 
     )
     toolkit._skills = catalog
     toolkit._a2a = a2a_source
+    toolkit._config = config
     return toolkit
 
 

@@ -89,12 +89,19 @@ class ToolContext:
     ``call_id`` is the model's id for this call (``None`` outside the loop);
     ``timeout_ms`` is this call's budget (0 means unset; :meth:`Tool.call` enforces it);
     ``answer`` is set only when the loop re-runs a call after a §10 suspension.
+
+    ``cancelled_result`` is for the tool to set: the result recorded for this call if
+    it is cancelled (the turn's token, a run timeout, an enclosing scope), instead of
+    ``ToolResult.error("cancelled")``. The tool sets it, typically in an
+    ``except trio.Cancelled:`` block that re-raises, so the cancel still propagates
+    (the A2A tools declare SPEC §7A's ``"A2A task <id> canceled"`` this way).
     """
 
     cancel: CancelToken = attrs.field(factory=CancelToken)
     call_id: str | None = None
     timeout_ms: int = 0
     answer: Answer | None = None
+    cancelled_result: ToolResult | None = None
 
 
 Execute = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
@@ -174,7 +181,8 @@ class Tool:
                         token.detach(scope)
                 if scope.cancelled_caught:
                     if token.is_cancelled:
-                        return ToolResult.error("cancelled")
+                        declared = ctx.cancelled_result
+                        return declared if declared is not None else ToolResult.error("cancelled")
                     return ToolResult.error(f"timed out after {timeout_ms}ms")
         except Exception as exc:
             return error_result(exc)

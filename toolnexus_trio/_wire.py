@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -79,3 +79,25 @@ class Answer:
         """Parse the wire form. ``ok`` must be JSON ``true`` or ``false``: anything else
         (``"false"``, ``0``, ``[0]``...) is a :class:`ValueError`, never a truthy approval."""
         return structure_strictly(wire, data, cls)
+
+
+DECLINE_REASONS: Final[tuple[str, ...]] = ("declined", "cancelled", "expired")
+"""The reasons an :class:`Answer` with ``ok=False`` may give (SPEC §1)."""
+
+
+def answer_output(id: str, output: str) -> Answer:
+    """The answer that hands a suspended call its output: ``Answer(id, ok=True,
+    data={"output": output})`` (toolnexus 0.21). A non-str *output* is a
+    :class:`TypeError` (serialise it yourself: the host chooses the form)."""
+    if not isinstance(output, str):
+        raise TypeError(f"answer_output needs a str output, not {type(output).__name__}")
+    return Answer(id, ok=True, data={"output": output})
+
+
+def answer_declined(id: str, reason: str = "declined") -> Answer:
+    """The answer that declines a suspended call: ``Answer(id, ok=False, reason=reason)``;
+    *reason* is one of :data:`DECLINE_REASONS`, else a :class:`ValueError`."""
+    if reason not in DECLINE_REASONS:
+        allowed = ", ".join(DECLINE_REASONS)
+        raise ValueError(f"answer_declined: reason must be one of {allowed}, not {reason!r}")
+    return Answer(id, ok=False, reason=reason)

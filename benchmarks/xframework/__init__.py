@@ -156,7 +156,7 @@ def collect_xframework(
 def xframework_rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Any]:
     """The report rows of scenario 17 (empty when it did not run): per peer, the
     per-request p50 and init ratios; import + first request of a fresh process."""
-    from benchmarks.report import Row, Stats, Target
+    from benchmarks.rows import Row, Stats, Target
 
     got = raw.get("xf", {})
     if "ours" not in got:

@@ -1,9 +1,9 @@
 """Real models: retries, errors and cancellation, against a FakeProvider that misbehaves.
 
-The provider answers 429 with ``Retry-After: 0``, then 503, then succeeds; a 529 is
-retried because ``on_error`` says so; a 400 fails at once; a stalled answer is cut off
-by the run's token, by ``run_timeout_ms`` and by an enclosing Trio scope, and each time
-the provider sees the connection close.
+The provider answers 429 with ``Retry-After: 0``, then 503, then succeeds; a 409
+(which the default rule fails at once) is retried because ``on_error`` says so; a 400
+fails at once; a stalled answer is cut off by the run's token, by ``run_timeout_ms``
+and by an enclosing Trio scope, and each time the provider sees the connection close.
 """
 
 from typing import Any
@@ -44,11 +44,11 @@ async def retries() -> None:
 
     def on_error(info: ErrorInfo) -> str:
         seen.append(info)  # error (network), status (HTTP), attempt, retryable
-        return "retry" if info.status == 529 else "fail"
+        return "retry" if info.status == 409 else "fail"
 
     # [/on-error]
     async with (
-        open_fake_provider([{"status": 529}, {"text": "overloaded, then fine"}]) as provider,
+        open_fake_provider([{"status": 409}, {"text": "busy, then fine"}]) as provider,
         create_client(options(provider, on_error=on_error, retry_base_ms=10)) as client,
     ):
         result = await client.run("Hello?")

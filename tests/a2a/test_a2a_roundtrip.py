@@ -251,8 +251,48 @@ async def test_cancelled_call_cancels_the_remote_task(when: str) -> None:
             server = ("hypercorn", "trio._highlevel_serve_listeners")
             stray = [t.name for t in census.new_tasks() if not t.name.startswith(server)]
             assert stray == []
-        assert results[0].output == "cancelled"
+        # SPEC §7A's result for a cancelled call (peer: test_a2a_cancel_mid_poll_stops_
+        # further_gettask, test_a2a_cancel_mid_sendmessage_is_a_cancel_not_transport_error).
+        meta = results[0].metadata
+        assert results[0].output == f"A2A task {meta['taskId']} canceled" and meta["taskId"]
+        assert results[0].is_error
+        assert sorted(meta) == ["agent", "ms", "polls", "state", "taskId"]
+        assert (meta["agent"], meta["state"]) == ("toolnexus-agent", "canceled")
+        assert (meta["polls"] > 0) == (when == "polling")
         assert model.cancelled == ["slow two"]
+        assert ended[-1].state == "canceled"
+
+
+async def test_a_cancelled_run_records_the_a2a_canceled_result() -> None:
+    # peer: test_a2a_cancel_mid_gettask_is_a_cancel_not_transport_error (in a run)
+    store = PolledStore()
+    async with served_agent(A2AServeConfig(store=store)) as (served, model, ended, _):
+        card = served.base_url + "/.well-known/agent-card.json"
+        caller = await create_toolkit(
+            ToolkitOptions(builtins=False, agents=[agent(card, poll_every=20)])
+        )
+        async with caller:
+
+            async def generate(request: Any) -> dict[str, Any]:
+                call = {"id": "a1", "name": "toolnexus-agent_echo", "arguments": {"task": "slow"}}
+                return {"content": "", "tool_calls": [call]}
+
+            client = create_in_process_client(InProcessOptions(model="m", generate=generate))
+            token = CancelToken()
+            async with trio.open_nursery() as nursery:
+
+                async def stop() -> None:
+                    await store.polled.wait()
+                    token.cancel("stop")
+
+                nursery.start_soon(stop)
+                result = await client.run("go", caller, cancel=token)
+        assert result.status == "cancelled"
+        [record] = result.tool_calls
+        assert record.output == f"A2A task {record.metadata['taskId']} canceled"
+        assert record.metadata["state"] == "canceled" and record.is_error
+        assert result.messages[-1]["content"] == record.output
+        assert model.cancelled == ["slow"]
         assert ended[-1].state == "canceled"
 
 

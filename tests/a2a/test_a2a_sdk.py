@@ -198,5 +198,6 @@ async def test_our_tools_call_an_sdk_server(tmp_path: Path) -> None:
                 nursery.start_soon(call)
                 assert await server.line("STARTED ") == "STARTED slow remote"
                 token.cancel("stop")
-            assert results[0].output == "cancelled"
+            # SPEC §7A's string for a cancelled call.
+            assert results[0].output == f"A2A task {results[0].metadata['taskId']} canceled"
             assert await server.line("CANCELLED ") == "CANCELLED slow remote"

@@ -171,7 +171,7 @@ async def test_cancel_reaches_the_agent_trees_running_tool(tmp_path: Path) -> No
                         t.name for t in census.new_tasks() if not t.name.startswith(SERVER_TASKS)
                     ]
                     assert stray == []
-    assert results[0].output == "cancelled"
+    assert results[0].output == f"A2A task {results[0].metadata['taskId']} canceled"
     assert [(i.state, i.task, i.result) for i in ended] == [("canceled", "slow build", None)]
 
 

@@ -1,6 +1,6 @@
 """A child process for test_durable_tree_processes.py: one agent runtime on a shared SQLite file.
 
-    durable_tree_child.py DB LEDGER suspend
+    durable_tree_child.py DB LEDGER suspend [--exit-now]
     durable_tree_child.py DB LEDGER answer REQUEST_ID [--decline] [--pause taken]
     durable_tree_child.py DB LEDGER list
 
@@ -11,6 +11,8 @@ pair`` (the deputy delegates two deploys in one turn) instead of the one-deploy 
 ``deployer``, whose ``deploy`` tool asks for approval) with no ``wait_for`` anywhere: the
 root comes back ``pending``. ``answer`` opens a brand-new runtime on the same file and
 resumes the tree with the answer. ``list`` prints the handle table as the store has it.
+``--exit-now`` ends the ``suspend`` process with ``os._exit(0)`` right after ``run()``
+returned ``pending`` (as a crash would): nothing of the runtime's exit saves anything.
 The last stdout line is a JSON summary; AlreadyAnswered exits 3.
 
 The ledger file gets one line per run of the ``deploy`` tool: ``asked`` when it
@@ -22,6 +24,7 @@ taken`` and waits for SIGUSR1), so two answering processes can race exactly ther
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -154,6 +157,8 @@ async def main(argv: list[str]) -> int:
                     "states": views,
                 }
             )
+            if "--exit-now" in rest:
+                os._exit(0)
             return 0
         if command == "answer":
             request_id = rest[0]

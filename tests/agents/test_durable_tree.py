@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from durable_app import open_store
 from durable_tree_child import generate, registry
 from helpers import TaskCensus
@@ -74,14 +75,16 @@ async def test_a_runtime_opened_later_on_the_store_resumes_the_tree(tmp_path: Pa
         with pytest.raises(AlreadyAnswered) as replay:
             await rt.resume(Answer(request, True))
         assert replay.value.status == "answered"
+        # The leaf's usage grew across the processes instead of starting again.
+        assert rt.handle(LEAF).turns == 2
     state = await store.get_pending(pending_id(request))
     assert state is not None
     assert state.status == "answered"
-    # The leaf's usage grew across the processes instead of starting again.
+    # The table keeps what a resume needs: the closed deputy and leaf (no run can
+    # reattach to them any more) are no longer in it.
     table = read_table(await store.get(TABLE_ID))
     assert table is not None
-    leaf = next(h for h in table.snapshot["handles"] if h["id"] == LEAF)
-    assert leaf["turns"] == 2
+    assert [h["id"] for h in table.snapshot["handles"]] == [LEAD]
 
 
 async def test_a_replay_in_a_third_runtime_is_refused_and_runs_nothing(tmp_path: Path) -> None:
@@ -119,6 +122,23 @@ async def test_two_resumes_racing_in_one_process_take_the_answer_once(tmp_path: 
     assert ledger(book) == ["asked", "deployed"]
 
 
+async def test_an_interrupt_alone_supersedes_the_stored_approval(tmp_path: Path) -> None:
+    book = tmp_path / "ledger"
+    store = InMemoryConversationStore()
+    request = await suspend(store, book)
+    async with open_agent_runtime(registry(book), generate=generate, store=store) as rt:
+        rt.interrupt(rt.handle(LEAD))
+        await trio.testing.wait_all_tasks_blocked()
+        state = await store.get_pending(pending_id(request))
+        assert state is not None
+        assert state.status == "superseded"
+        # Another runtime on the store would refuse the answer now.
+        with pytest.raises(AlreadyAnswered) as late:
+            await rt.resume(Answer(request, True))
+        assert late.value.status == "superseded"
+    assert ledger(book) == ["asked"]
+
+
 async def test_an_interrupted_approval_is_superseded(tmp_path: Path) -> None:
     book = tmp_path / "ledger"
     store = InMemoryConversationStore()
@@ -130,7 +150,8 @@ async def test_an_interrupted_approval_is_superseded(tmp_path: Path) -> None:
     assert state is not None
     assert state.status == "superseded"
     async with open_agent_runtime(registry(book), generate=generate, store=store) as rt:
-        assert rt.inspect(rt.handle(LEAD)).state == "closed"
+        # A closed root child is not kept in the table: nothing can resume it.
+        assert [v.id for v in rt.list()] == ["root"]
         with pytest.raises(AlreadyAnswered) as late:
             await rt.resume(Answer(request, True))
         assert late.value.status == "superseded"
@@ -246,3 +267,51 @@ async def test_every_store_we_ship_keeps_the_tree(tmp_path: Path, store_place: s
                 await rt.resume(Answer(request, True))
             assert replay.value.status == "answered"
     assert ledger(book) == ["asked", "deployed"]
+
+
+class _SlowStore(InMemoryConversationStore):
+    """The in-memory store, with each take-once record's write held until ``go`` is set
+    (a slow disk): the test sees who is told what while the write is under way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing = trio.Event()
+        self.go = trio.Event()
+
+    async def save_pending(self, id: str, messages: Any, state: Any) -> None:
+        self.writing.set()
+        await self.go.wait()
+        await super().save_pending(id, messages, state)
+
+
+async def test_waiters_hear_of_a_pending_tree_only_once_it_is_stored(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Issue 30, item 4, in one process: run() and a waiter that comes during the write
+    # both get the pending result after the approval's record is stored, not before.
+    store = _SlowStore()
+    told: list[str] = []
+    with trio.fail_after(10):
+        async with open_agent_runtime(
+            registry(tmp_path / "ledger"), generate=generate, store=store
+        ) as rt:
+
+            async def host() -> None:
+                result = await rt.run("lead", "ship it")
+                assert result.pending is not None
+                stored = await store.get_pending(pending_id(result.pending.id))
+                told.append(f"run {result.status} stored={stored is not None}")
+
+            async def late_waiter() -> None:
+                await store.writing.wait()
+                result = await rt.wait(rt.handle(LEAD))
+                told.append(f"wait {result.status}")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(host)
+                nursery.start_soon(late_waiter)
+                await store.writing.wait()
+                await trio.sleep(1)  # nobody is told while the record is being written
+                assert told == []
+                store.go.set()
+    assert sorted(told) == ["run pending stored=True", "wait pending"]

@@ -123,6 +123,26 @@ async def test_a_tree_suspended_in_one_process_is_answered_in_another(tmp_path: 
     assert table is not None and table.pending == []
 
 
+async def test_a_pending_result_is_stored_before_run_returns_it(tmp_path: Path) -> None:
+    # Issue 30, item 4: the process ends (os._exit) the moment run() returned pending;
+    # the approval and the table were saved before, so another process answers it.
+    with trio.fail_after(LIMIT_S):
+        db, book = str(tmp_path / "tree.db"), str(tmp_path / "ledger")
+        async with spawn(tmp_path, db, book, "suspend", "--exit-now") as a:
+            code, out = await a.summary()
+        assert code == 0 and out["status"] == "pending", out
+        request = out["request"]
+        async with SqliteConversationStore(db) as store:
+            state = await store.get_pending(pending_id(request))
+            table = read_table(await store.get(TABLE_ID))
+        assert state is not None and state.status == "pending"
+        assert table is not None and [p.request_id for p in table.pending] == [request]
+        async with spawn(tmp_path, db, book, "answer", request) as b:
+            code, out = await b.summary()
+    assert code == 0 and out["status"] == "done", out
+    assert ledger(Path(book)) == ["asked", "deployed"]
+
+
 async def test_a_replayed_answer_is_refused_and_runs_nothing(tmp_path: Path) -> None:
     with trio.fail_after(LIMIT_S):
         db, book, request = await suspend(tmp_path)

@@ -160,7 +160,7 @@ def test_public_names_of_the_builtins_package() -> None:
     import toolnexus_trio.builtins as package
 
     assert set(package.__all__) == {
-        "BUILTIN_ORDER", "KILL_GRACE_SECONDS", "MAX_FETCH_BYTES", "MAX_FILE_BYTES",
+        "BUILTIN_ORDER", "DEFAULT_SHELL", "KILL_GRACE_SECONDS", "builtin_shell", "MAX_FETCH_BYTES", "MAX_FILE_BYTES",
         "OUTPUT_LIMIT", "BuiltinsConfig", "builtin_tools", "render_questions", "strip_html",
         "truncation_marker",
     }  # fmt: skip

@@ -202,3 +202,37 @@ async def test_workdir_through_a_symlink_out_of_base_is_refused(tmp_path: Path) 
     result = await _bash(base, {"command": "touch escaped", "workdir": "out"})
     assert result == ToolResult.error(f"bash: out resolves outside baseDir {base}")
     assert not (tmp_path / "escaped").exists()
+
+
+async def test_host_supplied_shell_is_used_verbatim(tmp_path: Path) -> None:
+    # peer: test_host_supplied_shell_is_used_verbatim (toolnexus 0.21, host boundary)
+    script = tmp_path / "interp.sh"
+    script.write_text('#!/bin/sh\necho "via=$0 flag=$1 cmd=$2"\n')
+    script.chmod(0o755)
+    config = BuiltinsConfig(base_dir=tmp_path, shell=[str(script), "--run"])
+    toolkit = await create_toolkit(ToolkitOptions(builtins=config))
+    result = await toolkit.execute("bash", {"command": "echo hi"})
+    assert result == ToolResult.ok(
+        f"via={script} flag=--run cmd=echo hi\n", {"shell": f"{script} --run", "exitCode": 0}
+    )
+
+
+def test_builtin_shell_reports_the_interpreter_and_bash_can_be_disabled() -> None:
+    # peer: test_builtin_shell_reports_detection_and_bash_can_be_disabled and
+    # test_resolved_interpreter_is_reported (our default is fixed, never sniffed)
+    from toolnexus_trio.builtins import DEFAULT_SHELL, builtin_shell, builtin_tools
+
+    assert builtin_shell() == "/bin/sh -c" == " ".join(DEFAULT_SHELL)
+    assert builtin_shell(BuiltinsConfig(shell=("/bin/bash", "-lc"))) == "/bin/bash -lc"
+    names = [t.name for t in builtin_tools(BuiltinsConfig(tools={"bash": False}))]
+    assert "bash" not in names and "read" in names
+
+
+@pytest.mark.parametrize(
+    ("shell", "error"),
+    [("/bin/bash -c", TypeError), ([], ValueError), (["/bin/sh", ""], ValueError),
+     (["/bin/sh\0", "-c"], ValueError), ([1, "-c"], ValueError)],
+)  # fmt: skip
+def test_a_bad_shell_is_refused_at_once(shell: Any, error: type[Exception]) -> None:
+    with pytest.raises(error, match=r"BuiltinsConfig\(shell=\.\.\.\)"):
+        BuiltinsConfig(shell=shell)

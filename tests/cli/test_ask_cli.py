@@ -23,7 +23,13 @@ from toolnexus_trio.cli._commands import GOODBYE
 from toolnexus_trio.testing import FakeProvider, open_fake_provider
 
 TODO = {"todos": [{"id": "1", "text": "buy milk", "completed": False}]}
-KEYS = ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY")
+KEYS = (
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+)
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -87,6 +93,25 @@ async def test_streams_the_answer_to_stdout_and_tool_calls_to_stderr(style: str)
     else:
         assert first.headers["x-api-key"] == "sk-env-1"
         assert first.json["system"] == "be brief"
+
+
+@pytest.mark.parametrize("style", ["responses", "gemini"])
+async def test_the_responses_and_gemini_styles(style: str) -> None:
+    script: list[dict[str, Any]] = [
+        {"text": "Let me note that.", "tool_calls": [{"name": "todowrite", "arguments": TODO}]},
+        {"text": "Noted: buy milk."},
+    ]
+    async with open_fake_provider(script) as provider:
+        done = await _ask(provider, style, OPENAI_API_KEY="sk-env-1", GEMINI_API_KEY="sk-env-2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == "Let me note that.\nNoted: buy milk.\n"
+    first = provider.requests[0]
+    if style == "responses":
+        assert first.path == "/v1/responses"
+        assert first.headers["authorization"] == "Bearer sk-env-1"
+    else:
+        assert first.path == "/v1/models/m:streamGenerateContent?alt=sse"
+        assert first.headers["x-goog-api-key"] == "sk-env-2"
 
 
 async def test_text_arrives_before_the_answer_ends_and_ctrl_c_exits_130() -> None:
@@ -158,15 +183,16 @@ async def test_the_question_builtin_is_answered_from_stdin(stdin: bytes, shown: 
 
 async def test_an_http_error_is_one_line_and_exit_1() -> None:
     body = json.dumps({"error": {"message": "bad key sk-secret-9\nsecond line"}})
-    async with open_fake_provider([{"status": 401, "body": body}]) as provider:
+    # (a 400: a 401 or 403 body is never quoted at all, tests/test_consumer_decisions.py)
+    async with open_fake_provider([{"status": 400, "body": body}]) as provider:
         done = await _ask(provider, "anthropic", "--api-key", "sk-secret-9")
     assert done.returncode == 1
     assert done.stdout == b""
     (line,) = done.stderr.decode().splitlines()
-    assert line.startswith("error: HTTP 401 from POST http://127.0.0.1:")
+    assert line.startswith("error: HTTP 400 from POST http://127.0.0.1:")
     assert "/v1/messages" in line and "bad key" in line
     assert "sk-secret-9" not in line  # the key is redacted from the quoted body
-    assert len(provider.requests) == 1  # a 401 is not retried
+    assert len(provider.requests) == 1  # a 400 is not retried
 
 
 async def test_max_turns_is_an_error_and_hostile_names_are_escaped() -> None:

@@ -16,11 +16,21 @@ from terminal_helpers import child_command
 
 from toolnexus_trio.builtins import BUILTIN_ORDER
 from toolnexus_trio.cli._commands import GOODBYE
-from toolnexus_trio.cli._run import SUMMARY_REQUEST, render_transcript
+from toolnexus_trio.cli._run import SUMMARY_REQUEST, banner, render_transcript
 from toolnexus_trio.testing import FakeProvider, open_fake_provider
 
 KEYS = ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY")
 CANCELLED = b"interrupted (Ctrl-C): turn cancelled, nothing of it kept"
+
+
+@pytest.fixture(autouse=True)
+def _state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The prompt's history goes to a folder of the test, never the user's; the terminal
+    is an xterm (readline's key bindings and output depend on TERM)."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    monkeypatch.setenv("TERM", "xterm")
+    return state
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -89,6 +99,7 @@ async def test_a_two_line_session_keeps_the_conversation_and_exit_quits() -> Non
                 code, out, _ = await child.finish()
     assert code == 0, out
     assert out.splitlines() == [
+        banner("m", len(BUILTIN_ORDER)),
         "> my name is Ada",
         "Hello Ada, nice to meet you.",
         "done: 1 turn, 0 tool calls, 10 prompt + 5 completion tokens",

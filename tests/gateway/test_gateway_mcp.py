@@ -365,6 +365,7 @@ async def test_host_through_gateway_mcp(tmp_path: Path, host: Host, revision: st
         result = await client.call_tool(f"{app}__steps", {}, progress_callback=on_progress)
         assert text(result) == "done"
         assert progress == [
+            (0.0, 100.0, "at 0"),  # round 3: the first update goes, whatever its percent
             (30.0, 100.0, "at 30"),
             (60.0, 100.0, "at 60"),
             (100.0, 100.0, "at 100"),

@@ -59,7 +59,7 @@ def build() -> TesseronApp:
     @app.action("steps", "Reports progress")
     async def steps(input: Any, ctx: ActionContext) -> str:
         await ctx.log(LogEntry.warn("careful").meta({"k": 1}))
-        for percent in (30, 20, 60, 100):  # 20 goes back: the cursor keeps 30
+        for percent in (0, 30, 20, 60, 100):  # 0 first (it goes); 20 goes back: kept 30
             await ctx.progress(percent=percent, message=f"at {percent}")
         return "done"
 

@@ -66,7 +66,7 @@ def build() -> tuple[Any, Any]:
     @app.action("steps", description="Reports progress")
     async def steps(input: Any, ctx: Any) -> Any:
         await ctx.log("careful", level=tesseron.LogLevel.WARN, meta={"k": 1})
-        for percent in (30, 20, 60, 100):  # 20 goes back: the cursor keeps 30
+        for percent in (0, 30, 20, 60, 100):  # 0 first (it goes); 20 goes back: kept 30
             await ctx.progress(percent=percent, message=f"at {percent}")
         return "done"
 

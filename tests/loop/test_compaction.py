@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from toolnexus_trio import (
     CancelToken,
+    ClientOptions,
     GenerateRequest,
     HookError,
     Hooks,
@@ -25,11 +26,16 @@ from toolnexus_trio import (
     InProcessResponse,
     InProcessToolCall,
     RunTimeout,
+    ToolkitOptions,
     compactor,
+    create_client,
     create_in_process_client,
+    create_toolkit,
+    define_tool,
     estimate_tokens,
 )
 from toolnexus_trio.loop._compaction import FLUSH_REMINDER, SUMMARY_PREFIX
+from toolnexus_trio.testing import open_fake_provider
 
 Message = dict[str, Any]
 BLOCK_S = 60.0
@@ -84,6 +90,11 @@ def tool_result_ids(message: Message) -> set[str]:
     if message.get("role") == "user" and isinstance(content, list):
         return {b["tool_use_id"] for b in content if b.get("type") == "tool_result"}
     return set()
+
+
+def is_user_turn(message: Message) -> bool:
+    """A user message that is no tool result: what a request must start with."""
+    return message.get("role") == "user" and not tool_result_ids(message)
 
 
 def assert_tool_pair_safe(messages: list[Message]) -> None:
@@ -210,24 +221,53 @@ async def test_a_custom_count_tokens_decides_and_splits() -> None:
     assert await hook({"messages": messages[:10]}) is None
 
 
-async def test_no_boundary_summarizes_the_whole_body_and_too_big_a_tail_keeps_the_last() -> None:
-    calls = {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
-    one_user = [
-        {"role": "system", "content": "s"},
-        {"role": "user", "content": "only"},
-        {"role": "assistant", "content": None, "tool_calls": [calls]},
-        {"role": "tool", "tool_call_id": "c1", "content": "r" * 200},
-    ]
-    change = await compactor(max_tokens=10, summarize=count_summary)({"messages": one_user})
+def one_prompt(groups: int, size: int = 200) -> list[Message]:
+    """A one-prompt run: the system prompt, the prompt, then tool group after tool group."""
+    out: list[Message] = [{"role": "system", "content": "s"}, {"role": "user", "content": "only"}]
+    for i in range(groups):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+        out += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"c{i}", "content": "r" * size}]  # fmt: skip
+    return out
+
+
+async def test_a_one_prompt_run_keeps_its_prompt_and_latest_tool_group() -> None:
+    # Issue 30: the prompt is the only user turn; summarizing the whole body left a
+    # request with no user turn at all (Anthropic refuses it), then one starting with an
+    # assistant turn. The prompt stays, followed by the latest group(s) within keep_tail.
+    messages = one_prompt(3)
+    change = await compactor(max_tokens=10, summarize=count_summary)({"messages": messages})
     assert change is not None
-    assert change["messages"] == [one_user[0], {"role": "system", "content": SUMMARY_PREFIX
-                                                + "summarized 3 messages"}]  # fmt: skip
+    assert change["messages"] == [messages[0], {"role": "system", "content": SUMMARY_PREFIX
+                                  + "summarized 4 messages"}, messages[1], *messages[-2:]]  # fmt: skip
+    change = await compactor(max_tokens=10, keep_tail=200, summarize=count_summary)(
+        {"messages": messages}
+    )
+    assert change is not None and change["messages"][2:] == [messages[1], *messages[-4:]]
+    # The prompt and one group are all there is: nothing older to summarize.
+    assert await compactor(max_tokens=10, summarize=count_summary)(
+        {"messages": one_prompt(1)}
+    ) is None  # fmt: skip
+    # No user turn at all: the whole body is summarized.
+    only_model = [{"role": "system", "content": "s"}, {"role": "assistant", "content": "a" * 99}]
+    change = await compactor(max_tokens=10, summarize=count_summary)({"messages": only_model})
+    assert change is not None and change["messages"][2:] == []
+
+
+async def test_too_big_a_tail_keeps_the_last_user_turn() -> None:
     # The last boundary's tail is over keep_tail: kept anyway (safety over size).
-    two_users = [*one_user, {"role": "user", "content": "u" * 400}]
+    two_users = [*one_prompt(1), {"role": "user", "content": "u" * 400}]
     change = await compactor(max_tokens=10, keep_tail=1, summarize=count_summary)(
         {"messages": two_users}
     )
     assert change is not None and change["messages"][2:] == [two_users[-1]]
+    # And with tool groups after it: that turn and its latest group.
+    three = [*one_prompt(2), *one_prompt(2)[1:]]
+    change = await compactor(max_tokens=10, keep_tail=1, summarize=count_summary)(
+        {"messages": three}
+    )
+    assert change is not None and change["messages"][2:] == [three[6], *three[-2:]]
+    assert change["messages"][1]["content"].endswith("summarized 7 messages")
 
 
 async def test_without_a_leading_system_message_the_summary_comes_first() -> None:
@@ -261,13 +301,21 @@ async def test_an_anthropic_tool_result_message_is_never_a_boundary() -> None:
         },
         {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
     ]
-    # keep_tail fits the tool_result message and after, but it is not a boundary, and the
-    # body's first message leaves nothing to summarize: the whole body is summarized.
-    change = await compactor(max_tokens=50, keep_tail=60, summarize=count_summary)(
-        {"messages": messages}
-    )
+    # keep_tail fits the tool_result message and after, but it is not a boundary; the
+    # prompt and its latest tool group are all there is: nothing to summarize.
+    hook = compactor(max_tokens=50, keep_tail=60, summarize=count_summary)
+    assert await hook({"messages": messages}) is None
+    # A second tool group: the first is summarized, the prompt stays, the pair is whole.
+    second = [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "tu2", "name": "t",
+                                           "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu2",
+                                      "content": "y" * 40}]},
+    ]  # fmt: skip
+    change = await hook({"messages": [*messages[:4], *second]})
     assert change is not None
-    assert change["messages"][1]["content"].endswith("summarized 4 messages")
+    assert change["messages"][1]["content"].endswith("summarized 2 messages")
+    assert change["messages"][2:] == [messages[1], *second]
     assert_tool_pair_safe(change["messages"])
     # A plain user message with text blocks is one.
     messages.append({"role": "user", "content": [{"type": "text", "text": "next"}]})
@@ -348,21 +396,31 @@ def check_generated(messages: list[Message], max_tokens: int, keep_tail: int | N
         assert change is None
         return
     lead = 1 if messages and messages[0]["role"] == "system" else 0
+    body = messages[lead:]
+    users = [i for i, m in enumerate(body) if is_user_turn(m)]
     if change is None:  # only when there is nothing older to summarize
-        assert len(messages) - lead == 0
+        assert not body or is_user_turn(body[0])
         return
     out = change["messages"]
     assert out[:lead] == before[:lead] and all(
         a is b for a, b in zip(out[:lead], messages[:lead], strict=True)
     )
     assert out[lead]["content"].startswith(SUMMARY_PREFIX)
-    tail = out[lead + 1 :]
-    assert tail == messages[len(messages) - len(tail) :]
+    kept = out[lead + 1 :]
+    if kept and kept[1:] != body[len(body) - len(kept) + 1 :]:
+        pytest.fail(f"not a suffix: {kept}")
+    if kept and kept != body[len(body) - len(kept) :]:
+        # The most recent user turn, then a suffix from an assistant message.
+        assert kept[0] is body[users[-1]] and kept[1]["role"] == "assistant"
     assert_tool_pair_safe(out)
-    if tail:
-        first = tail[0]
-        assert first["role"] == "user" and not tool_result_ids(first)
-    older = len(messages) - lead - len(tail)
+    if users:  # a user turn always leads what is kept (the provider needs one)
+        assert kept and is_user_turn(kept[0])
+        callers = [m for m in body[users[-1] :] if tool_call_ids(m)]
+        if callers:  # the latest tool group is kept
+            assert any(m is callers[-1] for m in kept)
+    else:
+        assert kept == []
+    older = len(body) - len(kept)
     assert older >= 1 and out[lead]["content"].endswith(f"summarized {older} messages")
 
 
@@ -552,3 +610,63 @@ async def test_a_stored_conversation_keeps_the_compacted_transcript() -> None:
     for prompt in ("one " * 50, "two " * 50):
         await client.ask(prompt, id="t")
     assert seen[-1][0]["content"].startswith(SUMMARY_PREFIX)
+
+
+# Over HTTP, both wire styles: what the provider receives --------------------------------
+
+
+async def _fetch(args: dict[str, Any], ctx: Any) -> str:
+    return f"page {args.get('n')} " + "lorem ipsum " * 170  # about 2,000 characters
+
+
+@pytest.mark.parametrize("style", ["openai", "anthropic"])
+async def test_a_one_prompt_run_after_compaction_is_a_request_the_provider_accepts(
+    style: str,
+) -> None:
+    """Issue 30: one prompt and four ~2,000-character tool results under
+    ``compactor(max_tokens=1500)`` sent ``messages: []`` (the summary in ``system``),
+    then a request starting with an assistant turn. Every request the provider gets
+    starts with a user turn and holds the latest tool call with its result."""
+    tool = define_tool("fetch", "Fetch a page.", None, _fetch)
+    toolkit = await create_toolkit(ToolkitOptions(extra_tools=[tool], builtins=False))
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"id": f"f{n}", "name": "fetch", "arguments": {"n": n}}]} for n in range(4)
+    ]
+    script.append({"text": "all read"})
+    hook = compactor(max_tokens=1500, summarize=count_summary)
+    async with open_fake_provider(script) as provider:
+        options = ClientOptions(
+            base_url=provider.base_url,
+            style=style,  # type: ignore[arg-type]
+            model="m",
+            api_key="k",  # type: ignore[arg-type]
+            system_prompt="You read pages.",
+            hooks=Hooks(before_llm=hook),
+        )
+        async with create_client(options) as client:
+            result = await client.run("Read the four pages.", toolkit)
+    assert result.status == "done" and result.text == "all read"
+    bodies = [r.json for r in provider.requests]
+    assert len(bodies) == 5
+    compacted = 0
+    for n, body in enumerate(bodies):
+        messages = body["messages"]
+        if style == "anthropic":
+            system = body.get("system")
+            system_text = system if isinstance(system, str) else json.dumps(system)
+            compacted += SUMMARY_PREFIX in system_text
+        else:
+            compacted += any(
+                m["role"] == "system" and SUMMARY_PREFIX in str(m["content"]) for m in messages
+            )
+            messages = [m for m in messages if m["role"] != "system"]
+        assert messages, f"request {n} has no messages"
+        first = messages[0]
+        assert first["role"] == "user" and not tool_result_ids(first), f"request {n}: {first}"
+        assert "Read the four pages." in json.dumps(first)
+        assert_tool_pair_safe(messages)
+        if n:  # the latest tool call and its result are there
+            latest = f"f{n - 1}"
+            assert any(latest in tool_call_ids(m) for m in messages)
+            assert any(latest in tool_result_ids(m) for m in messages)
+    assert compacted >= 2  # the third request on is compacted

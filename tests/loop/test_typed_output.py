@@ -266,6 +266,54 @@ async def test_native_mode_anthropic_uses_output_config_format() -> None:
     pydantic.TypeAdapter(MessageCreateParamsNonStreaming).validate_python(body)
 
 
+async def test_native_mode_responses_uses_text_format() -> None:
+    from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
+
+    async with served("responses", [{"text": '{"result": [1, 2]}'}]) as (provider, client):
+        result = await client.run("go", output_type=list[int], output_mode="native")
+    assert result.status == "done" and result.output == [1, 2]
+    body = provider.requests[0].json
+    assert body["text"] == {
+        "format": {
+            "type": "json_schema",
+            "name": "final_result",
+            "schema": {
+                "type": "object",
+                "properties": {"result": {"type": "array", "items": {"type": "integer"}}},
+                "required": ["result"],
+                "additionalProperties": False,
+            },
+            "strict": True,
+        }
+    }
+    assert "response_format" not in body
+    # The official SDK's own request type accepts the body as it is.
+    pydantic.TypeAdapter(ResponseCreateParamsNonStreaming).validate_python(body)
+
+
+async def test_native_mode_gemini_uses_generation_config() -> None:
+    from google.genai import types
+
+    async with served("gemini", [{"text": '{"name": "Ada", "age": 36}'}]) as (provider, client):
+        result = await client.run("who?", output_type=Person, output_mode="native")
+    assert result.status == "done" and result.output == Person("Ada", 36)
+    config = provider.requests[0].json["generationConfig"]
+    assert config["responseMimeType"] == "application/json"
+    assert config["responseJsonSchema"]["required"] == ["name", "age"]
+    assert "response_format" not in provider.requests[0].json
+    # The official google-genai SDK's own config type reads it (camelCase aliases).
+    read = types.GenerationConfig.model_validate(config)
+    assert read.response_json_schema == config["responseJsonSchema"]
+
+
+@pytest.mark.parametrize("style", ["responses", "gemini"])
+async def test_tool_mode_over_the_newer_styles(style: str) -> None:
+    async with served(style, [final({"name": "Ada", "age": 36})]) as (_, client):
+        result = await client.run("who?", output_type=Person)
+    assert result.status == "done" and result.output == Person("Ada", 36)
+    assert_balanced(result.messages)
+
+
 @pytest.mark.parametrize("style", STYLES)
 async def test_streamed_prompted_output_gives_partials(style: str) -> None:
     script = [{"text": '{"name": "Ada", "age": 36}'}]

@@ -1,4 +1,4 @@
-"""The direct connection's stream (``_http_client._DirectStream``): a non-blocking socket
+"""The direct connection's stream (``_http_pool._DirectStream``): a non-blocking socket
 that holds a request's writes until its read, stays a cancel point on every operation,
 and yields to the scheduler at least every few operations even when the peer always
 has bytes ready.
@@ -21,6 +21,7 @@ from raw_http_server import answer_each, raw_server, response
 
 from toolnexus_trio import ClientOptions, create_client
 from toolnexus_trio import _http_client as factory
+from toolnexus_trio import _http_pool as direct
 from toolnexus_trio._streak import FAIR_EVERY
 
 
@@ -45,7 +46,7 @@ async def test_writes_are_held_until_the_read_and_sent_as_one(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
     ours, peer = pair
-    stream = factory._DirectStream(ours)
+    stream = direct._DirectStream(ours)
     await stream.write(b"POST / HTTP/1.1\r\n\r\n")
     await stream.write(b"body")
     assert peer_has(peer) == b""  # nothing sent before the request reads its answer
@@ -58,19 +59,19 @@ async def test_a_large_write_is_sent_without_waiting_for_a_read(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
     ours, peer = pair
-    stream = factory._DirectStream(ours)
-    await stream.write(b"x" * factory._HOLD_BYTES)
+    stream = direct._DirectStream(ours)
+    await stream.write(b"x" * direct._HOLD_BYTES)
     got = b""
     while chunk := peer_has(peer):
         got += chunk
-    assert got == b"x" * factory._HOLD_BYTES
+    assert got == b"x" * direct._HOLD_BYTES
 
 
 async def test_held_bytes_are_dropped_on_close_and_a_write_after_it_fails(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
     ours, peer = pair
-    stream = factory._DirectStream(ours)
+    stream = direct._DirectStream(ours)
     await stream.write(b"never read")
     await stream.aclose()
     assert peer_has(peer) == b""  # the peer sees the close, not a request without reader
@@ -82,7 +83,7 @@ async def test_every_operation_is_a_cancel_point_even_when_ready(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
     ours, peer = pair
-    stream = factory._DirectStream(ours)
+    stream = direct._DirectStream(ours)
     peer.send(b"ready")
     with trio.CancelScope() as scope:
         scope.cancel()
@@ -97,7 +98,7 @@ async def test_a_peer_that_always_has_bytes_ready_cannot_starve_other_tasks(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
     ours, peer = pair
-    stream = factory._DirectStream(ours)
+    stream = direct._DirectStream(ours)
     peer.send(b"x" * 1000)
     ran = 0
 
@@ -120,7 +121,7 @@ async def test_a_read_timeout_is_httpcores_read_timeout(
     pair: tuple[socket.socket, socket.socket], autojump_clock: trio.testing.MockClock
 ) -> None:
     ours, _ = pair
-    stream = factory._DirectStream(ours)
+    stream = direct._DirectStream(ours)
     with pytest.raises(httpcore2.ReadTimeout):
         await stream.read(100, timeout=5)
 
@@ -129,7 +130,7 @@ async def test_a_peer_that_closed_makes_an_idle_connection_readable(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
     ours, peer = pair
-    stream = factory._DirectStream(ours)
+    stream = direct._DirectStream(ours)
     assert stream.get_extra_info("is_readable") is False
     peer.close()
     assert stream.get_extra_info("is_readable") is True
@@ -168,11 +169,18 @@ async def test_the_direct_send_logs_httpx2s_request_line(caplog: pytest.LogCaptu
     )
 
 
-def test_the_owned_pool_keeps_httpx2s_transport_choice() -> None:
-    # The direct send asks httpx2 which transport a URL takes (proxies included); the
-    # method it relies on must exist in the httpx2 we run on.
-    client = httpx2.AsyncClient()
-    assert callable(getattr(client, "_transport_for_url", None))
+def test_only_a_pool_made_without_a_proxy_is_sent_to_directly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The direct send skips httpx2's choice of a transport per URL: only a pool whose
+    # every request takes the one transport (no proxy in the environment) offers it.
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    assert factory.own_transport(factory.new_client_blocking()) is not None
+    assert factory.own_transport(httpx2.AsyncClient()) is None  # a caller's own
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    assert factory.own_transport(factory.new_client_blocking()) is None
 
 
 async def test_a_loopback_connect_does_not_wait_in_trio(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -189,7 +197,7 @@ async def test_a_loopback_connect_does_not_wait_in_trio(monkeypatch: pytest.Monk
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        sock = await factory._connect("127.0.0.1", listener.getsockname()[1])
+        sock = await direct._connect("127.0.0.1", listener.getsockname()[1])
         sock.close()
     assert waited == []
 
@@ -199,7 +207,7 @@ async def test_a_refused_loopback_connect_is_an_oserror_and_closes_the_socket() 
         listener.bind(("127.0.0.1", 0))
         port = listener.getsockname()[1]  # bound, not listening: refused
         with pytest.raises(OSError, match="refused"):
-            await factory._connect("127.0.0.1", port)
+            await direct._connect("127.0.0.1", port)
 
 
 async def test_a_connect_that_hangs_times_out_with_httpcores_error(
@@ -214,7 +222,7 @@ async def test_a_connect_that_hangs_times_out_with_httpcores_error(
             for filler in fillers:
                 filler.setblocking(False)
                 filler.connect_ex(("127.0.0.1", port))
-            backend = factory._DirectBackend()
+            backend = direct._DirectBackend()
             with pytest.raises(httpcore2.ConnectTimeout, match="timed out"):
                 await backend.connect_tcp("127.0.0.1", port, timeout=5)
         finally:
@@ -242,7 +250,7 @@ async def test_an_early_answer_is_read_even_when_the_held_request_cannot_be_sent
     # and close before taking the whole request); a write held until the read is no
     # different.
     ours, peer = pair
-    stream = factory._DirectStream(ours)
+    stream = direct._DirectStream(ours)
     await stream.write(b"the rest of a request")  # held
     peer.send(b"HTTP/1.1 413 Content Too Large\r\n\r\n")
     peer.close()

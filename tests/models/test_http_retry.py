@@ -157,12 +157,13 @@ async def test_network_errors_are_retried_then_reported(
 
 async def test_error_bodies_are_truncated_and_redacted(socket_autojump_clock: Clock) -> None:
     body = f"invalid key {KEY} " + "x" * 5000 + KEY
-    async with served("openai", [{"status": 401, "body": body}]) as (_, client):
+    # (a 400: a 401 or 403 body is never quoted at all, tests/test_consumer_decisions.py)
+    async with served("openai", [{"status": 400, "body": body}]) as (_, client):
         with pytest.raises(GenerateError) as caught:
             await client.run("hi")
     message = str(caught.value)
     assert KEY not in message and "[redacted]" in message
-    assert "HTTP 401" in message and len(message) < 700
+    assert "HTTP 400" in message and len(message) < 700
 
 
 async def test_a_connection_dropped_mid_json_body_is_retried(socket_autojump_clock: Clock) -> None:

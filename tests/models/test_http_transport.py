@@ -8,6 +8,8 @@ streaming, TLS verified by default, proxies from the environment, http(s) only.
 from __future__ import annotations
 
 import json
+import math
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
@@ -22,6 +24,7 @@ from trio.abc import Clock
 
 from toolnexus_trio import ClientOptions, ErrorInfo, GenerateError, create_client
 from toolnexus_trio import _http_client as factory
+from toolnexus_trio import _http_pool as direct
 
 ANSWER = json.dumps(
     {"choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}}]}
@@ -57,11 +60,26 @@ async def closed_soon(peer: Peer) -> bool:
     return peer.closed.is_set()
 
 
-def test_the_transport_never_resends_by_itself() -> None:
-    """httpcore2's ``retries`` (connect retries only) is left at its default, 0."""
-    client = factory.new_client_blocking()
-    pool = client._transport._pool  # type: ignore[attr-defined]
-    assert pool._retries == 0
+async def test_the_transport_never_redials_a_failed_connect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """httpcore2's ``retries`` (connect retries only) is left at its default, 0: a
+    refused connect is tried once per address, and the error is the caller's."""
+    dialled: list[tuple[str, int]] = []
+    real = direct._connect
+
+    async def recording(address: str, port: int, deadline: float = math.inf) -> Any:
+        dialled.append((address, port))
+        return await real(address, port, deadline)
+
+    monkeypatch.setattr(direct, "_connect", recording)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]  # bound, not listening: refused
+        async with new_client() as client:
+            with pytest.raises(httpx2.ConnectError):
+                await client.get(f"http://127.0.0.1:{port}/")
+    assert dialled == [("127.0.0.1", port)]
 
 
 # -- keep-alive -------------------------------------------------------------------

@@ -120,7 +120,7 @@ async def test_url_credentials_never_appear_in_errors(
     token = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
     echo = f"denied: Basic {token} for {PASSWORD}".encode()
     port = await dead_port()
-    async with raw_server(lambda p: answer_each(p, response(echo, status=b"401 No"))) as server:
+    async with raw_server(lambda p: answer_each(p, response(echo, status=b"400 No"))) as server:
         url = f"http://alice:{QUOTED}@127.0.0.1:{server.port}"
         async with create_client(model(url)) as client:
             with pytest.raises(GenerateError) as denied:
@@ -129,7 +129,7 @@ async def test_url_credentials_never_appear_in_errors(
         with pytest.raises(GenerateError) as refused:
             await client.run("hi")
     messages = f"{denied.value}\n{refused.value}\n{caplog.text}"
-    assert str(denied.value).startswith(f"HTTP 401 from POST http://127.0.0.1:{server.port}/v1")
+    assert str(denied.value).startswith(f"HTTP 400 from POST http://127.0.0.1:{server.port}/v1")
     assert "denied: Basic [redacted] for [redacted]" in str(denied.value)
     assert str(refused.value).startswith(f"POST http://127.0.0.1:{port}/v1/chat/completions")
     for secret in (PASSWORD, QUOTED, token):

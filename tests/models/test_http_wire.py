@@ -219,7 +219,7 @@ async def test_history_round_trips_and_model_is_sent_verbatim(style: str) -> Non
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [({"style": "gemini"}, "style"), ({"base_url": "ftp://x"}, "base_url"),
+    [({"style": "palm"}, "style"), ({"base_url": "ftp://x"}, "base_url"),
      ({"retries": -1}, "negative"), ({"max_turns": 0}, "max_turns")],
 )  # fmt: skip
 def test_bad_options_are_refused(change: dict[str, Any], message: str) -> None:

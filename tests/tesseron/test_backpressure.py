@@ -8,6 +8,7 @@ this process, the peer included) and with the transport's own byte counter.
 
 from __future__ import annotations
 
+import gc
 import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from toolnexus_trio.tesseron import (
     _subscriptions,
     _ws,
 )
+from toolnexus_trio.tesseron._invocations import MAX_HELD_ANSWER_BYTES
 from toolnexus_trio.tesseron._ws import SEND_HIGH_WATER, SEND_STALL_TIMEOUT
 
 BIG = 100_000
@@ -38,11 +40,26 @@ SLACK = 3 * 1024 * 1024
 """Everything else alive meanwhile: a few frames being encoded, trio, the peer."""
 
 
+MARKER = "issue-30-answer"
+"""In every value the big resource reads: the answers alive are the dicts holding it."""
+
+
 def big_app() -> TesseronApp:
     app = TesseronApp("t", "T")
-    value = "x" * BIG
-    app.resource("big", lambda: value)
+
+    def read() -> dict[str, Any]:
+        # A new value for every read, as a real resource builds it: a read that holds
+        # its value while waiting for room costs those bytes (a shared value hid it).
+        # (A list inside, so that the garbage collector tracks the dict: answers_alive.)
+        return {"marker": MARKER, "data": ["x" * BIG]}
+
+    app.resource("big", read)
     return app
+
+
+def answers_alive() -> int:
+    """Read answers that exist as values (read, not yet encoded into the send queue)."""
+    return sum(1 for o in gc.get_objects() if type(o) is dict and o.get("marker") is MARKER)
 
 
 @contextmanager
@@ -68,8 +85,79 @@ async def test_reads_the_peer_does_not_take_stay_within_the_bound() -> None:
                 gw.request("resources/read", {"name": "big"})
             await trio.testing.wait_all_tasks_blocked()
             assert ws._out_bytes + getattr(ws, "_sending_bytes", 0) <= ANSWER_BOUND
+            # Issue 30: the bytes of answers in flight, not only their count. Reading
+            # first and waiting for room after held a value per read of the batch
+            # (hundreds of 100 KB values here); now a read waits for room before it
+            # reads, so no value waits beside the queue.
+            assert answers_alive() <= 1
+            assert ws.queued_bytes + answers_alive() * BIG <= ANSWER_BOUND
             assert peak() <= ANSWER_BOUND + SLACK
             assert host.connected  # still within the stall deadline
+
+
+async def test_answers_of_quick_invocations_the_peer_does_not_take_are_bounded_in_bytes() -> None:
+    # The same flood through actions/invoke: handlers that answer at once each held
+    # their (fresh) output while waiting for room. Now an answer without room is held
+    # as its frame, counted, and past MAX_HELD_ANSWER_BYTES handlers wait to start.
+    app = TesseronApp("t", "T")
+    started = 0
+
+    @app.action("big")
+    async def big(input: Any, ctx: ActionContext) -> Any:
+        nonlocal started
+        started += 1
+        return {"marker": MARKER, "data": ["x" * BIG]}
+
+    with trio.fail_after(20), traced():
+        async with serving(app) as host, gateway(host) as gw:
+            conn = host._active
+            ws = conn._ws  # type: ignore[union-attr]
+            tracemalloc.reset_peak()
+            for _ in range(400):
+                gw.invoke("big", {})
+            await trio.testing.wait_all_tasks_blocked()
+            held = conn._held_bytes  # type: ignore[union-attr]
+            assert answers_alive() <= 1
+            assert held <= MAX_HELD_ANSWER_BYTES + BIG + 1024
+            assert ws.queued_bytes + held <= ANSWER_BOUND + MAX_HELD_ANSWER_BYTES + BIG
+            assert started < 400  # the rest wait to start
+            assert peak() <= ANSWER_BOUND + MAX_HELD_ANSWER_BYTES + SLACK
+            assert host.connected
+
+
+async def test_reads_in_flight_are_capped_and_answered_one_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_connection, "MAX_READS_IN_FLIGHT", 2)
+    app = TesseronApp("t", "T")
+    release = trio.Event()
+    reads: list[int] = []
+    invoked = 0
+
+    async def read() -> int:
+        reads.append(len(reads))
+        await release.wait()
+        return len(reads)
+
+    @app.action("ping")
+    async def ping(input: Any, ctx: ActionContext) -> Any:
+        nonlocal invoked
+        invoked += 1
+        return "pong"
+
+    app.resource("slow", read)
+    with trio.fail_after(10):
+        async with serving(app) as host, gateway(host) as gw:
+            ids = [gw.request("resources/read", {"name": "slow"}) for _ in range(3)]
+            ping_id = gw.invoke("ping", {})
+            await trio.testing.wait_all_tasks_blocked()
+            assert reads == [0]  # one read at a time
+            assert invoked == 0  # two reads admitted: the read loop waits for a slot
+            release.set()
+            frames = [await gw.recv() for _ in range(4)]
+            by_id = {f["id"]: f["result"] for f in frames}
+            assert sorted(by_id[i]["value"] for i in ids) == [1, 2, 3]  # one at a time
+            assert by_id[ping_id]["output"] == "pong"
 
 
 async def test_a_peer_that_never_reads_is_closed_with_1008(

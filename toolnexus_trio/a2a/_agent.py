@@ -367,6 +367,6 @@ class A2ASource:
 
 def _executor(remote: RemoteAgent) -> Any:
     async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await remote.run(str(args["task"]))
+        return await remote.run(str(args["task"]), ctx)
 
     return execute

@@ -10,6 +10,9 @@ The poll sleeps with :func:`trio.sleep` in the call's own task, so the call's ca
 scope (the turn's token, the tool's timeout, an outer scope) stops it at once. Beyond
 the SPEC, a call cancelled that way, or timed out, sends ``CancelTask`` for the remote
 task before it returns (bounded, shielded): the remote task does not run on for nobody.
+A cancelled call still raises ``trio.Cancelled``; it declares SPEC §7A's result
+(``"A2A task <id> canceled"``, state ``canceled``) as its ``ToolContext.cancelled_result``,
+which the loop and :meth:`Tool.call <toolnexus_trio.Tool.call>` record for it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import httpx2
 import trio
 
 from .._http_client import body_chunks, close_response, error_text, redact
-from .._tools import ToolResult
+from .._tools import ToolContext, ToolResult
 from ._wire import (
     INTERRUPTED,
     TERMINAL,
@@ -127,12 +130,19 @@ class RemoteAgent:
             raise A2AError(f"A2A {method}: the reply has neither result nor error")
         return reply["result"]
 
-    async def run(self, text: str) -> ToolResult:
-        """Send *text* as a task and poll it to its end (the SPEC's result strings)."""
+    async def run(self, text: str, ctx: ToolContext | None = None) -> ToolResult:
+        """Send *text* as a task and poll it to its end (the SPEC's result strings).
+
+        Cancelled, it sets ``ctx.cancelled_result`` and lets the cancel go on."""
         started = trio.current_time()
         timeout = self.timeout_ms / 1000
         deadline = started + timeout
-        submitted = await self._submit(text, deadline)
+        known: list[str] = []  # the task's id, should a cancel come during SendMessage
+        try:
+            submitted = await self._submit(text, deadline, known)
+        except trio.Cancelled:
+            self._declare_cancelled(ctx, known[0] if known else "", 0, started)
+            raise
         if submitted is None:
             return ToolResult.error(
                 f"A2A task timed out after {self.timeout_ms}ms (SendMessage to {self.name} "
@@ -173,6 +183,7 @@ class RemoteAgent:
                     )
                     state = task_state(task)
         except trio.Cancelled:
+            self._declare_cancelled(ctx, task_id, polls, started)
             with trio.move_on_after(CANCEL_GRACE, shield=True):
                 await self._cancel_remote(task_id)
             raise
@@ -181,15 +192,26 @@ class RemoteAgent:
         why = status_text(task)
         return ToolResult.error(f"A2A task {task_id} {state}" + (f": {why}" if why else ""), meta())
 
-    async def _submit(self, text: str, deadline: float) -> dict[str, Any] | None:
+    def _declare_cancelled(
+        self, ctx: ToolContext | None, task_id: str, polls: int, started: float
+    ) -> None:
+        """SPEC §7A's result for a call cancelled mid-way, as the call's declared one."""
+        if ctx is not None:
+            ms = round((trio.current_time() - started) * 1000)
+            meta = {"agent": self.name, "taskId": task_id, "state": "canceled", "polls": polls}
+            ctx.cancelled_result = ToolResult.error(
+                f"A2A task {task_id} canceled", {**meta, "ms": ms}
+            )
+
+    async def _submit(self, text: str, deadline: float, known: list[str]) -> dict[str, Any] | None:
         """``SendMessage``; the task it created, or ``None`` if no answer came by
         *deadline* (the call's).
 
         A cancel that comes while the request is on the wire would lose the task's id
         (and leave the remote task running), so the request finishes in a shielded task
         of its own: the caller's cancel gives it :data:`CANCEL_GRACE` more (never past
-        *deadline*), then cancels the remote task it created, then goes on being
-        cancelled.
+        *deadline*), then cancels the remote task it created (its id added to *known*),
+        then goes on being cancelled.
         """
         payload = send_message(str(uuid.uuid4()), str(uuid.uuid4()), text, self.version)
         # Shielded from the caller's cancel, but never past the call's deadline.
@@ -217,7 +239,8 @@ class RemoteAgent:
                     if box and not isinstance(box[0], BaseException):
                         with contextlib.suppress(A2AError):
                             task = task_from_result(box[0])
-                            await self._cancel_remote(str(task.get("id", "")))
+                            known.append(str(task.get("id", "")))
+                            await self._cancel_remote(known[-1])
                 raise
         if not box:
             return None

@@ -120,6 +120,32 @@ class A2AServeConfig:
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
 
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any]) -> A2AServeConfig:
+        """The profile a config file's ``a2a`` block gives (``name``, ``description``,
+        ``version``, ``provider``, ``skills``, ``store``, ``maxInFlight``,
+        ``maxRequestBytes``); another key, or a value of the wrong kind, is a
+        :class:`ValueError`."""
+        keys = {"name": "name", "description": "description", "version": "version",
+                "provider": "provider", "skills": "skills", "store": "store",
+                "maxInFlight": "max_in_flight", "maxRequestBytes": "max_request_bytes"}  # fmt: skip
+        unknown = sorted(set(block) - set(keys))
+        if unknown:
+            raise ValueError(f"a2a: unknown key {unknown[0]!r} ({', '.join(keys)})")
+        for key in ("name", "description", "version", "store"):
+            if block.get(key) is not None and not isinstance(block[key], str):
+                raise ValueError(f"a2a.{key} must be a string")
+        skills = block.get("skills")
+        if skills is not None and not (
+            isinstance(skills, list) and all(isinstance(n, str) for n in skills)
+        ):
+            raise ValueError("a2a.skills must be an array of skill names")
+        for key in ("maxInFlight", "maxRequestBytes"):
+            value = block.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"a2a.{key} must be an integer")
+        return cls(**{keys[k]: v for k, v in block.items() if v is not None})
+
 
 def is_loopback(host: str) -> bool:
     """``localhost`` or an address in 127.0.0.0/8 or ``::1``."""
@@ -171,6 +197,9 @@ class A2AServer:
         self._extra_origins = list(allowed_origins)
         self._nursery: trio.Nursery | None = None
         self._running: dict[str, tuple[trio.CancelScope, trio.Event]] = {}
+        # Tasks (of those running) whose message named its contextId: only they continue
+        # a stored conversation, so a caller without one writes no thread per task.
+        self._threaded: set[str] = set()
 
     @property
     def url(self) -> str:
@@ -238,8 +267,14 @@ class A2AServer:
 
     async def run_task(self, task: dict[str, Any], text: str, skill: str | None) -> Any:
         """Fulfil one task: ``client.run(text, toolkit)`` (its result's ``status`` and
-        ``text`` decide the task's end). *task* is the task being fulfilled (a subclass
-        may save states on the way, as ``input-required``)."""
+        ``text`` decide the task's end). When the message named a ``contextId`` and the
+        client has ``ask`` (a loop client), the conversation kept under that id continues
+        instead: ``client.ask(text, toolkit, id=contextId)``, as toolnexus 0.21 serves.
+        *task* is the task being fulfilled (a subclass may save states on the way, as
+        ``input-required``)."""
+        ask = getattr(self.client, "ask", None)
+        if task["id"] in self._threaded and callable(ask):
+            return await ask(text, self.toolkit, id=task["contextId"])
         return await self.client.run(text, self.toolkit)
 
     # ------------------------------------------------------------------ ASGI
@@ -374,6 +409,8 @@ class A2AServer:
         )
         scope, done = trio.CancelScope(), trio.Event()
         self._running[task["id"]] = (scope, done)
+        if isinstance(context, str) and context:
+            self._threaded.add(task["id"])
         skill = skill if isinstance(skill, str) else None
         self._nursery.start_soon(self._fulfil, dict(task), text, skill, scope, done, sent)
         return task
@@ -430,6 +467,10 @@ class A2AServer:
                         if output is not None:  # a typed result: its JSON as a data part
                             parts.append({"kind": "data", "data": data_of(output)})
                         task["artifacts"] = [{"artifactId": str(uuid.uuid4()), "parts": parts}]
+                    elif status == "pending":
+                        # A run that waits for an answer: the host answers it (its
+                        # client's answer(), under the contextId) and no artifact yet.
+                        task["status"] = _agent_status("input-required", answer)
                     else:
                         task["status"] = _failed(
                             f"the run ended {status}" + (f": {answer}" if answer else "")
@@ -445,10 +486,11 @@ class A2AServer:
             except Exception as exc:
                 logger.warning("A2A task %s failed: %s", task["id"], exc)
                 task["status"] = _failed(str(exc) or type(exc).__name__)
-            completed = task["status"]["state"] == "completed"
-            await self._finish(task, text, skill, result if completed else None)
+            kept = task["status"]["state"] in ("completed", "input-required")
+            await self._finish(task, text, skill, result if kept else None)
         finally:
             self._running.pop(task["id"], None)
+            self._threaded.discard(task["id"])
             done.set()
 
     async def _finish(
@@ -470,8 +512,12 @@ class A2AServer:
 
 
 def _failed(text: str) -> dict[str, Any]:
+    return _agent_status("failed", text)
+
+
+def _agent_status(state: str, text: str) -> dict[str, Any]:
     return {
-        "state": "failed",
+        "state": state,
         "message": {
             "role": "agent",
             "messageId": str(uuid.uuid4()),

@@ -9,8 +9,11 @@ and a child's §10 suspension escalates to the nearest ``wait_for`` or up to the
 
 Modules: ``_types`` (the data), ``_inbox`` (the unsolicited rail's block), ``_budget``
 (carve and live checks), ``_escalation`` (``data.path`` and answer routing), ``_task``
-(the ``task`` tool), ``_turn`` (one turn on the shared loop), ``_runtime`` (the verbs),
-``_snapshot`` (the table as JSON) and ``_level1`` (``agent``).
+(the ``task`` tool), ``_turn`` (one turn on the shared loop), ``_table`` (the handle
+table: ids, walks, closed handles), ``_runtime`` (the verbs), ``_snapshot`` (the table as
+JSON) and ``_level1`` (``agent``). The harness (toolnexus 0.15): ``_completion`` (the
+gate's data), ``_harness`` (guardrails, the gate, :class:`Loop`) and ``_uses``
+(``agent(uses=...)``).
 
 Personas (SPEC §7E) ride on it: ``_soul`` (:func:`compose_soul`), ``_memory``
 (:func:`memory_tool`), ``_persona`` (:func:`agent_from_dir`) and ``_heartbeat``
@@ -18,6 +21,15 @@ Personas (SPEC §7E) ride on it: ``_soul`` (:func:`compose_soul`), ``_memory``
 """
 
 from .._opening import opener as _opener
+from ._completion import LIMIT_COMPLETION as LIMIT_COMPLETION
+from ._completion import Completion as Completion
+from ._completion import Verdict as Verdict
+from ._completion import all_todos_done as all_todos_done
+from ._harness import Loop as Loop
+from ._harness import Outcome as Outcome
+from ._harness import guarded_hooks as guarded_hooks
+from ._harness import harness as harness
+from ._harness import loop_unsupported as loop_unsupported
 from ._heartbeat import StartedAgent as StartedAgent
 from ._heartbeat import start_agent as start_agent
 from ._level1 import Agent as Agent
@@ -36,6 +48,15 @@ from ._types import LIMIT_MAX_TOKENS as LIMIT_MAX_TOKENS
 from ._types import LIMIT_MAX_TOOL_CALLS as LIMIT_MAX_TOOL_CALLS
 from ._types import LIMIT_MAX_TURNS as LIMIT_MAX_TURNS
 from ._types import LIMIT_MAX_WALL_MS as LIMIT_MAX_WALL_MS
+from ._types import LIMIT_TIMEOUT as LIMIT_TIMEOUT
+from ._types import LIMITS as LIMITS
+from ._types import TASK_STATUS_CLOSED as TASK_STATUS_CLOSED
+from ._types import TASK_STATUS_DONE as TASK_STATUS_DONE
+from ._types import TASK_STATUS_ERROR as TASK_STATUS_ERROR
+from ._types import TASK_STATUS_INCOMPLETE as TASK_STATUS_INCOMPLETE
+from ._types import TASK_STATUS_INTERRUPTED as TASK_STATUS_INTERRUPTED
+from ._types import TASK_STATUS_PENDING as TASK_STATUS_PENDING
+from ._types import TASK_STATUS_TIMEOUT as TASK_STATUS_TIMEOUT
 from ._types import TASK_STATUSES as TASK_STATUSES
 from ._types import AgentDef as AgentDef
 from ._types import Budget as Budget
@@ -54,6 +75,8 @@ is an error showing the line to write (``toolnexus_trio._opening``)."""
 __all__ = [
     "BOOTSTRAP_ORDER",
     "HEARTBEAT_OK",
+    "LIMITS",
+    "LIMIT_COMPLETION",
     "LIMIT_MAX_CHILDREN",
     "LIMIT_MAX_CONCURRENT",
     "LIMIT_MAX_DEPTH",
@@ -61,22 +84,38 @@ __all__ = [
     "LIMIT_MAX_TOOL_CALLS",
     "LIMIT_MAX_TURNS",
     "LIMIT_MAX_WALL_MS",
+    "LIMIT_TIMEOUT",
     "TASK_STATUSES",
+    "TASK_STATUS_CLOSED",
+    "TASK_STATUS_DONE",
+    "TASK_STATUS_ERROR",
+    "TASK_STATUS_INCOMPLETE",
+    "TASK_STATUS_INTERRUPTED",
+    "TASK_STATUS_PENDING",
+    "TASK_STATUS_TIMEOUT",
     "Agent",
     "AgentDef",
     "AgentRuntime",
     "Budget",
     "BudgetInfo",
+    "Completion",
     "Handle",
     "HandleView",
     "InboxItem",
+    "Loop",
+    "Outcome",
     "PostResult",
     "SpawnError",
     "StartedAgent",
     "TaskResult",
+    "Verdict",
     "agent",
     "agent_from_dir",
+    "all_todos_done",
     "compose_soul",
+    "guarded_hooks",
+    "harness",
+    "loop_unsupported",
     "memory_tool",
     "open_agent_runtime",
     "start_agent",

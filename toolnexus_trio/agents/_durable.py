@@ -7,7 +7,12 @@ id, two kinds of record, through the store's existing methods only:
 ``"root#table"`` (:data:`TABLE_ID`)
     The handle table: a transcript of one ``system`` message whose content is the
     versioned JSON of :class:`TableDoc` (the runtime's snapshot, plus which root-level
-    approvals are outstanding). Rewritten with a plain ``save`` after every change.
+    approvals are outstanding). Rewritten with a plain ``save`` after every change, and
+    saved *before* the change is told to anyone (a ``pending`` result is durable when
+    ``run`` returns it). It holds what a resume needs, not history: the open handles and
+    the closed children a halted run may reattach to, idle handles' last results cut
+    (see :func:`~toolnexus_trio.agents._snapshot.snapshot`), so it stays far below
+    :data:`MAX_RECORD_CHARS` (a write that would pass it is refused, never stored).
 
 ``"root#pending/<request id>"`` (:func:`pending_id`)
     One per approval the tree returned to the host (a root child that came back
@@ -140,6 +145,11 @@ def table_message(snapshot: Mapping[str, Any], pending: Iterable[PendingEntry]) 
         text = json.dumps(doc, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"the runtime's snapshot is not JSON: {exc}") from None
+    if len(text) > MAX_RECORD_CHARS:
+        # Refused before anything is written: the stored table stays readable.
+        raise ValueError(
+            f"the handle table would be {len(text)} characters (at most {MAX_RECORD_CHARS})"
+        )
     return {"role": "system", "name": "toolnexus-trio-agents", "content": text}
 
 

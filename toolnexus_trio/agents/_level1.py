@@ -9,19 +9,23 @@ the agent a tool for any toolkit (the axiom's other direction: an Agent is a Too
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from .._toolkit import Toolkit
 from .._tools import Tool, ToolContext, ToolResult, ToolSource, pending
 from .._wire import Answer
 from ..a2a import DEFAULT_INPUT_TIMEOUT_MS, A2AServeConfig, A2AServing, OnTask
 from ..a2a import serve as serve_a2a
+from ._completion import Completion
+from ._harness import Guardrail, Loop, Options, guarded_hooks
 from ._runtime import AgentRuntime, open_agent_runtime
 from ._types import AgentDef, Budget, Handle, OnBudget, TaskResult, WaitFor
+from ._uses import tools_of
 
 _PROMPT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -36,11 +40,19 @@ class Agent:
     """An agent of the Level-1 surface: made by :func:`agent`.
 
     ``definition`` is its :class:`AgentDef`; ``team`` the agents its ``task`` tool may
-    delegate to.
+    delegate to; ``guardrails`` as given (the definition's ``hooks`` hold them compiled).
     """
 
     definition: AgentDef
     team: tuple[Agent, ...] = ()
+    guardrails: tuple[Guardrail, ...] = ()
+
+    def loop(
+        self, client_options: Options | Mapping[str, Any], toolkit: Toolkit | None = None
+    ) -> Loop:
+        """The agent as a plain §8 loop over *toolkit* (see :class:`Loop`); what it
+        cannot honour is :func:`loop_unsupported`'s list."""
+        return Loop(self, client_options, toolkit)
 
     @property
     def name(self) -> str:
@@ -184,7 +196,7 @@ def agent(
     name: str,
     *,
     does: str,
-    uses: Sequence[Tool] | None = None,
+    uses: Sequence[Tool] | Mapping[str, Sequence[Tool]] | None = None,
     soul: str | None = None,
     soul_file: str | Path | None = None,
     team: Sequence[Agent] | None = None,
@@ -197,25 +209,36 @@ def agent(
     on_metric: Callable[[dict[str, Any]], None] | None = None,
     on_budget: OnBudget | None = None,
     output_type: Any = None,
+    guardrails: Sequence[Guardrail] = (),
+    completion: Completion | None = None,
 ) -> Agent:
     """An :class:`Agent`: *does* is its description (what a team lead reads), *uses* its
-    tools, *soul* (or the text of *soul_file*) its system prompt, *team* the agents it
-    may delegate to with ``task``, *model* its model (``None``: ``"inherit"``, the
-    runtime's), *output_type* the type of its result (:attr:`TaskResult.output`). The
-    other options are :class:`AgentDef`'s.
+    tools (a list, or the peer's ``{"tools": [...]}``), *soul* (or the text of
+    *soul_file*) its system prompt, *team* the agents it may delegate to with ``task``,
+    *model* its model (``None``: ``"inherit"``, the runtime's), *output_type* the type
+    of its result (:attr:`TaskResult.output`). *guardrails* are compiled into its
+    ``before_tool`` (:func:`guarded_hooks`) and *completion* is its completion gate;
+    both travel with its definition, so they hold wherever it runs, as a delegated
+    child included. The other options are :class:`AgentDef`'s.
     """
     if soul is not None and soul_file is not None:
         raise ValueError("give soul or soul_file, not both")
     if soul_file is not None:
         soul = Path(soul_file).read_text(encoding="utf-8")
     members = tuple(team or ())
+    tools = tools_of(uses)
+    rails = tuple(guardrails)
+    if rails:
+        hooks = guarded_hooks(rails, hooks)
+    if completion is not None and not isinstance(completion, Completion):
+        raise TypeError(f"completion must be a Completion, not {type(completion).__name__}")
     definition = AgentDef(
         name=name,
         description=does,
         system_prompt=soul or "",
         model=model or "inherit",
         budget=budget,
-        tools=list(uses) if uses is not None else None,
+        tools=tools,
         wait_for=wait_for,
         on_spawn=on_spawn,
         on_close=on_close,
@@ -224,5 +247,6 @@ def agent(
         on_metric=on_metric,
         on_budget=on_budget,
         output_type=output_type,
+        completion=completion,
     )
-    return Agent(definition, members)
+    return Agent(definition, members, rails)

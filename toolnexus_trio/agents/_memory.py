@@ -7,8 +7,18 @@ line), ``replace`` swaps every occurrence of an existing substring for ``with``,
 
 Every action writes to disk atomically (the ``write`` builtin's temporary-file-then-
 ``os.replace``), in a worker thread that a cancel waits for, so a cancelled call has
-written the whole change or nothing. Calls are serialised per tool (a lock, and
-``concurrency_safe=False`` for the loop), so two parallel calls never lose an update.
+written the whole change or nothing. Calls are serialised on the home itself: each edit
+holds an OS lock (``flock``) on the home directory, so every memory tool on that home, in
+this process or another, takes its turn and none loses another's update (a per-tool
+lock and ``concurrency_safe=False`` spare the threads a queue). The lock is only ever
+tried, never waited for in a thread: a busy home is retried from Trio after a short
+sleep, so a cancel gets through even while another process holds it.
+
+An entry is one line of data, never structure: the text of ``add`` and the ``with`` of
+``replace`` have every line break (and other control character) turned into a space, so
+an entry cannot start a ``## <file>`` section of the next soul; and an edit that would
+add a Markdown heading line to the file (``#`` ..., or a ``===``/``---`` underline) is
+refused.
 The tool never changes the running prompt: the soul is a snapshot taken at session
 start, and what is written loads at the start of the next session (the description
 tells the model so).
@@ -17,13 +27,16 @@ Refused loudly (an ``is_error`` result, nothing written): a ``replace``/``remove
 substring is absent; a call without ``text`` (or with an empty one; toolnexus 0.21
 accepts it and writes an empty entry); a ``replace`` without ``with``; an edit that
 would grow the file past the 2 MiB bootstrap cap (the end of the file, where ``add``
-writes, would be cut off the next soul); a target that is a symlink leading out of the
-home or not a regular file.
+writes, would be cut off the next soul); an edit that would add a heading; a target that
+is a symlink leading out of the home or not a regular file.
 """
 
 from __future__ import annotations
 
+import collections
+import fcntl
 import os
+import re
 from typing import Any, Final
 
 import trio
@@ -60,13 +73,29 @@ _SCHEMA: Final[dict[str, Any]] = {
 
 _EMPTY_BULLETS: Final = frozenset({"", "-", "*", "+"})
 
+# A Markdown heading line: ATX ("## AGENTS.md") or a setext underline ("===", "---").
+_HEADING: Final = re.compile(r"^ {0,3}(?:#{1,6}(?:[ \t]|$)|=+[ \t]*$|-{2,}[ \t]*$)")
+
+_RETRY_S: Final = (0.001, 0.05)
+"""The first and the longest pause before trying a busy home's lock again."""
+
 
 class _Refused(Exception):
     """A call the tool turns down; its message is the error result's text."""
 
 
+def one_line(text: str) -> str:
+    """*text* as one line of data: line breaks and control characters become spaces."""
+    flat = " ".join(text.splitlines())
+    return "".join(c if c.isprintable() else " " for c in flat).strip()
+
+
+def _headings(text: str) -> collections.Counter[str]:
+    return collections.Counter(line for line in text.splitlines() if _HEADING.match(line))
+
+
 def _add(current: str, text: str) -> str:
-    entry = "\n".join(text.strip().splitlines())
+    entry = one_line(text)
     separator = "" if not current or current.endswith("\n") else "\n"
     return f"{current}{separator}- {entry}\n"
 
@@ -105,9 +134,13 @@ def _edit(home: str, name: str, action: str, text: str, replacement: str | None)
     elif text not in current:
         raise _Refused(f"not found in {name}: {text}")
     elif action == "replace":
-        updated = current.replace(text, replacement or "")
+        updated = current.replace(text, one_line(replacement or ""))
     else:
         updated = _remove(current, text)
+    if _headings(updated) - _headings(current):
+        raise _Refused(
+            f"the edit would add a heading to {name}; entries are one line of data, never structure"
+        )
     encoded = updated.encode("utf-8")
     if len(encoded) > MAX_BOOTSTRAP_BYTES:
         raise _Refused(
@@ -115,6 +148,28 @@ def _edit(home: str, name: str, action: str, text: str, replacement: str | None)
             "the end of it would not load: remove or replace entries first"
         )
     write_atomic(path, path, encoded)
+
+
+def _edit_locked(home: str, name: str, action: str, text: str, replacement: str | None) -> bool:
+    """:func:`_edit` under an exclusive ``flock`` of the home directory (blocking; runs
+    in a worker thread); ``False``, with nothing read or written, while another writer
+    holds it."""
+    real = os.path.realpath(home)
+    if action == "add":
+        os.makedirs(real, exist_ok=True)
+    elif not os.path.exists(real):
+        _edit(home, name, action, text, replacement)  # no file to edit: refused as missing
+        return True
+    fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        _edit(home, name, action, text, replacement)
+        return True
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def memory_tool(dir: str | os.PathLike[str]) -> Tool:
@@ -145,9 +200,15 @@ def memory_tool(dir: str | os.PathLike[str]) -> Tool:
             return ToolResult.error("memory: with is required for replace")
         name = MEMORY_TARGETS[target]
         async with lock:
+            pause = _RETRY_S[0]
             try:
                 # Not abandoned on cancel: the short write finishes, or never starts.
-                await trio.to_thread.run_sync(_edit, home, name, action, text, replacement)
+                while not await trio.to_thread.run_sync(
+                    _edit_locked, home, name, action, text, replacement
+                ):
+                    # Another memory tool (maybe another process) is editing this home.
+                    await trio.sleep(pause)
+                    pause = min(pause * 2, _RETRY_S[1])
             except (_Refused, HomeFileError) as exc:
                 return ToolResult.error(str(exc))
             except OSError as exc:

@@ -1,4 +1,7 @@
-"""The agent runtime (SPEC §7D): the handle tree, the six verbs, gates and escalation.
+"""The agent runtime (SPEC §7D): the handle tree, the six verbs, gates and escalation;
+long because the verbs share one state machine per handle (admission, settle, interrupt,
+close and resume each move it), which reads best in one place. The handle table itself
+(ids, walks, closed handles) is :mod:`._table`, a turn :mod:`._turn`, ``task`` :mod:`._task`.
 
 ``async with open_agent_runtime(registry, ...) as runtime`` opens the runtime's nursery;
 it is the root handle's subtree. Every spawned handle gets a service task in its
@@ -19,7 +22,7 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -37,10 +40,12 @@ from . import _budget, _snapshot
 from ._durable import keep_durable
 from ._escalation import suspended_path
 from ._inbox import turn_input
+from ._table import HandleTable
 from ._turn import Turns
 from ._types import (
     LIMIT_MAX_CHILDREN,
     LIMIT_MAX_DEPTH,
+    LIMIT_TIMEOUT,
     AgentDef,
     Budget,
     Handle,
@@ -57,6 +62,11 @@ if TYPE_CHECKING:
 
 TRACE_LIMIT = 10_000
 """The most runtime events (``trace``) and per-handle transitions kept."""
+
+DEFAULT_MAX_DEPTH = 32
+"""The deepest a handle may be under the root (``open_agent_runtime(max_depth=...)``):
+a model that keeps delegating to its own agent stops there with a ``maxDepth`` refusal."""
+
 
 OnChange = Callable[["AgentRuntime", str, Handle], Awaitable[None]]
 """The persistence seam: awaited after a handle settles, suspends, resumes or closes."""
@@ -93,6 +103,7 @@ class AgentRuntime:
         store: ConversationStore | None,
         hooks: Hooks | Any | None,
         on_metric: OnMetric | None,
+        max_depth: int = DEFAULT_MAX_DEPTH,
     ) -> None:
         if (generate is None) == (llm is None):
             raise ValueError("open_agent_runtime needs exactly one of generate= or llm=")
@@ -100,6 +111,9 @@ class AgentRuntime:
             raise ValueError("inbox_cap must be at least 1")
         if max_concurrent_turns < 1:
             raise ValueError("max_concurrent_turns must be at least 1")
+        if type(max_depth) is not int or max_depth < 1:
+            raise ValueError("max_depth must be an integer of at least 1")
+        self.max_depth = max_depth
         # The key names the agent (spawn, task, ids); a def called otherwise takes it.
         self.registry: dict[str, AgentDef] = {
             key: defn if defn.name == key else attrs.evolve(defn, name=key)
@@ -119,7 +133,7 @@ class AgentRuntime:
         # CapacityLimiter is released by `async with` on any exit, cancellation included.
         self.turn_gate = trio.CapacityLimiter(max_concurrent_turns)
         self.root = Handle("root", None, None, Budget())
-        self._handles: dict[str, Handle] = {"root": self.root}
+        self.table = HandleTable(self.root, self._forget_transcript)
         # Bounded: a long-lived runtime (a persona's heartbeats) keeps the latest events.
         self.trace: collections.deque[str] = collections.deque(maxlen=TRACE_LIMIT)
         self.on_change: OnChange | None = None
@@ -168,20 +182,18 @@ class AgentRuntime:
 
     def handle(self, id: str) -> Handle:
         """The handle with this id (:class:`KeyError` when there is none)."""
-        return self._handles[id]
+        return self.table[id]
 
     def inspect(self, h: Handle) -> HandleView:
         """A read-only view of *h*."""
         return HandleView(h.id, h.state, h.tokens, len(h.inbox), tuple(h.transitions))
 
     def list(self, h: Handle | None = None) -> list[HandleView]:
-        """Views of *h*'s subtree (the whole tree by default), parents before children."""
-        return [self.inspect(node) for node in self._subtree(h or self.root)]
+        """Views of *h*'s subtree (the whole tree by default), parents before children.
 
-    def _subtree(self, h: Handle) -> Iterator[Handle]:
-        yield h
-        for child in h.children:
-            yield from self._subtree(child)
+        A closed handle is listed until 256 more recent ones have closed (then it is
+        forgotten, see :mod:`._table`), so the list of a long-lived runtime stays short."""
+        return [self.inspect(node) for node in self.table.subtree(h or self.root)]
 
     def _note(self, h: Handle, event: str) -> None:
         self.trace.append(f"{h.id}: {event}")
@@ -208,8 +220,7 @@ class AgentRuntime:
         if parent.state == "closed" or parent.closing:
             raise SpawnError(f"handle {parent.id} is closed")
         cap = parent.budget.max_children
-        # Counted only under a cap: a walk of every child per spawn is quadratic.
-        live = 0 if cap is None else sum(1 for c in parent.children if c.state != "closed")
+        live = parent.live_children  # kept up to date: no walk of the children per spawn
         if cap is not None and live >= cap:
             raise SpawnError(
                 f"spawn refused: {parent.id} has {live} children (maxChildren {cap})",
@@ -221,6 +232,11 @@ class AgentRuntime:
                 raise SpawnError(
                     f"spawn refused: deeper than maxDepth {depth} of {node.id}", LIMIT_MAX_DEPTH
                 )
+        if parent.depth + 1 > self.max_depth:
+            raise SpawnError(
+                f"spawn refused: {parent.id} is at the runtime's max_depth {self.max_depth}",
+                LIMIT_MAX_DEPTH,
+            )
         spent = _budget.tokens_exhausted(parent, overspent=False)
         if spent is not None:
             limit, holder = spent
@@ -231,8 +247,7 @@ class AgentRuntime:
         number = parent.seq.get(def_name, 0) + 1
         parent.seq[def_name] = number
         child = Handle(f"{parent.id}/{def_name}.{number}", defn, parent, carved, spawned_at=now)
-        parent.children.append(child)
-        self._handles[child.id] = child
+        self.table.add(child)
         self._start_in(parent, functools.partial(self._serve, child))
         return child
 
@@ -251,12 +266,22 @@ class AgentRuntime:
 
     async def _serve(self, h: Handle) -> None:
         """The handle's service task: its subtree nursery (its children's service tasks
-        run there) and, in its own body, the handle's turns one after the other."""
+        run there) and, in its own body, the handle's turns one after the other.
+
+        Groups are collapsed at every level: a cancel that ends a deep tree at once (the
+        runtime's exit) reaches the top as one ``Cancelled``, not a group nested once
+        per level (which a tree deeper than the stack could not even print)."""
+        with collapse_groups():
+            await self._serve_in_nursery(h)
+
+    async def _serve_in_nursery(self, h: Handle) -> None:
         async with trio.open_nursery() as nursery:
             h.nursery = nursery
-            for fn in h.starts:
-                nursery.start_soon(fn)
-            h.starts.clear()
+            # Popped, not iterated: a loop variable would keep the last child's service
+            # (and so the child) alive for as long as this handle serves.
+            starts, h.starts = h.starts, []
+            while starts:
+                nursery.start_soon(starts.pop(0))
             while not h.finished.is_set():
                 job, h.turn_job = h.turn_job, None
                 if job is not None:
@@ -269,6 +294,7 @@ class AgentRuntime:
             # without a Cancelled raised and caught per handle).
             if nursery.child_tasks:
                 nursery.cancel_scope.cancel()
+        h.nursery = None  # nothing starts under a closed handle
 
     # -- post / wake ---------------------------------------------------------------
 
@@ -355,11 +381,21 @@ class AgentRuntime:
             # a suspended run), and so does the pending state.
             h.task_children.clear()
             h.pending = h.pending_run = h.budget_ask = None
+            self.table.forget_closed()
         self._release_slot(h)
-        settled, h.settled = h.settled, trio.Event()
-        settled.set()
-        if self.on_change is not None:
-            await self.on_change(self, "suspended" if result.status == "pending" else "settled", h)
+        await self._signal(h, "suspended" if result.status == "pending" else "settled")
+
+    async def _signal(self, h: Handle, event: str) -> None:
+        """Make *h*'s change durable, then tell its waiters (never the other way round:
+        what a host is told, a pending result above all, is already in the store)."""
+        try:
+            if self.on_change is not None:
+                h.settling = True  # wait() meanwhile waits for the event set below
+                await self.on_change(self, event, h)
+        finally:
+            h.settling = False
+            settled, h.settled = h.settled, trio.Event()
+            settled.set()
 
     # -- wait / interrupt -----------------------------------------------------------
 
@@ -368,7 +404,7 @@ class AgentRuntime:
 
         On *timeout_ms* the result is ``status="timeout"``; *h* keeps running.
         """
-        if h.state not in ("running",) and not h.queued:
+        if h.state not in ("running",) and not h.queued and not h.settling:
             if h.last_result is not None:
                 return h.last_result
             if h.state == "closed":
@@ -382,19 +418,13 @@ class AgentRuntime:
             await event.wait()
             assert h.last_result is not None
             return h.last_result
-        return TaskResult(
-            f"wait timed out after {timeout_ms:g}ms; {h.id} keeps running",
-            True,
-            "timeout",
-            turns=h.turns,
-            total_tokens=h.tokens,
-            own_tokens=h.own_tokens,
-        )
+        text = f"wait timed out after {timeout_ms:g}ms; {h.id} keeps running"
+        return self._result(h, text, "timeout", LIMIT_TIMEOUT)
 
     async def wait_idle(self, h: Handle) -> HandleState:
         """Return once *h* is neither running nor queued (its state then: ``idle``,
         ``suspended`` or ``closed``). A heartbeat uses it to wake only at idle."""
-        while h.state == "running" or h.queued:
+        while h.state == "running" or h.queued or h.settling:
             await h.settled.wait()
         await trio.lowlevel.checkpoint()
         return h.state
@@ -408,16 +438,27 @@ class AgentRuntime:
         wake is dropped. Never a kill: the handle stays usable.
         """
         self._stop_tree(h, "interrupt")
-        for node in reversed(list(self._subtree(h))):
+        dropped: Handle | None = None
+        for node in reversed(list(self.table.subtree(h, into_closed=False))):
             if node.state == "suspended":
                 self._drop_pending(node, "interrupted")
+                dropped = node
             elif node.queued:
                 self._unqueue(node)
                 self._finish_now(node, self._result(node, "interrupted", "interrupted"))
+        if dropped is not None and self.on_change is not None and self.root.nursery is not None:
+            # This verb is synchronous: the store learns of the cancelled approvals at
+            # once after (the durable record becomes "superseded"), not at the next change.
+            self.root.nursery.start_soon(self._store_change, dropped)
+
+    async def _store_change(self, h: Handle) -> None:
+        if self.on_change is not None:
+            await self.on_change(self, "interrupted", h)
 
     def _drop_pending(self, h: Handle, status: str) -> None:
         h.pending = h.pending_run = h.budget_ask = None
         h.task_children.clear()
+        self.table.forget_closed()
         self._move(h, "idle")
         self._finish_now(h, self._result(h, f"{status}: pending request cancelled", status))
 
@@ -444,7 +485,7 @@ class AgentRuntime:
 
     def _stop_tree(self, h: Handle, reason: str, limit: str | None = None) -> None:
         """Cancel the running turn of *h* and of every descendant (synchronously)."""
-        for node in self._subtree(h):
+        for node in self.table.subtree(h, into_closed=False):
             token = node.token
             if node.state == "running" and token is not None and not token.is_cancelled:
                 node.stop_reason, node.stop_limit = reason, limit
@@ -453,7 +494,14 @@ class AgentRuntime:
     async def _quiesce(self, h: Handle) -> None:
         """Return once no descendant of *h* is running (their turns were cancelled)."""
         while True:
-            busy = next((d for d in self._subtree(h) if d is not h and d.state == "running"), None)
+            busy = next(
+                (
+                    d
+                    for d in self.table.subtree(h, into_closed=False)
+                    if d is not h and d.state == "running"
+                ),
+                None,
+            )
             if busy is None:
                 return
             await busy.settled.wait()
@@ -481,8 +529,18 @@ class AgentRuntime:
             attempt.set()
 
     async def _close(self, h: Handle, *, force: bool, reason: str | None) -> None:
-        for child in list(h.children):
-            await self.close(child, force=force, reason=reason)
+        # Leaf-first without recursion (a tree may be deeper than the stack): the open
+        # descendants, deepest first; again if a running one spawned meanwhile.
+        while True:
+            below = [
+                n
+                for n in self.table.subtree(h, into_closed=False)
+                if n is not h and n.state != "closed"
+            ]
+            if not below:
+                break
+            for node in reversed(below):
+                await self.close(node, force=force, reason=reason)
         if h.queued:
             self._unqueue(h)
         if h.state == "running":
@@ -502,10 +560,16 @@ class AgentRuntime:
             h.last_result = _closed_result(h)
         h.finished.set()
         h.kick.set()
-        settled, h.settled = h.settled, trio.Event()
-        settled.set()
-        if self.on_change is not None:
-            await self.on_change(self, "closed", h)
+        # What a closed handle leaves behind: its view and last result, for a while.
+        self.table.closed(h)
+        await self._signal(h, "closed")
+
+    def _forget_transcript(self, id: str) -> None:
+        # A forgotten handle's transcript goes with it from the runtime's own store.
+        own = self._own_store
+        if own is not None:
+            assert isinstance(own, InMemoryConversationStore)
+            own._threads.pop(id, None)
 
     # -- runs and resume ----------------------------------------------------------------
 
@@ -607,6 +671,7 @@ async def open_agent_runtime(
     store: ConversationStore | None = None,
     hooks: Hooks | Any | None = None,
     on_metric: OnMetric | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> AsyncIterator[AgentRuntime]:
     """Open the §7D agent runtime over *registry* (agent name → :class:`AgentDef`).
 
@@ -615,8 +680,10 @@ async def open_agent_runtime(
     :class:`~toolnexus_trio.models.ClientOptions`; a def's ``model`` overrides its model).
     *store* keeps every handle's transcript under the handle id; *hooks* and
     *on_metric* are forwarded verbatim to every agent's client unless its def sets its
-    own. Leaving the block closes the tree leaf-first (each running turn gets
-    *shutdown_ms* to finish) and cancels whatever is left.
+    own. *max_depth* caps how deep a handle may be under the root (a deeper spawn is
+    refused with ``maxDepth``; 32 unless given), so a model that keeps delegating to its
+    own agent stops. Leaving the block closes the tree leaf-first (each running turn
+    gets *shutdown_ms* to finish) and cancels whatever is left.
     """
     runtime = AgentRuntime(
         registry,
@@ -628,6 +695,7 @@ async def open_agent_runtime(
         store=store,
         hooks=hooks,
         on_metric=on_metric,
+        max_depth=max_depth,
     )
     with collapse_groups():
         async with trio.open_nursery() as nursery:

@@ -27,6 +27,26 @@ if TYPE_CHECKING:
 
 SNAPSHOT_VERSION = 1
 
+TRANSITIONS_KEPT = 64
+"""The latest transitions of a handle the snapshot keeps (a trace, not resume state)."""
+
+ANSWERED_KEPT = 1_000
+"""The latest answered request ids the snapshot keeps (to refuse a replay after a restore;
+a durable tree's take-once records refuse any older one)."""
+
+RESULT_CHARS_KEPT = 65_536
+"""The longest last-result text kept for a handle no resume reads it from (an idle one);
+a longer one is cut (its full text is the last message of the handle's transcript)."""
+
+
+def _durable_result(h: Handle) -> dict[str, Any] | None:
+    result = h.last_result
+    if result is not None and h.state == "idle" and len(result.text) > RESULT_CHARS_KEPT:
+        cut = len(result.text) - RESULT_CHARS_KEPT
+        note = f"\n[cut: {cut} more characters; the full text ends the handle's transcript]"
+        result = attrs.evolve(result, text=result.text[:RESULT_CHARS_KEPT] + note)
+    return _result_json(result)
+
 
 def _result_json(result: TaskResult | None) -> dict[str, Any] | None:
     if result is None:
@@ -48,12 +68,15 @@ def _result_from(data: dict[str, Any] | None) -> TaskResult | None:
 
 
 def snapshot(rt: AgentRuntime) -> dict[str, Any]:
-    """The handle table of *rt* as a JSON-safe dict (parents before children)."""
+    """The handle table of *rt* as a JSON-safe dict (parents before children).
+
+    Only what a resume needs: the open handles and the closed children a halted run
+    may reattach to (not every handle ever spawned), each with its latest transitions
+    and, when idle, its last result's text cut to :data:`RESULT_CHARS_KEPT`.
+    """
     now = trio.current_time()
     handles = []
-    for h in rt._subtree(rt.root):
-        if h is rt.root:
-            continue
+    for h in rt.table.kept():
         assert h.defn is not None
         assert h.parent is not None
         handles.append(
@@ -63,7 +86,7 @@ def snapshot(rt: AgentRuntime) -> dict[str, Any]:
                 "parent": h.parent.id,
                 "state": h.state,
                 "budget": attrs.asdict(h.budget),
-                "transitions": list(h.transitions),
+                "transitions": h.transitions[-TRANSITIONS_KEPT:],
                 "inbox": [[i.from_, i.channel, i.text] for i in h.inbox],
                 "tokens": h.tokens,
                 "own_tokens": h.own_tokens,
@@ -76,14 +99,14 @@ def snapshot(rt: AgentRuntime) -> dict[str, Any]:
                 "pending": h.pending.to_json() if h.pending is not None else None,
                 "pending_run": h.pending_run.to_json() if h.pending_run is not None else None,
                 "budget_ask": h.budget_ask.to_json() if h.budget_ask is not None else None,
-                "last_result": _result_json(h.last_result),
+                "last_result": _durable_result(h),
                 "spawn_hook_done": h.spawn_hook_done,
             }
         )
     return {
         "version": SNAPSHOT_VERSION,
         "root": {"seq": dict(rt.root.seq), "tokens": rt.root.tokens},
-        "answered": dict(rt.answered),
+        "answered": dict(list(rt.answered.items())[-ANSWERED_KEPT:]),
         "handles": handles,
     }
 
@@ -107,7 +130,7 @@ def restore(rt: AgentRuntime, data: dict[str, Any]) -> None:
         defn = rt.registry.get(item["def"])
         if defn is None:
             raise ValueError(f"snapshot handle {item['id']} runs {item['def']!r}: not in registry")
-        parent = rt._handles[item["parent"]]
+        parent = rt.table[item["parent"]]
         h = Handle(
             item["id"],
             defn,
@@ -129,14 +152,13 @@ def restore(rt: AgentRuntime, data: dict[str, Any]) -> None:
         ask = item.get("budget_ask")
         h.budget_ask = Request.from_json(ask) if ask else None
         h.spawn_hook_done = item["spawn_hook_done"]
-        parent.children.append(h)
-        rt._handles[h.id] = h
+        rt.table.add(h)
         if h.state == "closed":
             h.finished.set()
             h.kick.set()
         else:
             rt._start_in(parent, functools.partial(rt._serve, h))
     for item in data["handles"]:
-        h = rt._handles[item["id"]]
+        h = rt.table[item["id"]]
         for agent, prompt, child_id in item["task_children"]:
-            h.task_children[(agent, prompt)] = rt._handles[child_id]
+            h.task_children[(agent, prompt)] = rt.table[child_id]

@@ -34,8 +34,10 @@ from ..loop._results import GenerateRequest, InProcessOptions, RunError, RunResu
 from ..loop._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
 from ..models._source import HttpTurns
 from . import _budget
+from ._completion import LIMIT_COMPLETION
 from ._escalation import ask as _ask
 from ._escalation import stamp
+from ._harness import gated_turn
 from ._task import task_tool
 from ._types import (
     LIMIT_MAX_TURNS,
@@ -274,6 +276,8 @@ class Turns:
                 return None
             await self.check_tokens(h, overspent=False)  # live walk before the turn
             history = await self.rt.load(h.id)
+            if h.defn.completion is not None:  # the gate reaches children via the registry
+                return await gated_turn(self, h, text, history, token)
             client = self.client(h, max_turns)
             return await client.run(text, self.toolkit(h), history=history, cancel=token)
 
@@ -291,16 +295,23 @@ class Turns:
 
         async def body(token: CancelToken) -> RunResult | None:
             client = self.client(h, self._max_turns(h, halted.turns))
+
             # resuspend: a call still waiting (a child that asks again, or a sibling
             # suspension of the halted turn not answered yet) keeps this level pending
             # on it, to be escalated like the first request (SPEC §10 first-in-order).
-            return await client.resume(
-                halted,
-                {answer.id: answer},
-                toolkit=self.toolkit(h),
-                cancel=token,
-                resuspend=True,
-            )
+            async def resume() -> RunResult:
+                return await client.resume(
+                    halted,
+                    {answer.id: answer},
+                    toolkit=self.toolkit(h),
+                    cancel=token,
+                    resuspend=True,
+                )
+
+            assert h.defn is not None
+            if h.defn.completion is not None:  # an approval does not get a run past the gate
+                return await gated_turn(self, h, "", None, token, first=resume)
+            return await resume()
 
         await self._drive(h, body)
 
@@ -425,6 +436,8 @@ class Turns:
             return result, False, None
         if run.status == "incomplete":
             limit = run.limit or LIMIT_MAX_TURNS
+            if limit == LIMIT_COMPLETION:  # the text is the gate's own message
+                return rt._result(h, run.text, "incomplete", limit), False, run.messages
             text = f"incomplete: budget exhausted ({limit})"
             if run.text:
                 text += f"; partial: {run.text}"

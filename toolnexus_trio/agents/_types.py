@@ -16,6 +16,7 @@ from .._cancel import CancelToken
 from .._tools import Tool
 from .._wire import Answer, Request
 from ..loop._results import Hooks, OnMetric
+from ._completion import LIMIT_COMPLETION, Completion
 
 HandleState = Literal["idle", "running", "suspended", "closed"]
 """The states of a handle (SPEC §7D "Handle state machine")."""
@@ -33,6 +34,14 @@ TASK_STATUSES: Final[tuple[str, ...]] = (
 )
 """The closed vocabulary of :attr:`TaskResult.status` (identical in every port)."""
 
+TASK_STATUS_DONE: Final = "done"
+TASK_STATUS_PENDING: Final = "pending"
+TASK_STATUS_INCOMPLETE: Final = "incomplete"
+TASK_STATUS_INTERRUPTED: Final = "interrupted"
+TASK_STATUS_CLOSED: Final = "closed"
+TASK_STATUS_TIMEOUT: Final = "timeout"
+TASK_STATUS_ERROR: Final = "error"
+
 LIMIT_MAX_TURNS: Final = "maxTurns"
 LIMIT_MAX_TOKENS: Final = "maxTokens"
 LIMIT_MAX_TOOL_CALLS: Final = "maxToolCalls"
@@ -40,8 +49,55 @@ LIMIT_MAX_WALL_MS: Final = "maxWallMs"
 LIMIT_MAX_CHILDREN: Final = "maxChildren"
 LIMIT_MAX_CONCURRENT: Final = "maxConcurrent"
 LIMIT_MAX_DEPTH: Final = "maxDepth"
+LIMIT_TIMEOUT: Final = "timeout"
+
+LIMITS: Final[tuple[str, ...]] = (
+    LIMIT_MAX_TURNS,
+    LIMIT_MAX_TOKENS,
+    LIMIT_MAX_TOOL_CALLS,
+    LIMIT_MAX_WALL_MS,
+    LIMIT_MAX_CHILDREN,
+    LIMIT_MAX_CONCURRENT,
+    LIMIT_MAX_DEPTH,
+    LIMIT_COMPLETION,
+    LIMIT_TIMEOUT,
+)
+"""The closed vocabulary of :attr:`TaskResult.limit` (toolnexus 0.21's nine). ``limit``
+is set if and only if ``status`` is ``"incomplete"`` or ``"timeout"``: a budget stop
+names its limit, a ``wait`` that times out names ``"timeout"``."""
 
 BudgetVerdict = Literal["stop", "extend", "suspend"]
+
+MAX_NAME_CHARS: Final = 128
+"""The longest agent name (it is a segment of every id of its handles)."""
+
+
+def check_agent_name(name: object) -> None:
+    """Raise :class:`ValueError` unless *name* can be an agent's name.
+
+    A name is a segment of the handle ids (``root/<name>.<n>``) and of the durable
+    records keyed by them, so it may not be empty or longer than :data:`MAX_NAME_CHARS`,
+    nor hold ``/`` (the id separator), ``#`` (the durable records' marker),
+    whitespace or control characters; ``.`` and ``..`` are refused too.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"an agent name is a string, not {type(name).__name__}")
+    if not name or len(name) > MAX_NAME_CHARS:
+        raise ValueError(f"an agent name has 1 to {MAX_NAME_CHARS} characters, not {len(name)}")
+    bad = next(
+        (c for c in name if c in "/#\\" or c.isspace() or not c.isprintable()),
+        None,
+    )
+    if bad is not None or name in (".", ".."):
+        what = "the name" if bad is None else f"{bad!r}"
+        raise ValueError(
+            f"invalid agent name {name!r}: {what} cannot be part of a handle id "
+            "(no '/', '#', '\\\\', whitespace or control characters)"
+        )
+
+
+def _valid_name(_: object, __: object, value: str) -> None:
+    check_agent_name(value)
 
 
 @attrs.frozen
@@ -93,10 +149,16 @@ class AgentDef:
     ``"extend"`` (the limit no longer stops the current wake) or ``"suspend"`` (ask
     for approval through §10). ``output_type`` makes each of its runs end with a typed
     value (the agent's client option, tool mode; it replaces ``ClientOptions.output_type``):
-    :attr:`TaskResult.output`, and JSON for a parent's ``task`` tool.
+    :attr:`TaskResult.output`, and JSON for a parent's ``task`` tool. ``completion`` is
+    the completion gate of each wake (:class:`~toolnexus_trio.agents.Completion`;
+    guardrails arrive compiled in ``hooks``).
+
+    ``name`` is checked here (:func:`check_agent_name`): it becomes a segment of every
+    handle id, so ``/``, ``#``, whitespace and control characters are refused with a
+    :class:`ValueError`.
     """
 
-    name: str
+    name: str = attrs.field(validator=_valid_name)
     description: str
     system_prompt: str
     model: str
@@ -110,6 +172,7 @@ class AgentDef:
     on_metric: OnMetric | None = None
     on_budget: OnBudget | None = None
     output_type: Any = None
+    completion: Completion | None = None
 
 
 @attrs.frozen
@@ -205,7 +268,8 @@ class Handle:
         self.state: HandleState = "idle"
         self.transitions: list[str] = []
         self.inbox: list[InboxItem] = []
-        self.children: list[Handle] = []
+        self.children: list[Handle] = []  # live ones, and the latest closed ones kept
+        self.live_children = 0  # children not closed: what max_children counts
         self.tokens = 0  # own model calls plus every descendant's, rolled up live
         self.own_tokens = 0
         self.turns = 0
@@ -234,6 +298,8 @@ class Handle:
         self.nursery: trio.Nursery | None = None
         self.starts: list[Callable[[], Awaitable[None]]] = []
         self.settled = trio.Event()
+        # True while a settle is being made durable: the new result is not told yet.
+        self.settling = False
         self.finished = trio.Event()  # set when the handle is closed: its service ends
         self.close_attempt = trio.Event()  # set when the close under way ends (or fails)
         self.turn_job: Callable[[], Awaitable[None]] | None = None  # the next turn to run

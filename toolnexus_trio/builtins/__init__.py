@@ -10,7 +10,9 @@ tools and may confine the file tools to a ``base_dir``; ``create_toolkit`` adds 
 import attrs as _attrs
 
 from ._config import BUILTIN_ORDER as BUILTIN_ORDER
+from ._config import DEFAULT_SHELL as DEFAULT_SHELL
 from ._config import BuiltinsConfig as BuiltinsConfig
+from ._config import builtin_shell as builtin_shell
 from ._files import MAX_FILE_BYTES as MAX_FILE_BYTES
 from ._question import render_questions as render_questions
 from ._registry import builtin_tools as builtin_tools
@@ -22,11 +24,13 @@ from ._web import strip_html as strip_html
 
 __all__ = [
     "BUILTIN_ORDER",
+    "DEFAULT_SHELL",
     "KILL_GRACE_SECONDS",
     "MAX_FETCH_BYTES",
     "MAX_FILE_BYTES",
     "OUTPUT_LIMIT",
     "BuiltinsConfig",
+    "builtin_shell",
     "builtin_tools",
     "render_questions",
     "strip_html",

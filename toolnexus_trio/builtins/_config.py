@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -31,8 +32,29 @@ READ_ONLY_BUILTINS = ("read", "grep", "glob", "todowrite")
 """The builtins :meth:`BuiltinsConfig.read_only` keeps."""
 
 
+DEFAULT_SHELL: tuple[str, ...] = ("/bin/sh", "-c")
+"""The interpreter ``bash`` runs a command with when the host names none."""
+
+
 def _to_base_dir(value: str | os.PathLike[str] | None) -> str | None:
     return None if value is None else os.fspath(value)
+
+
+def _to_shell(value: Any) -> tuple[str, ...] | None:
+    """``shell`` as a tuple of non-empty strings (an argv prefix), checked at once."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise TypeError(
+            f"BuiltinsConfig(shell=...) takes an argv list such as ['/bin/bash', '-c'], "
+            f"not {type(value).__name__} {value!r:.60}"
+        )
+    argv = tuple(value)
+    if not argv or not all(isinstance(a, str) and a and "\0" not in a for a in argv):
+        raise ValueError(
+            f"BuiltinsConfig(shell=...) must be non-empty strings without NUL, not {value!r:.80}"
+        )
+    return argv
 
 
 @attrs.frozen
@@ -56,6 +78,11 @@ class BuiltinsConfig:
     enabled: bool = True
     tools: Mapping[str, bool] = attrs.field(factory=dict)
     base_dir: str | None = attrs.field(default=None, converter=_to_base_dir)
+    shell: tuple[str, ...] | None = attrs.field(default=None, converter=_to_shell)
+    """The interpreter ``bash`` runs a command with: an argv prefix used verbatim, the
+    command appended as its last argument (``["/bin/bash", "-lc"]``, ``["zsh", "-c"]``);
+    ``None``: :data:`DEFAULT_SHELL` (see :func:`builtin_shell`). ``metadata["shell"]``
+    of each call shows it joined by spaces."""
 
     @classmethod
     def off(cls) -> BuiltinsConfig:
@@ -73,6 +100,49 @@ class BuiltinsConfig:
         """
         off = {name: False for name in BUILTIN_ORDER if name not in READ_ONLY_BUILTINS}
         return cls(tools=off, base_dir=base_dir)
+
+    @classmethod
+    def of(cls, value: BuiltinsConfig | bool | Mapping[str, Any] | None) -> BuiltinsConfig:
+        """*value* as a config: ``None`` or ``True`` all on, ``False`` off, a config as
+        it is, or a config file's ``builtins`` object (toolnexus 0.21's form):
+        ``{"enabled": bool, "tools": {name: bool}, "disabled": [names], "baseDir": str,
+        "shell": [argv]}``, every key optional; another key is a :class:`ValueError`."""
+        if value is None or value is True:
+            return cls()
+        if value is False:
+            return cls.off()
+        if isinstance(value, BuiltinsConfig):
+            return value
+        if not isinstance(value, Mapping):
+            raise TypeError(
+                f"builtins must be a BuiltinsConfig, a bool or an object, not {value!r:.60}"
+            )
+        known = ("enabled", "tools", "disabled", "baseDir", "base_dir", "shell")
+        for key in value:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"builtins: unknown key {key!r}{hint}")
+        enabled = value.get("enabled", True)
+        tools = value.get("tools", {})
+        disabled = value.get("disabled", [])
+        if not isinstance(enabled, bool):
+            raise ValueError("builtins.enabled must be true or false")
+        if not isinstance(tools, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, bool) for k, v in tools.items()
+        ):
+            raise ValueError("builtins.tools must map tool names to true or false")
+        if not isinstance(disabled, list) or not all(isinstance(n, str) for n in disabled):
+            raise ValueError("builtins.disabled must be an array of tool names")
+        base_dir = value.get("baseDir", value.get("base_dir"))
+        if base_dir is not None and not isinstance(base_dir, str):
+            raise ValueError("builtins.baseDir must be a string")
+        merged = {**tools, **dict.fromkeys(disabled, False)}
+        return cls(enabled, merged, base_dir, value.get("shell"))
+
+    def shell_argv(self) -> tuple[str, ...]:
+        """The argv prefix ``bash`` uses: ``shell``, or :data:`DEFAULT_SHELL`."""
+        return self.shell if self.shell is not None else DEFAULT_SHELL
 
     def is_on(self, name: str) -> bool:
         """Whether builtin *name* is enabled."""
@@ -155,3 +225,11 @@ def builtin(name: str, description: str, schema: JSONSchema, run: Run) -> Tool:
         source=ToolSource.BUILTIN,
         execute=execute,
     )
+
+
+def builtin_shell(config: BuiltinsConfig | None = None) -> str:
+    """The interpreter the ``bash`` builtin uses under *config* (the default config when
+    ``None``), as ``metadata["shell"]`` reports it: ``"/bin/sh -c"`` unless the host
+    named its own with ``BuiltinsConfig(shell=[...])``. The default is fixed, never
+    sniffed from ``$SHELL``: the SPEC's ``bash`` is a POSIX shell everywhere."""
+    return " ".join((config or BuiltinsConfig()).shell_argv())

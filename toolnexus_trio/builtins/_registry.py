@@ -33,4 +33,7 @@ def builtin_tools(config: BuiltinsConfig) -> list[Tool]:
     if not config.enabled:
         return []
     place = Place(config.base_dir)
-    return [_MAKERS[name](place) for name in BUILTIN_ORDER if config.is_on(name)]
+    makers = _MAKERS
+    if config.shell is not None:  # the host's interpreter for bash
+        makers = {**_MAKERS, "bash": lambda place: bash_tool(place, config.shell)}
+    return [makers[name](place) for name in BUILTIN_ORDER if config.is_on(name)]

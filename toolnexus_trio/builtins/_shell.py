@@ -21,6 +21,7 @@ from __future__ import annotations
 import codecs
 import collections
 import subprocess
+from collections.abc import Sequence
 from typing import Any, Final
 
 import attrs
@@ -139,13 +140,16 @@ class ShellOutcome:
     background_left: bool
 
 
-async def run_shell(command: str, cwd: str | None, timeout_seconds: float) -> ShellOutcome:
-    """Run *command* in its own process tree for at most *timeout_seconds*.
+async def run_shell(
+    command: str, cwd: str | None, timeout_seconds: float, shell: Sequence[str] = (SHELL, "-c")
+) -> ShellOutcome:
+    """Run *command* with *shell* (an argv prefix) in its own process tree for at most
+    *timeout_seconds*.
 
     Cancellation propagates once the process tree is gone.
     """
     tree = await open_tree(
-        [SHELL, "-c", command],
+        [*shell, command],
         linger=False,  # the call ends with the shell; background jobs are left running
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -179,8 +183,11 @@ async def run_shell(command: str, cwd: str | None, timeout_seconds: float) -> Sh
     return ShellOutcome(output, None if timed_out else tree.returncode, killed, omitted, background)
 
 
-def bash_tool(place: Place) -> Tool:
-    """The ``bash`` builtin for *place* (``base_dir`` confines ``workdir``)."""
+def bash_tool(place: Place, shell: Sequence[str] | None = None) -> Tool:
+    """The ``bash`` builtin for *place* (``base_dir`` confines ``workdir``), running
+    commands with *shell* (an argv prefix; default ``/bin/sh -c``)."""
+    argv = tuple(shell) if shell is not None else (SHELL, "-c")
+    label = SHELL_LABEL if shell is None else " ".join(argv)
 
     async def run(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         command = required(args, "command")
@@ -188,8 +195,8 @@ def bash_tool(place: Place) -> Tool:
         if timeout_ms is None:
             timeout_ms = DEFAULT_TIMEOUT_MS
         cwd = await place.resolve_async(args.get("workdir") or place.default_dir())
-        done = await run_shell(command, cwd, max(timeout_ms, 0) / 1000)
-        metadata: dict[str, Any] = {"shell": SHELL_LABEL}
+        done = await run_shell(command, cwd, max(timeout_ms, 0) / 1000, argv)
+        metadata: dict[str, Any] = {"shell": label}
         if done.exit_code is None:
             metadata.update(timedOut=True, killedTree=done.killed_tree)
         else:

@@ -1,4 +1,4 @@
-"""``python -m toolnexus_trio ask "<prompt>" --base-url URL --style openai|anthropic --model M``.
+"""``python -m toolnexus_trio ask "<prompt>" --base-url URL --style STYLE --model M``.
 
 One :meth:`Client.ask <toolnexus_trio.Client.ask>` with the builtins toolkit, against any
 OpenAI- or Anthropic-style endpoint: a hosted one, or a local llama.cpp, Ollama or vLLM
@@ -24,8 +24,10 @@ Exit codes: 0 done; 1 ``error: ...`` (the model call failed after its retries, t
 hit ``--max-turns``, ...); 2 bad arguments; 130 interrupted (Ctrl-C).
 
 The API key is ``--api-key``, else the environment (``OPENAI_API_KEY`` /
-``OPENROUTER_API_KEY`` for the openai style, ``ANTHROPIC_API_KEY`` for anthropic); with
-none, no auth header is sent (local servers).
+``OPENROUTER_API_KEY`` for the openai and responses styles, ``ANTHROPIC_API_KEY`` for
+anthropic, ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY`` for gemini); with none, no auth
+header is sent (local servers). ``STYLE`` is ``openai``, ``anthropic``, ``responses`` or
+``gemini``.
 """
 
 from __future__ import annotations
@@ -295,15 +297,17 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--style",
         required=True,
-        choices=["openai", "anthropic"],
-        help="the wire: /chat/completions or /messages",
+        choices=["openai", "anthropic", "responses", "gemini"],
+        help="the wire: /chat/completions, /messages, /responses (OpenAI's Responses "
+        "API) or /models/{model}:generateContent (Gemini)",
     )
     parser.add_argument("--model", required=True, help="the model name, sent as is")
     parser.add_argument(
         "--api-key",
         default=None,
-        help="default: OPENAI_API_KEY / OPENROUTER_API_KEY (openai) or ANTHROPIC_API_KEY "
-        "(anthropic) from the environment; none sends no auth header",
+        help="default: OPENAI_API_KEY / OPENROUTER_API_KEY (openai, responses), "
+        "ANTHROPIC_API_KEY (anthropic) or GEMINI_API_KEY / GOOGLE_API_KEY (gemini) from the "
+        "environment; none sends no auth header",
     )
     parser.add_argument("--system", default=None, help="a system prompt")
     parser.add_argument("--max-turns", type=_positive, default=10, help="default: 10")

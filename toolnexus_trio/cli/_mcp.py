@@ -12,9 +12,14 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..mcp._config import serve_profile
 from ..mcp._types import MCPServeConfig
+
+if TYPE_CHECKING:
+    from .._toolkit import Toolkit
+    from ._log import TerminalLog
 
 
 def add_serve_parser(commands: Any) -> None:
@@ -72,16 +77,7 @@ def add_serve_parser(commands: Any) -> None:
 def _profile(raw: dict[str, Any], args: argparse.Namespace) -> MCPServeConfig:
     block = raw.get("mcpServer")
     block = block if isinstance(block, dict) else {}
-    tools = args.tools if args.tools else block.get("tools")
-    if tools is not None and not (
-        isinstance(tools, list) and all(isinstance(t, str) for t in tools)
-    ):
-        raise ValueError("mcpServer.tools must be an array of tool names")
-    name = args.name or block.get("name") or "toolnexus"
-    version = args.server_version or block.get("version") or "0.1.0"
-    if not isinstance(name, str) or not isinstance(version, str):
-        raise ValueError("mcpServer.name and mcpServer.version must be strings")
-    return MCPServeConfig(name=name, version=version, tools=tools)
+    return serve_profile(block, name=args.name, version=args.server_version, tools=args.tools)
 
 
 def read_config_file(path: str) -> dict[str, Any]:
@@ -97,7 +93,13 @@ def read_config_file(path: str) -> dict[str, Any]:
 
 def run_serve(args: argparse.Namespace) -> int:
     """Run the ``serve`` command; returns the exit code."""
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
+    from ._log import terminal_logging
+
+    with terminal_logging(names=True) as log:
+        return _run_serve(args, log)
+
+
+def _run_serve(args: argparse.Namespace, log: TerminalLog) -> int:
     from ..mcp._sdk import require_sdk
 
     try:
@@ -132,7 +134,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     import trio
 
-    from .._toolkit import Toolkit, ToolkitOptions, open_toolkit
+    from .._toolkit import ToolkitOptions, open_toolkit
     from ..mcp._stdin import LineTooLong
     from ._commands import run_command, stopped_by_sigterm
 
@@ -158,10 +160,9 @@ def run_serve(args: argparse.Namespace) -> int:
         # SIGTERM stops as Ctrl-C does: the toolkit is closed, so the MCP servers it
         # started are stopped too, not orphaned.
         try:
+            log.hold()  # the library logs each failure too: one report is enough
             async with stopped_by_sigterm(), open_toolkit(options) as toolkit:
-                for name, status in toolkit.mcp_status().items():
-                    if status.state == "failed":
-                        print(f"MCP server {name!r} failed: {status.error}", file=sys.stderr)
+                report_failed_servers(toolkit, log)
                 await serve(toolkit)
         except LineTooLong as exc:  # the client's fault, said in one line
             print(f"error: {exc}", file=sys.stderr)
@@ -169,6 +170,28 @@ def run_serve(args: argparse.Namespace) -> int:
         return 0
 
     return run_command(main)  # Ctrl-C: the shared goodbye line (stderr) and exit 130
+
+
+def report_failed_servers(toolkit: Toolkit, log: TerminalLog) -> None:
+    """Each MCP server of *toolkit* that failed to start, one escaped line on stderr;
+    then the log records *log* held meanwhile, except those saying the same again."""
+    from ._ask import _one_line
+
+    failed = {
+        name: status.error or ""
+        for name, status in toolkit.mcp_status().items()
+        if status.state == "failed"
+    }
+    for name, error in failed.items():
+        print(_one_line(f"MCP server {name!r} failed: {error}", 2000), file=sys.stderr, flush=True)
+
+    def reported(message: str) -> bool:
+        return any(
+            message.startswith(f"MCP server {name!r}") and error in message
+            for name, error in failed.items()
+        )
+
+    log.show_held(skip=reported)
 
 
 def add_gateway_mcp_options(gateway: Any) -> None:
@@ -203,9 +226,13 @@ def add_gateway_mcp_options(gateway: Any) -> None:
 
 def run_gateway_mcp(args: argparse.Namespace) -> int:
     """Run ``gateway --mcp``: the Tesseron gateway as an MCP server on stdio."""
-    logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr, format="%(name)s: %(message)s"
-    )
+    from ._log import terminal_logging
+
+    with terminal_logging(level=logging.getLevelName(args.log_level.upper()), names=True):
+        return _run_gateway_mcp(args)
+
+
+def _run_gateway_mcp(args: argparse.Namespace) -> int:
     from ..mcp._sdk import require_sdk
 
     try:

@@ -7,7 +7,10 @@ the model keeps the context, its answer streamed as it arrives. ``--once PROMPT`
 once and exits instead.
 
 The streams are ``ask``'s: the answer on stdout, everything else (tool calls, questions,
-the ``done: ...`` line of each turn, errors, the ``> `` prompt on a terminal) on stderr.
+the ``done: ...`` line of each turn, errors, the start-up banner) on stderr. On a
+terminal the ``> `` prompt is read with line editing and history (:mod:`._prompt`);
+each MCP server that failed to start is reported once, and every log line is escaped
+(:mod:`._log`).
 So are the tool rules (:mod:`._ask_guard`): file tools confined to the current directory,
 a question before each ``bash``, ``write``, ``edit`` and ``apply_patch`` (``--yes``: none).
 
@@ -54,7 +57,9 @@ from ._ask import (
 )
 from ._ask_guard import ask_tools
 from ._commands import stopped_by_signal
-from ._mcp import read_config_file
+from ._log import TerminalLog, terminal_logging
+from ._mcp import read_config_file, report_failed_servers
+from ._prompt import PromptLines
 from ._terminal import TerminalLines, is_terminal
 
 CONVERSATION_ID: Final = "run"
@@ -119,7 +124,13 @@ def _toolkit_options(args: argparse.Namespace, *, confirm: bool) -> ToolkitOptio
     """What the toolkit holds; a bad ``--config`` is a :class:`ValueError`."""
     from ..mcp._config import parse_mcp_config
 
-    servers = parse_mcp_config(read_config_file(args.config)) if args.config else None
+    servers = None
+    if args.config:
+        raw = read_config_file(args.config)
+        try:
+            servers = parse_mcp_config(raw)
+        except ValueError as exc:  # which file: the message names the server and the key
+            raise ValueError(f"{args.config}: {exc}") from None
     # The builtins as ask gives them (confined, asking first), plus --config and --skills.
     return ToolkitOptions(
         extra_tools=ask_tools(os.getcwd(), confirm=confirm),
@@ -138,12 +149,15 @@ def _checked_options(args: argparse.Namespace, *, confirm: bool) -> ToolkitOptio
 
 
 @asynccontextmanager
-async def _toolkit(options: ToolkitOptions) -> AsyncIterator[Toolkit]:
-    async with open_toolkit(options) as toolkit:
-        for name, status in toolkit.mcp_status().items():
-            if status.state == "failed":
-                print(f"MCP server {name!r} failed: {status.error}", file=sys.stderr, flush=True)
-        yield toolkit
+async def _toolkit(options: ToolkitOptions, log: TerminalLog) -> AsyncIterator[Toolkit]:
+    """The toolkit, each MCP server that failed to start reported once (escaped)."""
+    log.hold()  # the library logs each failure too: one report is enough
+    try:
+        async with open_toolkit(options) as toolkit:
+            report_failed_servers(toolkit, log)
+            yield toolkit
+    finally:
+        log.show_held()
 
 
 # tools ------------------------------------------------------------------------------------
@@ -151,12 +165,16 @@ async def _toolkit(options: ToolkitOptions) -> AsyncIterator[Toolkit]:
 
 def main_tools(args: argparse.Namespace) -> int:
     """Run the ``tools`` command; returns the exit code."""
-    options = _checked_options(args, confirm=True)
-    if options is None:
-        return 2
+    with terminal_logging() as log:
+        options = _checked_options(args, confirm=True)
+        if options is None:
+            return 2
+        return _main_tools(options, log)
 
+
+def _main_tools(options: ToolkitOptions, log: TerminalLog) -> int:
     async def tools() -> int:
-        async with _toolkit(options) as toolkit:
+        async with _toolkit(options, log) as toolkit:
             listed = toolkit.tools()
         width = max((len(tool.name) for tool in listed), default=0)
         for tool in listed:
@@ -173,18 +191,19 @@ def main_tools(args: argparse.Namespace) -> int:
 
 def main_run(args: argparse.Namespace) -> int:
     """Run the ``run`` command; returns the exit code (see the module doc)."""
-    options = _checked_options(args, confirm=not args.yes)
-    if options is None:
-        return 2
-    printer = TurnPrinter(sys.stdout, sys.stderr)
+    with terminal_logging() as log:
+        options = _checked_options(args, confirm=not args.yes)
+        if options is None:
+            return 2
+        printer = TurnPrinter(sys.stdout, sys.stderr)
 
-    async def session() -> int:
-        try:
-            return await _session(args, options, printer)
-        finally:
-            printer.end_text()  # an answer cut by Ctrl-C still ends its line
+        async def session() -> int:
+            try:
+                return await _session(args, options, printer, log)
+            finally:
+                printer.end_text()  # an answer cut by Ctrl-C still ends its line
 
-    return run_guarded(session, printer)
+        return run_guarded(session, printer)
 
 
 def _client_options(args: argparse.Namespace, **more: Any) -> ClientOptions:
@@ -198,7 +217,10 @@ def _client_options(args: argparse.Namespace, **more: Any) -> ClientOptions:
 
 
 async def _session(
-    args: argparse.Namespace, toolkit_options: ToolkitOptions, printer: TurnPrinter
+    args: argparse.Namespace,
+    toolkit_options: ToolkitOptions,
+    printer: TurnPrinter,
+    log: TerminalLog,
 ) -> int:
     lines = TerminalLines()  # one reader for the prompt and the tools' questions
     hooks = printer.hooks()
@@ -215,7 +237,7 @@ async def _session(
         )
         async with (
             create_client(options) as client,
-            _toolkit(toolkit_options) as toolkit,
+            _toolkit(toolkit_options, log) as toolkit,
         ):
             if args.once is not None:
                 result = await client.ask(
@@ -224,12 +246,13 @@ async def _session(
                 printer.end_text()
                 return _finish(result, printer)
             on_terminal = is_terminal()
+            prompt = PromptLines(lines)
+            if on_terminal:
+                printer.info(banner(args.model, len(toolkit.tools())), width=2000)
             while True:
-                if on_terminal:
-                    print("> ", end="", file=sys.stderr, flush=True)
                 line = None
                 try:
-                    line = await lines.readline()
+                    line = await prompt.readline()
                 finally:
                     if line is None and on_terminal:
                         # Ctrl-D or Ctrl-C left the prompt's line open: end it.
@@ -238,6 +261,14 @@ async def _session(
                     return 0
                 if line.strip():
                     await _turn(client, toolkit, line, printer)
+
+
+def banner(model: str, tools: int) -> str:
+    """The line ``run`` starts with on a terminal: the model, the tools, how to quit."""
+    return (
+        f"toolnexus-trio run: model {model!r}, {tools} tool{'s' * (tools != 1)}; "
+        "'exit' or Ctrl-D quits, Ctrl-C cancels a turn"
+    )
 
 
 async def _turn(client: Client, toolkit: Toolkit, line: str, printer: TurnPrinter) -> None:

@@ -55,7 +55,7 @@ class _Call:
         self.elicitation: bool = session.check_client_capability(_ELICITATION)
         self.client_name = _client_name(ctx)
         self.token: str | int | None = None
-        self.cursor = 0  # MCP progress must increase
+        self.cursor = -1  # MCP progress must increase; below 0 so the first update (0 too) goes
         self.round(ctx)
 
     def round(self, ctx: ServerRequestContext[Any]) -> None:

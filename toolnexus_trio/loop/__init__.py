@@ -22,6 +22,7 @@ from ._conversation import Conversation as Conversation
 from ._durable import AlreadyAnswered as AlreadyAnswered
 from ._durable import PendingExpired as PendingExpired
 from ._output import RetryOutput as RetryOutput
+from ._records import RUN_STATUSES as RUN_STATUSES
 from ._records import SuspendedCall as SuspendedCall
 from ._records import ToolCallRecord as ToolCallRecord
 from ._results import GenerateError as GenerateError
@@ -31,6 +32,7 @@ from ._results import Hooks as Hooks
 from ._results import InProcessOptions as InProcessOptions
 from ._results import InProcessResponse as InProcessResponse
 from ._results import InProcessToolCall as InProcessToolCall
+from ._results import ProviderError as ProviderError
 from ._results import RunError as RunError
 from ._results import RunResult as RunResult
 from ._results import RunTimeout as RunTimeout
@@ -40,6 +42,7 @@ from ._sampler import sampler_from_client as sampler_from_client
 from ._sampler import sampler_from_generate as sampler_from_generate
 
 __all__ = [
+    "RUN_STATUSES",
     "AlreadyAnswered",
     "Client",
     "Conversation",
@@ -51,6 +54,7 @@ __all__ = [
     "InProcessResponse",
     "InProcessToolCall",
     "PendingExpired",
+    "ProviderError",
     "RetryOutput",
     "RunError",
     "RunResult",

@@ -1,6 +1,8 @@
 """The agent loop, with one Trio nursery per turn; both client kinds run it.
-This module is long because :class:`Client` is the loop's public face: each public
-method carries its whole documentation, beside the run driver and the loop itself.
+This module is long because :class:`Client` is the loop's one public class (run, resume,
+answer, ask, stream, translate, metrics) with the drive they share, each public method
+carrying its whole documentation; what can stand alone already lives beside it (a
+turn's tool calls, turn sources, conversations, durable answers, cost, typed output).
 
 :func:`create_in_process_client` and :func:`create_client` build the same
 :class:`Client`; they differ only in the :class:`~toolnexus_trio.loop._turns.TurnSource` that
@@ -13,6 +15,10 @@ and nothing else. Results go back to the model
 in call order. The run itself sits in a cancel scope bound to the run's token and to
 ``run_timeout_ms``, so a cancel or a deadline also covers model calls, tools and
 ``wait_for``. No task outlives :meth:`Client.run`.
+
+Long because it is the one loop and the public :class:`Client` around it (run, stream,
+resume, translate, metrics); the tool calls, conversations, durable answers and costs
+live in their own modules.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from ..stores._base import ConversationStore
 from ..stores._memory import InMemoryConversationStore
 from ._conversation import Conversation
 from ._conversation import ask as _ask
+from ._cost import Prices, check_prices, cost_of
 from ._durable import answer as _answer
 from ._final import Typed, output_for, output_value, settles, typed_turn
 from ._metrics import PrometheusRegistry
@@ -153,6 +160,9 @@ class Client(ToolCalls):
             options.store if options.store is not None else InMemoryConversationStore()
         )
         self._registry = PrometheusRegistry()
+        prices = getattr(options, "prices", None)  # the HTTP client's (issue 38)
+        check_prices(prices)
+        self._prices: Prices | None = prices
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -330,6 +340,8 @@ class Client(ToolCalls):
             output=attrs.evolve(result._output_state)
             if result._output_state
             else output_for(self.options, Typed(), toolkit or result._toolkit),
+            cost=result.cost if result.cost is not None else (0.0 if result.turns == 0 else None),
+            model=result.model,
         )
 
         async def body() -> None:
@@ -401,6 +413,11 @@ class Client(ToolCalls):
     def conversation(self, toolkit: Toolkit | None = None) -> Conversation:
         """A :class:`Conversation` (``send``, ``messages``, ``reset``) over this client."""
         return Conversation(self, toolkit)
+
+    def observe_metric(self, event: dict[str, Any]) -> None:
+        """Record one metric event as the loop does (the registry, then ``on_metric``):
+        how a model source reports what only it sees (a fallback's attempts)."""
+        self._metric(event)
 
     def metrics(self) -> str:
         """The Prometheus text (SPEC §8 "Observability") of this client's activity."""
@@ -537,7 +554,9 @@ class Client(ToolCalls):
                 run.status, run.limit = "incomplete", "runTimeout"
                 result = self._result(run)
                 self._metric_run(run, started, error="timeout")
-                raise RunTimeout(f"run timeout after {timeout_ms}ms", result)
+                raise RunTimeout(
+                    f"run timeout after {timeout_ms}ms (client run_timeout_ms budget)", result
+                )
         self._metric_run(run, started)
         return self._result(run)
 
@@ -569,11 +588,12 @@ class Client(ToolCalls):
             tool_calls=run.records,
             turns=run.turns,
             usage=run.usage,
-            model=self.options.model,
+            model=run.model or self.options.model,
             pending=run.suspended[0].request if halted else None,
             limit=run.limit,
             suspended=tuple(run.suspended) if halted else (),
             output=output_value(run),
+            cost=run.cost if self._prices else None,
             toolkit=run.toolkit,
             output_state=run.output if halted else None,
         )
@@ -603,6 +623,7 @@ class Client(ToolCalls):
                     if change.get("model"):
                         model = str(change["model"])
             native = out.response_format() if out is not None and out.mode == "native" else None
+            run.model = model
             produced = await self._call_model(
                 GenerateRequest(
                     model=model,
@@ -614,9 +635,14 @@ class Client(ToolCalls):
                 run.emit,
             )
             response, usage = produced.response, produced.usage
+            run.model = produced.model or model  # a fallback provider's, when it answered
             run.turns += 1
             for key, value in usage.items():
-                run.usage[key] += value
+                # cache_read_tokens / cache_write_tokens appear only when a provider says.
+                run.usage[key] = run.usage.get(key, 0) + value
+            if run.cost is not None:
+                cost = cost_of(self._prices, produced.model or model, produced.usage)
+                run.cost = None if cost is None else run.cost + cost
             if self._hooks.after_llm is not None:
                 await self._llm_hook(
                     self._hooks.after_llm, {"response": produced.raw, "model": model, "turn": turn}
@@ -634,6 +660,8 @@ class Client(ToolCalls):
                     }
                     for c in calls
                 ]
+            if produced.extra:
+                assistant.update(produced.extra)  # provider state the wire needs back
             run.messages.append(assistant)
             run.text = response.content
             # A streamed turn already sent its text as deltas.
@@ -666,11 +694,21 @@ class Client(ToolCalls):
             )  # fmt: skip
             raise
         usage = produced.usage
-        self._metric(
-            {"event": "llm", "model": request.model, "status": "ok", "ms": _ms(started),
-             "prompt_tokens": usage["prompt_tokens"],
-             "completion_tokens": usage["completion_tokens"]}
-        )  # fmt: skip
+        event: dict[str, Any] = {
+            "event": "llm",
+            "model": produced.model or request.model,
+            "status": "ok",
+            "ms": _ms(started),
+            "prompt_tokens": usage["prompt_tokens"],
+            "completion_tokens": usage["completion_tokens"],
+        }
+        if len(usage) > 3:  # the cache counts, when the provider gave them
+            for key in ("cache_read_tokens", "cache_write_tokens"):
+                if key in usage:
+                    event[key] = usage[key]
+        if self._prices:
+            event["cost"] = cost_of(self._prices, produced.model or request.model, usage)
+        self._metric(event)
         return produced
 
     async def _llm_hook(self, fn: HookFn, event: dict[str, Any]) -> Any:
@@ -683,13 +721,15 @@ class Client(ToolCalls):
     def _metric_run(self, run: _Run, started: float, error: str | None = None) -> None:
         event: dict[str, Any] = {
             "event": "run",
-            "model": self.options.model,
+            "model": run.model or self.options.model,
             "turns": run.turns,
             "tool_calls": len(run.records),
             "total_tokens": run.usage["total_tokens"],
             "ms": _ms(started),
             "status": run.status,
         }
+        if self._prices:
+            event["cost"] = run.cost
         if error is not None:
             event["error"] = error
         self._metric(event)

@@ -110,24 +110,60 @@ def _is_boundary(message: Any) -> bool:
     return True
 
 
-def _split(body: Sequence[Message], keep_tail: int, tail_tokens: Callable[[int], int]) -> int:
-    """Where the retained tail starts in *body* (``len(body)``: an empty tail).
+def _calls_tools(message: Any) -> bool:
+    """An assistant message that calls a tool (either shape): a tool group starts here."""
+    if message.get("tool_calls"):
+        return True
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(block, Mapping) and block.get("type") == "tool_use" for block in content
+    )
 
-    The largest tail starting at a boundary within *keep_tail*; else the most recent
-    boundary (safety over size); else none. The body's first message is never the
-    start (it would leave nothing to summarize), as in toolnexus 0.21.
+
+def _split(
+    body: Sequence[Message], keep_tail: int, kept_tokens: Callable[[int | None, int], int]
+) -> tuple[int | None, int]:
+    """What to keep of *body*: ``(anchor, start)``, ``body[anchor]`` (unless ``None``)
+    followed by ``body[start:]``; the rest is summarized.
+
+    1. The largest suffix starting at a boundary (not the body's first message: it
+       would leave nothing to summarize) within *keep_tail*, as in toolnexus 0.21.
+    2. Else the most recent boundary (the anchor: the user turn the model is working
+       on, a one-prompt run's prompt) followed by the largest suffix within *keep_tail*
+       that starts at an assistant message after it and holds its latest tool group; if
+       none fits, the anchor and that latest tool group (safety over size). A provider
+       accepts it: the first message is a user turn, and a tool result is never cut
+       from its call (results follow their assistant message). Summarizing the whole
+       body instead left a run with no user turn, which the Anthropic API refuses.
+    3. No boundary at all: no user turn to keep; the whole body (an empty tail).
+
+    *kept_tokens(anchor, start)* is the estimate of what would be kept.
     """
-    boundaries = [i for i in range(1, len(body)) if _is_boundary(body[i])]
-    if not boundaries:
-        return len(body)
-    start = boundaries[-1]
+    boundaries = [i for i in range(len(body)) if _is_boundary(body[i])]
+    fit: int | None = None
     # Walk back from the most recent boundary while the tail still fits: a tail only
     # grows going back, so the last one that fits is the largest.
     for i in reversed(boundaries):
-        if tail_tokens(i) > keep_tail:
+        if i == 0 or kept_tokens(None, i) > keep_tail:
             break
-        start = i
-    return start
+        fit = i
+    if fit is not None:
+        return None, fit
+    if not boundaries:
+        return None, len(body)
+    anchor = boundaries[-1]
+    cuts = [j for j in range(anchor + 1, len(body)) if _is_assistant(body[j])]
+    groups = [j for j in cuts if _calls_tools(body[j])]
+    if groups:  # never past the latest tool group: the model needs its latest results
+        cuts = [j for j in cuts if j <= groups[-1]]
+    start = cuts[-1] if cuts else anchor + 1
+    for j in reversed(cuts[:-1]):
+        if kept_tokens(anchor, j) > keep_tail:
+            break
+        start = j
+    if start == anchor + 1:
+        return None, anchor  # the whole turn: a plain suffix
+    return anchor, start
 
 
 async def _summary(summarize: Summarize, older: list[Message]) -> str:
@@ -165,13 +201,19 @@ def compactor(
     The tail keeps the most recent messages: it starts at a ``user`` message that
     carries no tool result (so no tool result is ever cut off from the call it
     answers, in the OpenAI or the Anthropic message shape), the largest such tail
-    within *keep_tail* tokens (default ``max_tokens // 2``); if none fits, the tail
-    from the most recent such message; if there is none, an empty tail.
+    within *keep_tail* tokens (default ``max_tokens // 2``). If none fits (a one-prompt
+    run: its prompt is the only such message), the tail is the most recent such message
+    followed by the largest run of recent messages within *keep_tail* that starts at an
+    assistant message, or else by its latest tool group: the request after a compaction
+    always starts with a user turn and keeps the latest tool call with its results. Only
+    a transcript with no such message at all is summarized whole (an empty tail). When
+    nothing older is left to summarize the hook returns ``None``.
 
     *summarize* receives the older messages (everything between the leading system
-    message and the tail) and returns the summary text; it may be sync (run in a worker
-    thread) or async. It gets messages only: an LLM summarizer should call its model
-    with **no tools**, or the model may answer with a tool call instead of a summary.
+    message and the tail, in order, without the kept user turn) and returns the summary
+    text; it may be sync (run in a worker thread) or async. It gets messages only: an
+    LLM summarizer should call its model with **no tools**, or the model may answer with
+    a tool call instead of a summary.
     If the summarizer is cancelled (the run's token, the run timeout), the transcript
     stays as it was; if it raises, the run fails with :class:`~toolnexus_trio.HookError`.
 
@@ -205,26 +247,37 @@ def compactor(
             for i in range(len(per) - 1, -1, -1):
                 suffix[i] = suffix[i + 1] + per[i]
 
-            def tail_tokens(i: int) -> int:
-                return suffix[i]
+            def kept_tokens(anchor: int | None, start: int) -> int:
+                return suffix[start] + (0 if anchor is None else per[anchor])
         else:
 
-            def tail_tokens(i: int) -> int:
+            def kept_tokens(anchor: int | None, start: int) -> int:
                 assert count_tokens is not None
-                return count_tokens(body[i:])
+                head = [] if anchor is None else [body[anchor]]
+                return count_tokens([*head, *body[start:]])
 
-        start = _split(body, tail_budget, tail_tokens)
-        if start == 0:
+        anchor, start = _split(body, tail_budget, kept_tokens)
+        if anchor is None:
+            older = list(body[:start])
+            kept = list(body[start:])
+        else:
+            older = [*body[:anchor], *body[anchor + 1 : start]]
+            kept = [body[anchor], *body[start:]]
+        if not older:
             return None  # nothing older to summarize
-        summary = await _summary(summarize, list(body[:start]))
+        summary = await _summary(summarize, older)
         out: list[Message] = list(messages[:lead])
         out.append({"role": "system", "content": SUMMARY_PREFIX + summary})
         if flush_to_memory:
             out.append({"role": "system", "content": FLUSH_REMINDER})
-        out.extend(body[start:])
+        out.extend(kept)
         return {"messages": out}
 
     return before_llm
+
+
+def _is_assistant(message: Any) -> bool:
+    return isinstance(message, Mapping) and message.get("role") == "assistant"
 
 
 def _is_system(message: Any) -> bool:

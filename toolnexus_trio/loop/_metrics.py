@@ -101,6 +101,12 @@ class PrometheusRegistry:
         }
         self._samples: dict[tuple[Any, Any], int] = {}
         self._sample_tokens: dict[Any, float] = {}
+        # Issue 38: cache tokens, cost and fallback attempts; rendered only once seen,
+        # so the pinned text of a client without them is unchanged.
+        self._cache_tokens: list[float] | None = None  # [read, write]
+        self._cost: dict[Any, float] = {}
+        self._attempts: dict[tuple[Any, Any], int] = {}
+        self._handlers["attempt"] = self._observe_attempt
 
     def observe(self, event: Mapping[str, Any]) -> None:
         """Record one ``on_metric`` event; other kinds (``progress``, ``log``) are ignored.
@@ -142,6 +148,27 @@ class PrometheusRegistry:
                 tokens = self._tokens = [0, 0]
             tokens[0] += event.get("prompt_tokens") or 0
             tokens[1] += event.get("completion_tokens") or 0
+            if "cache_read_tokens" in event or "cache_write_tokens" in event:
+                cache = self._cache_tokens
+                if cache is None:
+                    cache = self._cache_tokens = [0, 0]
+                cache[0] += event.get("cache_read_tokens") or 0
+                cache[1] += event.get("cache_write_tokens") or 0
+            cost = event.get("cost")
+            if isinstance(cost, int | float) and not isinstance(cost, bool):
+                spent = self._cost
+                if model in spent:
+                    spent[model] += cost
+                elif self._room(spent, "toolnexus_llm_cost_total"):
+                    spent[model] = cost
+
+    def _observe_attempt(self, event: Mapping[str, Any]) -> None:
+        key = (event.get("model"), event.get("status"))
+        attempts = self._attempts
+        if key in attempts:
+            attempts[key] += 1
+        elif self._room(attempts, "toolnexus_llm_attempts_total"):
+            attempts[key] = 1
 
     def _observe_tool(self, event: Mapping[str, Any]) -> None:
         self.observe_tool(
@@ -244,11 +271,16 @@ class PrometheusRegistry:
         _header(out, "toolnexus_llm_tokens_total", "Total tokens, by type.", "counter")
         if self._tokens is not None:
             prompt, completion = self._tokens
-            _counter(
-                out,
-                "toolnexus_llm_tokens_total",
-                [('type="prompt"', prompt), ('type="completion"', completion)],
-            )
+            series: list[tuple[str, float]] = [
+                ('type="prompt"', prompt),
+                ('type="completion"', completion),
+            ]
+            if self._cache_tokens is not None:
+                series += [
+                    ('type="cache_read"', self._cache_tokens[0]),
+                    ('type="cache_write"', self._cache_tokens[1]),
+                ]
+            _counter(out, "toolnexus_llm_tokens_total", series)
         _histogram(
             out,
             "toolnexus_llm_request_duration_seconds",
@@ -284,6 +316,20 @@ class PrometheusRegistry:
         )
         if self._samples:  # only once an MCP server has sampled: the pinned text is unchanged
             self._render_samples(out)
+        if self._cost:
+            name = "toolnexus_llm_cost_total"
+            _header(out, name, "Cost of LLM requests at the client's prices, by model.", "counter")
+            _counter(out, name, [(f'model="{_escape(m)}"', c) for m, c in self._cost.items()])
+        if self._attempts:
+            name = "toolnexus_llm_attempts_total"
+            _header(out, name, "Provider attempts of fallback and hedging, by model and status.",
+                    "counter")  # fmt: skip
+            _counter(
+                out,
+                name,
+                [(f'model="{_escape(m)}",status="{_escape(st)}"', n)
+                 for (m, st), n in self._attempts.items()],
+            )  # fmt: skip
         out.append("")
         return "\n".join(out)
 

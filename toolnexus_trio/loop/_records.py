@@ -7,7 +7,7 @@ Both :mod:`._results` (the :class:`~toolnexus_trio.RunResult` that holds them) a
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -15,6 +15,13 @@ from .._wire import Request
 
 RunStatus = Literal["done", "pending", "incomplete", "cancelled"]
 """How a run returned (see :class:`~toolnexus_trio.RunResult`)."""
+
+RUN_STATUSES: Final[frozenset[str]] = frozenset({"done", "pending", "incomplete", "cancelled"})
+"""The closed vocabulary of :attr:`RunResult.status`. toolnexus 0.21 names three
+(``done``, ``pending``, ``incomplete``); a run here can also end ``cancelled`` (a cancel
+from its token returns the balanced transcript instead of raising). ``timeout`` is a
+task status only (:data:`toolnexus_trio.agents.TASK_STATUSES`): a run's timeout is
+:class:`RunTimeout`."""
 
 
 @attrs.frozen

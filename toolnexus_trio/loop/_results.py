@@ -90,6 +90,22 @@ WaitFor = Callable[[Request], Awaitable[Answer]]
 OnMetric = Callable[[dict[str, Any]], None]
 
 
+def timeout_alias(options: Any) -> None:
+    """``timeout_ms`` (toolnexus 0.21's name) sets ``run_timeout_ms``; both, unequal, is
+    an error (frozen: the one place an options class writes its own field)."""
+    alias = options.timeout_ms
+    if alias is None:
+        return
+    if isinstance(alias, bool) or not isinstance(alias, int) or alias < 0:
+        raise ValueError(f"timeout_ms must be an integer >= 0, not {alias!r}")
+    if options.run_timeout_ms not in (0, alias):
+        raise ValueError(
+            f"timeout_ms={alias} and run_timeout_ms={options.run_timeout_ms} disagree: "
+            "give one (timeout_ms is toolnexus 0.21's name for run_timeout_ms)"
+        )
+    object.__setattr__(options, "run_timeout_ms", alias)
+
+
 @attrs.frozen
 class InProcessOptions:
     """Options of :func:`create_in_process_client`.
@@ -118,10 +134,15 @@ class InProcessOptions:
     run_timeout_ms: int = 0
     on_metric: OnMetric | None = None
     store: ConversationStore | None = None
+    timeout_ms: int | None = None
+    """toolnexus 0.21's name for ``run_timeout_ms`` (either may be given)."""
     output_type: Any = None
     output_mode: OutputMode = "tool"
     output_retries: int = 1
     output_validators: Sequence[OutputValidator] = ()
+
+    def __attrs_post_init__(self) -> None:
+        timeout_alias(self)
 
 
 @attrs.frozen
@@ -133,7 +154,11 @@ class RunResult:
     ``"incomplete"`` (``limit`` says which limit: ``"maxTurns"``, or ``"runTimeout"`` on
     :attr:`RunTimeout.result`) or ``"cancelled"``
     (the run's token was cancelled). ``messages`` is the whole transcript, balanced:
-    every tool call has its tool message.
+    every tool call has its tool message. ``cost`` is what the run's model calls cost
+    at the HTTP client's ``prices`` (``None`` without prices, or when a call's model
+    has none: never a guess); :meth:`to_json` does not keep it.
+    ``model`` is the model that answered the last turn (a ``before_llm`` hook's per-turn
+    override, or a fallback provider's), else the configured one.
 
     ``output`` is the typed value of a run with an ``output_type`` (``None`` without
     one); a run that ran out of ``output_retries`` ends ``"incomplete"`` with
@@ -152,6 +177,7 @@ class RunResult:
     limit: str | None = None
     suspended: tuple[SuspendedCall, ...] = ()
     output: Any = None
+    cost: float | None = None
     _toolkit: Toolkit | None = attrs.field(default=None, repr=False, eq=False, alias="toolkit")
     # A pending typed run's output state, for Client.resume in this process.
     _output_state: OutputRun | None = attrs.field(
@@ -233,6 +259,29 @@ class GenerateError(RunError):
 
     status: int | None = None
     """The HTTP status of the last failed attempt, when the model answered with one."""
+
+
+class ProviderError(GenerateError):
+    """The model's server answered with an HTTP error, for good (after its retries).
+
+    The typed form of toolnexus 0.21's ``ProviderError(status, body, retry_after)``:
+    ``status`` is the HTTP status; ``body`` the whole error body as read (up to 64 KiB),
+    secrets and account identifiers redacted and empty for 401 and 403 (see
+    :func:`toolnexus_trio.models.safe_error_body`); ``retry_after`` the raw
+    ``Retry-After`` header, kept verbatim even when the wait rule ignores it (an
+    HTTP-date). The message quotes the body cut to ``MAX_ERROR_BODY`` characters; the
+    cap is for the message only.
+    """
+
+    status: int
+
+    def __init__(
+        self, message: str, *, status: int, body: str = "", retry_after: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+        self.retry_after = retry_after
 
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]

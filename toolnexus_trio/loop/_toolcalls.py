@@ -1,4 +1,6 @@
 """One turn's tool calls: run concurrently in the turn's nursery, recorded in call order.
+This module is long because every path a call can take (hooks, ordering, suspension,
+``wait_for``, resume, cancel, metrics) ends in one place that records it.
 
 :class:`ToolCalls` is the part of :class:`~toolnexus_trio.Client` that executes the tool
 calls of one model message (hooks, ``concurrency_safe`` ordering, §10 suspension and
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("toolnexus_trio")
 
-_REGISTRY_EVENTS = frozenset({"llm", "tool", "run", "sample"})
+_REGISTRY_EVENTS = frozenset({"llm", "tool", "run", "sample", "attempt"})
 
 
 @attrs.define
@@ -65,6 +67,8 @@ class _Run:
         factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     )
     turns: int = 0
+    # The run's cost so far (issue 38): None once a call of it had no price.
+    cost: float | None = 0.0
     text: str = ""
     status: RunStatus = "done"
     limit: str | None = None
@@ -75,6 +79,9 @@ class _Run:
     relayed: bool = False
     output: OutputRun | None = None  # a run with an output_type (loop/_output.py)
     tool_retries: dict[str, int] = attrs.field(factory=dict)  # RetryTool uses, per tool
+    # The model the last turn was sent to (a before_llm hook may override it per turn):
+    # what RunResult.model and the run metric report. None until a turn is sent.
+    model: str | None = None
 
 
 async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
@@ -100,6 +107,7 @@ class _Meter:
     started: float
     source: str = "unknown"
     metered: bool = False
+    ctx: ToolContext | None = None  # the execution's, for its declared cancelled_result
 
 
 class ToolCalls:
@@ -217,6 +225,7 @@ class ToolCalls:
         started = math.nan
         metered = False
         result: ToolResult | None = None
+        ctx: ToolContext | None = None
         try:
             args = call.args
             result = tool._invalid(args)
@@ -225,7 +234,7 @@ class ToolCalls:
                 try:
                     await trio.lowlevel.checkpoint_if_cancelled()
                     execute, native = tool._direct()
-                    value = await execute(args, ToolContext(token, call.id))
+                    value = await execute(args, ctx := ToolContext(token, call.id))
                     result = tool._value_result(value, native)
                 except Exception as exc:
                     result = error_result(exc)
@@ -240,6 +249,8 @@ class ToolCalls:
             # As in _call_task: a tool's own nursery that failed while being cancelled.
             outcomes[index] = _Outcome(ToolResult.error(describe_exception(group)), call.args)
         finally:
+            if outcomes[index] is None and ctx is not None and ctx.cancelled_result is not None:
+                outcomes[index] = _Outcome(ctx.cancelled_result, call.args)  # see ToolContext
             if not metered:
                 self._metric_tool(call.name, ToolResult.error("cancelled"), source, started)
 
@@ -271,6 +282,8 @@ class ToolCalls:
                 outcome = outcomes[index]
                 final = outcome.result if outcome is not None else ToolResult.error("cancelled")
                 self._metric_tool(call.name, final, meter.source, meter.started)
+            if outcomes[index] is None and meter.ctx is not None and meter.ctx.cancelled_result:
+                outcomes[index] = _Outcome(meter.ctx.cancelled_result, call.args)  # ToolContext
 
     async def _run_call(
         self, run: _Run, call: _Call, turn: int, token: CancelToken, meter: _Meter
@@ -346,6 +359,7 @@ class ToolCalls:
         self, run: _Run, name: str, args: dict[str, Any], ctx: ToolContext, meter: _Meter
     ) -> ToolResult:
         meter.started = trio.current_time()  # the tool's own time, not the gate's wait
+        meter.ctx = ctx
         toolkit = run.toolkit
         found = toolkit.get(name) if toolkit is not None else None
         if found is None:
@@ -545,6 +559,8 @@ class ToolCalls:
             except* Exception as group:
                 results[i] = ToolResult.error(describe_exception(group))
             finally:
+                if results[i] is None and meter.ctx is not None:  # cancelled: see ToolContext
+                    results[i] = meter.ctx.cancelled_result
                 if gate is not None:
                     gate.done[i].set()
 

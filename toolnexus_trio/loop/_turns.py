@@ -40,13 +40,18 @@ class Turn:
 
     ``usage`` is already normalised (``prompt_tokens`` / ``completion_tokens`` /
     ``total_tokens``); ``raw`` is what ``after_llm`` receives as ``response``;
-    ``streamed`` says the text already went out as ``text`` events.
+    ``streamed`` says the text already went out as ``text`` events. ``extra`` holds
+    keys the assistant message keeps for the wire's next call (provider state such as
+    reasoning items); ``model`` is the model that answered, when a fallback provider
+    did (``None``: the request's).
     """
 
     response: InProcessResponse
     usage: dict[str, int]
     raw: Any
     streamed: bool = False
+    extra: Mapping[str, Any] | None = None
+    model: str | None = None
 
 
 @attrs.frozen

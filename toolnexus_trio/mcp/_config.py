@@ -2,12 +2,15 @@
 
 Accepted shapes: ``{"mcpServers": {...}}``, ``{"servers": {...}}``, ``{"mcp": {...}}``,
 or the bare server map, in which the reserved sibling keys ``builtins``, ``agents``,
-``a2a`` and ``mcpServer`` are ignored. Every field is checked strictly (``"false"``
+``a2a`` and ``mcpServer`` are not servers (:class:`McpConfig` keeps the ``builtins``,
+``a2a`` and ``mcpServer`` blocks for the toolkit and ``serve``; ``agents`` is the A2A
+source's). Every field is checked strictly (``"false"``
 is not a boolean) and an error names the server and the field.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -20,6 +23,7 @@ import attrs
 
 from .._names import sanitize as _sanitize
 from .._names import sanitize_tool_name
+from ._types import MCPServeConfig
 
 logger = logging.getLogger("toolnexus_trio.mcp")
 
@@ -40,6 +44,14 @@ _TRANSPORTS: Final[dict[str, Literal["auto", "streamable-http", "sse"]]] = {
     "streamable-http": "streamable-http",
     "sse": "sse",
 }
+SERVER_KEYS: Final = frozenset(
+    {"type", "command", "args", "url", "environment", "env", "cwd", "headers"}
+    | {"enabled", "disabled", "timeout", "tools"}
+)
+"""The keys a server entry may have. Another key close to one of them (a typo such as
+``comand``) is an error naming both; any other key (another client's own setting, such
+as Cline's ``autoApprove``) is ignored with a warning naming it."""
+
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -103,9 +115,17 @@ class McpServerConfig:
 
 @attrs.frozen
 class McpConfig:
-    """A parsed MCP config: its servers, in file order."""
+    """A parsed MCP config: its servers, in file order, and the file's sibling blocks
+    (toolnexus 0.21's config file): ``builtins`` (``true``/``false`` or an object, the
+    builtins of a toolkit whose ``ToolkitOptions.builtins`` is unset), ``a2a`` (the
+    ``A2AServeConfig`` fields :meth:`Toolkit.serve` uses when given no ``a2a=``) and
+    ``mcpServer`` (``{name, version, tools}``: the ``serve`` profile when given no
+    ``mcp=``)."""
 
     servers: tuple[McpServerConfig, ...] = ()
+    builtins: bool | Mapping[str, Any] | None = None
+    a2a: Mapping[str, Any] | None = None
+    mcp_server: Mapping[str, Any] | None = None
 
 
 McpConfigInput = str | os.PathLike[str] | Mapping[str, Any] | McpConfig
@@ -154,9 +174,22 @@ def _command(raw: Mapping[str, Any], server: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
+def _unknown_keys(raw: Mapping[Any, Any], server: str) -> None:
+    for key in raw:
+        if key in SERVER_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key), SERVER_KEYS, n=1, cutoff=0.75)
+        if close:  # a typo: its setting would be silently lost, or a wrong error given
+            raise ValueError(
+                f"MCP server {server!r}: unknown key {key!r:.60} (did you mean {close[0]!r}?)"
+            )
+        logger.warning("MCP server %r: unknown key %.60r ignored", server, key)
+
+
 def _server(name: str, raw: object) -> McpServerConfig:
     if not isinstance(raw, Mapping):
         raise ValueError(f"MCP server {name!r}: must be an object")
+    _unknown_keys(raw, name)
     kind = raw.get("type")
     if kind not in (None, "local", "remote", "stdio", "http", "streamable-http", "sse"):
         raise _fail(name, "type", f"must be 'local' or 'remote', got {kind!r:.40}")
@@ -228,7 +261,38 @@ def parse_mcp_config(source: McpConfigInput) -> McpConfig:
         servers = {k: v for k, v in data.items() if k not in RESERVED_KEYS}
     if not isinstance(servers, Mapping):
         raise ValueError("the MCP server map must be a JSON object")
-    return McpConfig(tuple(_server(str(name), raw) for name, raw in servers.items()))
+    builtins = data.get("builtins")
+    if builtins is not None and not isinstance(builtins, bool | Mapping):
+        raise ValueError("the config's builtins must be true, false or an object")
+    blocks = {key: data.get(key) for key in ("a2a", "mcpServer")}
+    for key, block in blocks.items():
+        if block is not None and not isinstance(block, Mapping):
+            raise ValueError(f"the config's {key} block must be an object")
+    return McpConfig(
+        tuple(_server(str(name), raw) for name, raw in servers.items()),
+        builtins=builtins,
+        a2a=blocks["a2a"],
+        mcp_server=blocks["mcpServer"],
+    )
+
+
+def serve_profile(block: Mapping[str, Any], **given: Any) -> MCPServeConfig:
+    """The ``serve`` profile from a config's ``mcpServer`` block (``name``, ``version``,
+    ``tools``); *given* values that are not ``None`` win over the block's."""
+    values = {k: block.get(k) for k in ("name", "version", "tools")}
+    values.update({k: v for k, v in given.items() if v is not None})
+    unknown = sorted(set(block) - {"name", "version", "tools"})
+    if unknown:
+        raise ValueError(f"mcpServer: unknown key {unknown[0]!r} (name, version, tools)")
+    tools = values["tools"]
+    if tools is not None and not (
+        isinstance(tools, list | tuple) and all(isinstance(t, str) for t in tools)
+    ):
+        raise ValueError("mcpServer.tools must be an array of tool names")
+    name, version = values["name"] or "toolnexus", values["version"] or "0.1.0"
+    if not isinstance(name, str) or not isinstance(version, str):
+        raise ValueError("mcpServer.name and mcpServer.version must be strings")
+    return MCPServeConfig(name=name, version=version, tools=tools)
 
 
 def filter_tools(names: Sequence[str], selection: Mapping[str, bool], server: str) -> list[str]:

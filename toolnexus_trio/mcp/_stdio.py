@@ -14,7 +14,18 @@ We spawn the server ourselves (not the SDK's ``stdio_client``) for three reasons
   (a cancelled or timed-out connect) is killed at once: nothing of it is worth a grace.
   The SDK's own shielded teardown waits 2 s + 2 s + 2 s.
 - **Memory stays bounded.** One line (one JSON-RPC message) may be at most
-  :data:`MAX_LINE_BYTES`; a server that sends more is disconnected.
+  :data:`MAX_LINE_BYTES`; a server that sends more is disconnected. A server's own
+  requests (sampling, elicitation, ``ping``) are owed an answer each: at most
+  :data:`MAX_SERVER_REQUESTS` are owed at once (handled, or answered and the answer
+  not yet written to its stdin), and at the cap we read nothing more from the server
+  until one is written (see :class:`_Owed`). A server that floods requests and never
+  reads its stdin is then left with its own pipe full, instead of each refusal being a
+  task of ours waiting to write to a pipe nobody reads.
+- **Cancel and close never wait on a stuck pipe.** An owed answer and a
+  ``notifications/cancelled`` never wait for room in the write queue (the cap bounds
+  the first, our own requests the second): the SDK writes both under a shield (up to
+  5 s and 1 s) when a call is cancelled or the session closes, so waiting there made a
+  cancel return seconds late.
 
 The server's stderr is ours (its logs show where ours do); its stdin and stdout are
 the protocol pipes.
@@ -34,7 +45,13 @@ import anyio
 import attrs
 import trio
 from mcp.shared.message import SessionMessage
-from mcp_types import jsonrpc_message_adapter
+from mcp_types import (
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
 
 from .._procs import ProcessTree, open_tree
 from .._streak import ReadyStreak
@@ -55,6 +72,65 @@ _CHUNK: Final = 65536
 
 MAX_WRITE_BACKLOG: Final = 64
 """Messages queued for the server's stdin before senders wait (see :class:`_PipeWriter`)."""
+
+MAX_SERVER_REQUESTS: Final = 256
+"""Requests from the server owed an answer at once (see :class:`_Owed`): far above what
+the sampling and elicitation limits let run (30 a minute, 16 at once), so only a
+server that does not read its answers, or floods faster than they go out, meets it."""
+
+
+def _key(id: object) -> str:
+    # The SDK matches a cancel's "7" to request 7 (it coerces ids): so do we.
+    return str(id)
+
+
+class _Owed:
+    """The server's requests we owe an answer, counted from read to written.
+
+    ``count`` is the requests delivered to the session and not answered yet, plus the
+    answers queued and not yet written to the server's stdin. The reader waits at
+    :data:`MAX_SERVER_REQUESTS` before delivering another request, so the session's
+    tasks for server requests, and the answers in the write queue, stay within it
+    whatever the server sends. Counts are per id: a server that reuses an id gets no
+    slot for free. A request the server cancels is never answered (the SDK drops it),
+    so its ``notifications/cancelled`` frees the slot of one unanswered request of that
+    id (an answer already queued keeps its slot until written).
+    """
+
+    def __init__(self) -> None:
+        self.unanswered: dict[str, int] = {}
+        self.count = 0
+        self.lot = trio.lowlevel.ParkingLot()
+
+    def request(self, id: object) -> None:
+        key = _key(id)
+        self.unanswered[key] = self.unanswered.get(key, 0) + 1
+        self.count += 1
+
+    def _take(self, id: object) -> bool:
+        key = _key(id)
+        left = self.unanswered.get(key, 0)
+        if not left:
+            return False
+        if left == 1:
+            del self.unanswered[key]
+        else:
+            self.unanswered[key] = left - 1
+        return True
+
+    def cancelled(self, id: object) -> None:
+        if self._take(id):
+            self.freed(1)
+
+    def answered(self, id: object) -> bool:
+        """An answer to *id* is being queued: whether it is one we owe (its slot stays
+        taken until :meth:`freed` says it was written)."""
+        return self._take(id)
+
+    def freed(self, n: int) -> None:
+        if n:
+            self.count -= n
+            self.lot.unpark_all()
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
@@ -80,6 +156,7 @@ class _PipeReader:
     def _end(self) -> None:
         self._eof = True
         self._transport.closed.set()
+        self._transport.owed.lot.unpark_all()
 
     async def receive(self) -> SessionMessage | Exception:
         """The next message; :class:`anyio.EndOfStream` once the server's output ended."""
@@ -109,7 +186,31 @@ class _PipeReader:
                 self._lines.clear()
                 self._end()
                 raise anyio.EndOfStream
-        return _parse(self._lines.popleft())
+        item = _parse(self._lines.popleft())
+        if isinstance(item, SessionMessage):
+            await self._account(item.message)
+        return item
+
+    async def _account(self, message: object) -> None:
+        """Count a server request (waiting for a slot first), or free the slot of one
+        the server cancels. Backpressure: while we wait, nothing more is read."""
+        owed = self._transport.owed
+        if isinstance(message, JSONRPCRequest):
+            while owed.count >= MAX_SERVER_REQUESTS and not self._gone():
+                await owed.lot.park()
+            owed.request(message.id)
+        elif (
+            isinstance(message, JSONRPCNotification)
+            and message.method == "notifications/cancelled"
+            and isinstance(message.params, dict)
+            and "requestId" in message.params
+        ):
+            owed.cancelled(message.params["requestId"])
+
+    def _gone(self) -> bool:
+        # Nothing can be written any more: owed answers will never be, so stop waiting.
+        out = self._transport.write
+        return self._eof or out.closed or out.broken
 
     async def _read_some(self, stdout: trio.lowlevel.FdStream) -> bytes:
         """One read of the server's stdout (``b""`` at its end or once it was closed):
@@ -168,9 +269,11 @@ class _PipeWriter:
     :data:`MAX_WRITE_BACKLOG` messages may wait, then senders do.
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, owed: _Owed) -> None:
         self.fd = fd
+        self.owed = owed
         self.queue: collections.deque[bytes] = collections.deque()
+        self.queued_answers = 0  # owed answers in the queue (freed once written)
         self.ready = trio.Event()
         self.room = trio.lowlevel.ParkingLot()
         self.writing = False
@@ -179,15 +282,28 @@ class _PipeWriter:
         self.streak = ReadyStreak()
 
     async def send(self, item: SessionMessage) -> None:
-        """Send *item* (:class:`anyio.BrokenResourceError` once the server stopped reading)."""
+        """Send *item* (:class:`anyio.BrokenResourceError` once the server stopped reading).
+
+        An answer we owe the server and a ``notifications/cancelled`` never wait for
+        room (see the module docs): the SDK writes them shielded on cancel and close.
+        """
         await trio.lowlevel.checkpoint_if_cancelled()
-        while len(self.queue) >= MAX_WRITE_BACKLOG and not (self.closed or self.broken):
+        message = item.message
+        answer = isinstance(message, JSONRPCResponse | JSONRPCError) and (
+            message.id is not None and self.owed.answered(message.id)
+        )
+        urgent = answer or (
+            isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled"
+        )
+        while (
+            not urgent and len(self.queue) >= MAX_WRITE_BACKLOG and not (self.closed or self.broken)
+        ):
             await self.room.park()
-        if self.closed:
-            raise anyio.ClosedResourceError
-        if self.broken:
-            raise anyio.BrokenResourceError
-        data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        if self.closed or self.broken:
+            if answer:
+                self.owed.freed(1)  # never to be written
+            raise anyio.ClosedResourceError if self.closed else anyio.BrokenResourceError
+        data = message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
         if not self.queue and not self.writing:
             try:
                 written = os.write(self.fd, data)
@@ -195,10 +311,15 @@ class _PipeWriter:
                 written = 0
             except OSError:
                 self.broken = True
+                if answer:
+                    self.owed.freed(1)
                 raise anyio.BrokenResourceError from None
             data = data[written:]
+            if answer and not data:
+                self.owed.freed(1)  # written whole
         if data:
             self.queue.append(data)
+            self.queued_answers += answer
             self.ready.set()
             self.streak.waited()
             await trio.lowlevel.cancel_shielded_checkpoint()  # the writer task's turn
@@ -209,6 +330,7 @@ class _PipeWriter:
         self.closed = True
         self.ready.set()
         self.room.unpark_all()
+        self.owed.lot.unpark_all()
 
     async def aclose(self) -> None:
         """No more messages (those queued still go out)."""
@@ -234,6 +356,7 @@ class StdioTransport:
     process: trio.Process
     closed: trio.Event = attrs.field(factory=trio.Event)
     graceful: bool = False
+    owed: _Owed = attrs.field(init=False, factory=_Owed)
     read: _PipeReader = attrs.field(init=False)
     write: _PipeWriter = attrs.field(init=False)
 
@@ -241,7 +364,7 @@ class StdioTransport:
         stdin = self.process.stdin
         assert isinstance(stdin, trio.lowlevel.FdStream)  # a pipe, on POSIX
         self.read = _PipeReader(self)
-        self.write = _PipeWriter(stdin.fileno())
+        self.write = _PipeWriter(stdin.fileno(), self.owed)
 
 
 async def _stop(tree: ProcessTree, graceful: bool) -> None:
@@ -275,10 +398,12 @@ async def _writer(transport: StdioTransport) -> None:
                 out.ready = trio.Event()
             data = b"".join(out.queue)
             out.queue.clear()
+            answers, out.queued_answers = out.queued_answers, 0
             out.room.unpark_all()
             out.writing = True
             await stdin.send_all(data)
             out.writing = False
+            transport.owed.freed(answers)
     except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
         # The server stopped reading: end the session's view too, so no request
         # waits forever on an answer that cannot come.

@@ -19,7 +19,7 @@ from typing import Any
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
 from ..loop._turns import TranslateCall, _usage
-from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call
+from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
 from ._sse import SSEEvent
 
 VERSION = "2023-06-01"
@@ -126,17 +126,28 @@ def body(
     stream: bool,
     system: str | None = None,
     tool_choice: Any = None,
+    prompt_cache: bool = False,
 ) -> dict[str, Any]:
-    """The request body; ``tools`` is left out when there are none."""
+    """The request body; ``tools`` is left out when there are none.
+
+    With *prompt_cache*, ``cache_control`` breakpoints go on the system prompt, the
+    last tool (covering them all) and the conversation: its last message (written for
+    the next call) and the last one before the newest assistant turn (what the
+    previous call wrote, read now). Four at most, as the API allows.
+    """
     hoisted, converted = convert_messages(messages, system)
     out: dict[str, Any] = {"model": model, "max_tokens": max_tokens or DEFAULT_MAX_TOKENS}
     if hoisted:
-        out["system"] = hoisted
+        out["system"] = [_cached_text(hoisted)] if prompt_cache else hoisted
     out["messages"] = converted
     if tools:
         out["tools"] = convert_tools(tools)
+        if prompt_cache:
+            out["tools"][-1] = {**out["tools"][-1], "cache_control": _EPHEMERAL}
         if tool_choice is not None:
             out["tool_choice"] = convert_tool_choice(tool_choice)
+    if prompt_cache and converted:
+        _mark_prefix(converted)
     if stream:
         out["stream"] = True
     return out
@@ -152,6 +163,32 @@ def response_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
             f"the Anthropic Messages API has no equivalent of response_format {fmt!r:.80}"
         )
     return {"output_config": {"format": {"type": "json_schema", "schema": dict(schema)}}}
+
+
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+def _cached_text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text, "cache_control": _EPHEMERAL}
+
+
+def _mark_prefix(messages: list[dict[str, Any]]) -> None:
+    """Breakpoints on the last message and the last one before the newest assistant
+    turn. Each marked message is a copy (the transcript is never changed)."""
+    marks = {len(messages) - 1}
+    for i in range(len(messages) - 1, 0, -1):
+        if messages[i].get("role") == "assistant":
+            marks.add(i - 1)
+            break
+    for i in marks:
+        content = messages[i].get("content")
+        if isinstance(content, str):
+            if content:
+                messages[i] = {**messages[i], "content": [_cached_text(content)]}
+        elif isinstance(content, list) and content and isinstance(content[-1], Mapping):
+            blocks = list(content)
+            blocks[-1] = {**blocks[-1], "cache_control": _EPHEMERAL}
+            messages[i] = {**messages[i], "content": blocks}
 
 
 def translate_body(call: TranslateCall) -> dict[str, Any]:
@@ -193,7 +230,7 @@ def parse(payload: object) -> Parsed:
     mapped = _mapped_usage(usage)
     response = InProcessResponse("".join(text), tuple(calls), mapped)
     reason = data.get("stop_reason")
-    return Parsed(response, _usage(mapped), reason if isinstance(reason, str) else None, data)
+    return Parsed(response, _counts(mapped), reason if isinstance(reason, str) else None, data)
 
 
 class StreamAssembler:
@@ -289,17 +326,35 @@ class StreamAssembler:
         raw = {"type": "message", "role": "assistant", "model": self.model, "content": content,
                "stop_reason": self._reason, "usage": dict(self._usage)}  # fmt: skip
         response = InProcessResponse("".join(text), tuple(calls), mapped)
-        return Parsed(response, _usage(mapped), self._reason, raw)
+        return Parsed(response, _counts(mapped), self._reason, raw)
 
 
 def _mapped_usage(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """Anthropic ``input_tokens`` / ``output_tokens`` as prompt / completion tokens."""
+    """Anthropic usage as prompt / completion tokens: ``input_tokens`` counts only the
+    uncached part of the prompt, so the cache reads and writes are added back in (and
+    kept as ``cache_read_tokens`` / ``cache_write_tokens``)."""
     if not usage:
         return None
-    return {
-        "prompt_tokens": usage.get("input_tokens"),
-        "completion_tokens": usage.get("output_tokens"),
-    }
+    read = usage.get("cache_read_input_tokens")
+    write = usage.get("cache_creation_input_tokens")
+    if not read and not write:
+        return {
+            "prompt_tokens": usage.get("input_tokens"),
+            "completion_tokens": usage.get("output_tokens"),
+        }
+    counts = usage_counts(usage.get("input_tokens"), usage.get("output_tokens"),
+                          cache_read=read, cache_write=write)  # fmt: skip
+    extra = counts.get("cache_read_tokens", 0) + counts.get("cache_write_tokens", 0)
+    counts["prompt_tokens"] += extra
+    counts["total_tokens"] += extra
+    return counts
+
+
+def _counts(mapped: dict[str, Any] | None) -> dict[str, int]:
+    counts = _usage(mapped)
+    if mapped is not None and len(mapped) > 2:  # the cache counts, checked already
+        counts.update({k: v for k, v in mapped.items() if k.startswith("cache_")})
+    return counts
 
 
 def _native(content: object) -> bool:

@@ -13,25 +13,43 @@ import inspect
 import logging
 import random
 import re
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Any, Literal, cast
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from typing import Any, Literal
 
 import attrs
 import httpx2
 import trio
 
-from .._http_client import body_chunks, close_response, error_text, new_client, redact
-from ..loop._results import GenerateError
+from .._http_client import (
+    REDACTED,
+    body_chunks,
+    close_response,
+    error_text,
+    new_client,
+    own_transport,
+    redact,
+)
+from ..loop._results import GenerateError, ProviderError
 
 _HTTPX_LOG = logging.getLogger("httpx2")
 _IMPLIED = {(b"accept", b"*/*"), (b"connection", b"keep-alive")}
 """httpx2's default headers that say what HTTP/1.1 already means (any answer type; a
 kept-alive connection): left out of a model request, each header is work on both ends."""
 
-DEFAULT_RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+DEFAULT_RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
+"""429, the 5xx a gateway or an overloaded model answers with, and Anthropic's 529
+("overloaded"), as toolnexus 0.21 retries them."""
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """A model answer larger than this (decoded) is refused: memory stays bounded."""
-ERROR_EXCERPT_CHARS = 500
+MAX_ERROR_BODY = 500
+"""The characters of an error body a message quotes (one ``…`` marks a cut); the typed
+:attr:`ProviderError.body` keeps the whole body. toolnexus 0.21 quotes 200: more of a
+provider's explanation fits a message here."""
+_AUTH_STATUSES = frozenset({401, 403})
+_ACCOUNT_ID = re.compile(
+    r'("(?:user_id|account_id|org_id|organization|organization_id)"\s*:\s*)'
+    r'(?:"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*)'
+)
 _ERROR_READ_BYTES = 64 * 1024
 _CLOSE_GRACE = 1.0
 _CONNECT_TIMEOUT = 30.0
@@ -74,12 +92,21 @@ def backoff_seconds(retry_base_ms: int, attempt: int) -> float:
     return float(retry_base_ms * 2**attempt / 1000 + random.random() * 0.1)
 
 
-def excerpt(body: bytes, secrets: Sequence[str]) -> str:
-    """An error body for a message: decoded, redacted, then cut to a few hundred chars."""
-    text = redact(body.decode("utf-8", "replace"), secrets).strip()
-    if len(text) > ERROR_EXCERPT_CHARS:
-        text = text[:ERROR_EXCERPT_CHARS] + "…"
-    return text or "(empty body)"
+def safe_error_body(status: int | None, body: str) -> str:
+    """An HTTP error body safe to keep and show: ``""`` for 401 and 403 (an auth
+    failure's body can echo the credential or name the account), otherwise *body* with
+    the values of account identifiers (``user_id``, ``account_id``, ``org_id``,
+    ``organization``) replaced by ``[redacted]``."""
+    if status in _AUTH_STATUSES:
+        return ""
+    return _ACCOUNT_ID.sub(lambda m: f'{m.group(1)}"{REDACTED}"', body)
+
+
+def capped_error_body(status: int | None, body: str) -> str:
+    """:func:`safe_error_body` cut to :data:`MAX_ERROR_BODY` characters plus one ``…``:
+    the form a message quotes."""
+    text = safe_error_body(status, body).strip()
+    return text[:MAX_ERROR_BODY] + "…" if len(text) > MAX_ERROR_BODY else text
 
 
 async def read_bounded(response: httpx2.Response, limit: int | None = None) -> bytes:
@@ -122,8 +149,10 @@ class Poster:
         secret: str | None,
         credentials: tuple[str, str] | None = None,
         max_retry_after: float = 60.0,
+        max_connections: int | None = None,
     ) -> None:
         self._owned = http_client is None
+        self.max_connections = max_connections
         self.http: httpx2.AsyncClient | None = http_client
         # Credentials of the URL (user, password), sent as basic auth; they and the
         # header that carries them are redacted like the key.
@@ -159,6 +188,7 @@ class Poster:
         attempt = 0
         while True:
             delay: int | None = None
+            retry_after: str | None = None
             body = ""
             failure: GenerateError
             try:
@@ -186,15 +216,15 @@ class Poster:
                     finally:
                         await close_response(response)
                     info = ErrorInfo(None, status, attempt, status in self.retryable)
-                    failure = GenerateError(f"HTTP {status} from POST {url}: {body}")
-                    failure.status = status
-                    delay = retry_after_seconds(response.headers.get("retry-after"))
+                    retry_after = response.headers.get("retry-after")
+                    failure = self._provider_error(url, status, body, retry_after)
+                    delay = retry_after_seconds(retry_after)
             if not await self._should_retry(info) or attempt >= self.retries:
                 raise failure
             if delay is not None and delay > self.max_retry_after:
                 # Honoured, a delay this long would hold the run for as long as the
                 # server says (2**31-1 s is 68 years): the call fails now, saying so.
-                raise self._too_long(url, info.status, delay, body)
+                raise self._too_long(url, info.status, delay, body, retry_after)
             await trio.sleep(delay if delay is not None else self.backoff(attempt))
             attempt += 1
 
@@ -268,8 +298,8 @@ class Poster:
     def _direct_transport(
         self, http: httpx2.AsyncClient, request: httpx2.Request
     ) -> httpx2.AsyncBaseTransport | None:
-        """The owned pool's transport for *request* (a proxy's, when the environment
-        names one) when ``send`` would add nothing, else ``None``."""
+        """The owned pool's transport (the one every request of it takes: it was made
+        without a proxy) when ``send`` would add nothing, else ``None``."""
         if (
             not self._owned
             or http.is_closed  # send says so, clearly
@@ -277,8 +307,7 @@ class Poster:
             or request.url.scheme not in ("http", "https")
         ):
             return None
-        pick = getattr(http, "_transport_for_url", None)  # httpx2's own choice, proxies too
-        return None if pick is None else cast("httpx2.AsyncBaseTransport", pick(request.url))
+        return own_transport(http)
 
     async def _read(self, response: httpx2.Response) -> bytes:
         """:func:`read_bounded`; the caller's :func:`close_response` closes the response
@@ -289,13 +318,27 @@ class Poster:
         """Seconds to wait before attempt ``attempt + 1``."""
         return backoff_seconds(self.retry_base_ms, attempt)
 
-    def _too_long(self, url: str, status: int | None, delay: int, body: str) -> GenerateError:
-        error = GenerateError(
-            f"HTTP {status} from POST {url} with Retry-After: {delay} s, longer than "
-            f"max_retry_after ({self.max_retry_after:g} s), so not retried: {body}"
+    @staticmethod
+    def _provider_error(url: str, status: int, body: str, retry_after: str | None) -> ProviderError:
+        quoted = capped_error_body(status, body) or "(empty body)"
+        return ProviderError(
+            f"HTTP {status} from POST {url}: {quoted}",
+            status=status,
+            body=body,
+            retry_after=retry_after,
         )
-        error.status = status
-        return error
+
+    def _too_long(
+        self, url: str, status: int | None, delay: int, body: str, retry_after: str | None
+    ) -> GenerateError:
+        quoted = capped_error_body(status, body) or "(empty body)"
+        message = (
+            f"HTTP {status} from POST {url} with Retry-After: {delay} s, longer than "
+            f"max_retry_after ({self.max_retry_after:g} s), so not retried: {quoted}"
+        )
+        if status is None:
+            return GenerateError(message)
+        return ProviderError(message, status=status, body=body, retry_after=retry_after)
 
     def _network_failure(self, url: str, exc: Exception) -> GenerateError:
         detail = redact(error_text(exc), self.hidden)
@@ -315,7 +358,10 @@ class Poster:
                         break
         except httpx2.HTTPError:
             pass  # the status is the error; a body cut short is still worth quoting
-        return excerpt(b"".join(out)[:_ERROR_READ_BYTES], self.hidden)
+        # The whole body read (bounded), secrets redacted; 401/403 and account ids are
+        # handled by safe_error_body, the message's cut by capped_error_body.
+        text = redact(b"".join(out)[:_ERROR_READ_BYTES].decode("utf-8", "replace"), self.hidden)
+        return safe_error_body(response.status_code, text.strip())
 
     async def _should_retry(self, info: ErrorInfo) -> bool:
         if self.on_error is None:
@@ -345,7 +391,11 @@ class Poster:
         # An http:// model (a local server) never needs the CA bundle: no redirects are
         # followed, so its client only ever sends plain http (TLS through it fails closed).
         plain = url[:7].lower() == "http://"
-        made = await new_client(connect_timeout=_CONNECT_TIMEOUT, plain_http=plain)
+        made = await new_client(
+            connect_timeout=_CONNECT_TIMEOUT,
+            plain_http=plain,
+            max_connections=self.max_connections,
+        )
         if self.http is None:
             self.http = made
         else:

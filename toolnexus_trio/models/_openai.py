@@ -14,7 +14,7 @@ from typing import Any
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, Message
 from ..loop._turns import TranslateCall, _usage, encode_arguments
-from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call
+from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
 from ._sse import SSEEvent
 
 
@@ -43,7 +43,7 @@ def body(
     tool_choice: Any = "auto",
 ) -> dict[str, Any]:
     """The request body; ``tools`` and ``tool_choice`` are left out when there are no tools."""
-    out: dict[str, Any] = {"model": model, "messages": messages}
+    out: dict[str, Any] = {"model": model, "messages": _plain(messages)}
     if tools:
         out["tools"] = tools
         if tool_choice is not None:
@@ -104,7 +104,7 @@ def parse(payload: object) -> Parsed:
         raise GenerateError("the chat completion's usage is not an object")
     response = InProcessResponse(text_of(message.get("content")), tuple(calls), usage)
     reason = choice.get("finish_reason")
-    return Parsed(response, _usage(usage), reason if isinstance(reason, str) else None, data)
+    return Parsed(response, _counts(usage), reason if isinstance(reason, str) else None, data)
 
 
 class StreamAssembler:
@@ -198,7 +198,35 @@ class StreamAssembler:
             "usage": dict(self._usage) if self._usage is not None else None,
         }
         response = InProcessResponse(text, tuple(calls), self._usage)
-        return Parsed(response, _usage(self._usage), self._reason, raw)
+        return Parsed(response, _counts(self._usage), self._reason, raw)
+
+
+_PROVIDER_STATE = ("responses_output", "gemini_parts")
+"""Keys another wire keeps on an assistant message (a fallback's answer, an earlier
+transcript): never sent on this one."""
+
+
+def _plain(messages: Sequence[Message]) -> Sequence[Message]:
+    """*messages*, without other wires' provider state (the same list when none has it)."""
+    if not any(k in m for m in messages for k in _PROVIDER_STATE):
+        return messages
+    return [
+        {k: v for k, v in m.items() if k not in _PROVIDER_STATE}
+        if any(k in m for k in _PROVIDER_STATE)
+        else m
+        for m in messages
+    ]
+
+
+def _counts(usage: Mapping[str, Any] | None) -> dict[str, int]:
+    """Normalised usage, with ``prompt_tokens_details.cached_tokens`` as cache reads."""
+    counts = _usage(usage)
+    details = usage.get("prompt_tokens_details") if usage else None
+    if isinstance(details, Mapping) and details.get("cached_tokens"):
+        cached = usage_counts(0, 0, cache_read=details["cached_tokens"])
+        counts.update(cached)
+        counts.update(_usage(usage))
+    return counts
 
 
 def _string_arguments(message: Message) -> Message:

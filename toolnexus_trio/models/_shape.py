@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall
+from ..loop._turns import _int
 
 _WORDS = 200
 
@@ -20,12 +21,16 @@ class Parsed:
     ``usage`` is normalised; ``finish_reason`` is the provider's own word (mapped by
     :func:`~toolnexus_trio.loop._turns.finish_reason_for` where the SPEC asks); ``raw`` is the
     decoded payload (for a stream: the payload a non-streamed call would have given).
+    ``extra`` is provider state the wire needs back on the next call (the Responses
+    API's reasoning items, Gemini's thought signatures): keys added to the assistant
+    message the loop appends to the transcript.
     """
 
     response: InProcessResponse
     usage: dict[str, int]
     finish_reason: str | None
     raw: Any
+    extra: Mapping[str, Any] | None = None
 
 
 def decode_json(body: bytes, what: str) -> Any:
@@ -90,3 +95,30 @@ def text_of(content: object) -> str:
 
 def _kind(value: object) -> str:
     return "null" if value is None else f"a {type(value).__name__}"
+
+
+def usage_counts(
+    prompt: object,
+    completion: object,
+    *,
+    total: object = None,
+    cache_read: object = None,
+    cache_write: object = None,
+) -> dict[str, int]:
+    """Normalised usage: ``prompt_tokens`` counts every input token, cached ones
+    included; ``cache_read_tokens`` and ``cache_write_tokens`` (present only when not
+    zero) say how many of them were read from or written to the provider's cache."""
+    p = _int(prompt, "prompt_tokens")
+    c = _int(completion, "completion_tokens")
+    out = {
+        "prompt_tokens": p,
+        "completion_tokens": c,
+        "total_tokens": _int(total, "total_tokens") if total is not None else p + c,
+    }
+    read = _int(cache_read, "cache_read_tokens")
+    write = _int(cache_write, "cache_write_tokens")
+    if read:
+        out["cache_read_tokens"] = read
+    if write:
+        out["cache_write_tokens"] = write
+    return out

@@ -14,7 +14,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,7 +27,7 @@ from .._toolkit import Toolkit
 from ..loop._output import TOOL_ARGS_DELTA
 from ..loop._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
 from ..loop._turns import Emit, TranslateCall, Turn, encode_arguments, finish_reason_for
-from . import _anthropic, _openai
+from . import _anthropic, _gemini, _openai, _responses
 from ._http import MAX_RESPONSE_BYTES, Poster, read_bounded
 from ._options import ClientOptions
 from ._shape import Parsed, decode_json
@@ -35,7 +35,13 @@ from ._sse import SSEDecoder
 
 logger = logging.getLogger("toolnexus_trio")
 
-_FORBIDDEN_PARAMS = ("messages", "tools", "stream")
+_FORBIDDEN_PARAMS = ("messages", "tools", "stream", "input", "contents")
+_WIRES: dict[str, ModuleType] = {
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "responses": _responses,
+    "gemini": _gemini,
+}
 _PIECE = 64 * 1024
 """The most bytes handed to the SSE decoder at once."""
 END_GRACE = 0.5
@@ -53,6 +59,8 @@ def api_key_for(options: ClientOptions) -> str | None:
         return options.api_key
     if options.style == "anthropic":
         names = ["ANTHROPIC_API_KEY"]
+    elif options.style == "gemini":
+        names = ["GEMINI_API_KEY", "GOOGLE_API_KEY"]
     elif "openrouter.ai" in (urlsplit(options.base_url).hostname or ""):
         names = ["OPENROUTER_API_KEY", "OPENAI_API_KEY"]
     else:
@@ -96,8 +104,10 @@ class HttpTurns:
     """Model turns over HTTP in one wire style (one per :class:`Client`)."""
 
     def __init__(self, options: ClientOptions) -> None:
-        if options.style not in ("openai", "anthropic"):
-            raise ValueError(f"style must be 'openai' or 'anthropic', not {options.style!r}")
+        if options.style not in _WIRES:
+            raise ValueError(
+                f"style must be one of {', '.join(map(repr, _WIRES))}, not {options.style!r}"
+            )
         scheme = urlsplit(options.base_url).scheme
         if scheme not in ("http", "https"):
             raise ValueError(f"base_url must be an http(s) URL, not {safe_url(options.base_url)!r}")
@@ -113,9 +123,17 @@ class HttpTurns:
                 f"max_retry_after must be a finite number of seconds >= 0, "
                 f"not {options.max_retry_after!r}"
             )
-        self.wire: ModuleType = _openai if options.style == "openai" else _anthropic
+        cap = options.max_connections
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise ValueError(f"max_connections must be None or an int >= 1, not {cap!r}")
+        self.wire: ModuleType = _WIRES[options.style]
+        self.model = options.model
         # Credentials in the URL go as basic auth, and never into a message or a log.
-        self.url, credentials = split_credentials(self.wire.endpoint(options.base_url))
+        self._per_model = options.style == "gemini"  # the model is part of the URL
+        base = options.base_url if self._per_model else self.wire.endpoint(options.base_url)
+        self.url, credentials = split_credentials(base)
+        self._base = self.url.rstrip("/")
+        self._urls: dict[tuple[str, bool], str] = {}
         self.secret = api_key_for(options)
         self.headers = {
             "content-type": "application/json",
@@ -123,6 +141,9 @@ class HttpTurns:
             **{k.lower(): v for k, v in (options.headers or {}).items()},
         }
         self.params = _clean_params(options.request_params)
+        # Only the Anthropic wire needs breakpoints; the others cache on their own.
+        cached = options.prompt_cache and options.style == "anthropic"
+        self._body_options: dict[str, Any] = {"prompt_cache": True} if cached else {}
         self.transform = options.body_transform
         self.poster = Poster(
             http_client=options.http_client,
@@ -133,6 +154,7 @@ class HttpTurns:
             secret=self.secret,
             credentials=credentials,
             max_retry_after=options.max_retry_after,
+            max_connections=options.max_connections,
         )
 
     def tools_for(self, toolkit: Toolkit | None) -> list[dict[str, Any]]:
@@ -140,8 +162,17 @@ class HttpTurns:
         tools: list[dict[str, Any]] = self.wire.tools_for(toolkit)
         return tools
 
-    async def turn(self, request: GenerateRequest, emit: Emit | None) -> Turn:
-        """One model call; streamed (SSE) when *emit* is set."""
+    async def turn(
+        self,
+        request: GenerateRequest,
+        emit: Emit | None,
+        on_head: Callable[[], None] | None = None,
+    ) -> Turn:
+        """One model call; streamed (SSE) when *emit* is set.
+
+        *on_head* (hedging) is called once the provider's answer has begun: its 2xx
+        status line is in, before its body is read.
+        """
         stream = emit is not None
         body = self.wire.body(
             request.model,
@@ -149,20 +180,28 @@ class HttpTurns:
             request.tools or (),
             max_tokens=request.max_tokens,
             stream=stream,
+            **self._body_options,
         )
         if request.response_format is not None:
-            # Native typed output: the style's own JSON-schema answer format.
-            body.update(self.wire.response_format(request.response_format))
+            # Native typed output: the style's own JSON-schema answer format, merged one
+            # level deep (Gemini's goes inside a generationConfig the body may have).
+            for key, value in self.wire.response_format(request.response_format).items():
+                if isinstance(value, dict) and isinstance(body.get(key), dict):
+                    body[key] = {**body[key], **value}
+                else:
+                    body[key] = value
         content = await self._encode(body)
+        url = self._url(request.model, stream)
         if emit is None:
-            parsed = await self._call(content)
-            return Turn(parsed.response, parsed.usage, parsed.raw)
-        parsed = await self._stream(content, request.model, emit)
-        return Turn(parsed.response, parsed.usage, parsed.raw, streamed=True)
+            parsed = await self._call(content, url, on_head)
+            return Turn(parsed.response, parsed.usage, parsed.raw, extra=parsed.extra)
+        parsed = await self._stream(content, request.model, emit, url, on_head)
+        return Turn(parsed.response, parsed.usage, parsed.raw, streamed=True, extra=parsed.extra)
 
     async def translate(self, call: TranslateCall) -> TranslateResult:
         """§11: one non-streamed call, read back into OpenAI shapes."""
-        parsed = await self._call(await self._encode(self.wire.translate_body(call)))
+        url = self._url(call.model, False)
+        parsed = await self._call(await self._encode(self.wire.translate_body(call)), url)
         calls = tuple(
             TranslatedToolCall(tc.id or f"call_{i}", tc.name, encode_arguments(tc.arguments))
             for i, tc in enumerate(parsed.response.tool_calls)
@@ -182,29 +221,56 @@ class HttpTurns:
 
     # -- internals ----------------------------------------------------------
 
+    def _url(self, model: str, stream: bool) -> str:
+        if not self._per_model:
+            return self.url
+        key = (model, stream)
+        url = self._urls.get(key)
+        if url is None:
+            if len(self._urls) > 64:  # models come from hooks: keep the cache small
+                self._urls.clear()
+            url = self._urls[key] = self.wire.endpoint(self._base, model, stream)
+        return url
+
     async def _encode(self, body: dict[str, Any]) -> bytes:
         body.update(self.params)
         if self.transform is not None:
-            if isinstance(body.get("messages"), list):
+            key = getattr(self.wire, "TRANSCRIPT_KEY", "messages")
+            if isinstance(body.get(key), list):
                 # The transform may edit the list in place; the run's transcript is not its.
-                body["messages"] = list(body["messages"])
+                body[key] = list(body[key])
             try:
-                out = self.transform(body)
+                out: Any = self.transform(body)  # a user function: checked below
                 if inspect.isawaitable(out):
                     out = await out
             except Exception as exc:
                 raise GenerateError(f"body_transform raised {type(exc).__name__}: {exc}") from exc
-            if not isinstance(out, dict):
-                raise GenerateError(f"body_transform returned {type(out).__name__}, not a dict")
-            body = out
+            if out is not None:  # None: the body as it is (edited in place or not)
+                if not isinstance(out, dict):
+                    kind = type(out).__name__
+                    raise GenerateError(f"body_transform returned {kind}, not a dict or None")
+                body = out
         try:
             return json.dumps(body, separators=(",", ":")).encode()
         except (TypeError, ValueError) as exc:
             raise GenerateError(f"the request body is not JSON: {exc}") from exc
 
-    async def _call(self, content: bytes) -> Parsed:
+    async def _call(
+        self, content: bytes, url: str, on_head: Callable[[], None] | None = None
+    ) -> Parsed:
         try:
-            _, raw = await self.poster.post(self.url, self.headers, content, stream=False)
+            if on_head is None:
+                _, raw = await self.poster.post(url, self.headers, content, stream=False)
+            else:
+                # Hedged: the answer has begun at its status line, before its body.
+                response, _ = await self.poster.post(url, self.headers, content, stream=True)
+                on_head()
+                try:
+                    raw = await read_bounded(response)
+                except httpx2.HTTPError as exc:
+                    raise GenerateError(f"the model's answer broke: {self._detail(exc)}") from exc
+                finally:
+                    await close_response(response)
         except GenerateError:
             raise
         except Exception as exc:  # e.g. a closed pool: still this model call's failure
@@ -213,13 +279,22 @@ class HttpTurns:
         parsed: Parsed = self.wire.parse(decode_json(raw, "the model's answer"))
         return parsed
 
-    async def _stream(self, content: bytes, model: str, emit: Emit) -> Parsed:
+    async def _stream(
+        self,
+        content: bytes,
+        model: str,
+        emit: Emit,
+        url: str,
+        on_head: Callable[[], None] | None = None,
+    ) -> Parsed:
         try:
-            response, _ = await self.poster.post(self.url, self.headers, content, stream=True)
+            response, _ = await self.poster.post(url, self.headers, content, stream=True)
         except GenerateError:
             raise
         except Exception as exc:
             raise self._failure(exc) from exc
+        if on_head is not None:
+            on_head()
         if response.headers.get("content-type", "").startswith("application/json"):
             # A server that ignores "stream": the whole answer at once, one delta.
             try:

@@ -25,11 +25,15 @@ Backpressure, so that memory stays bounded whatever the gateway does:
   the gateway side), and admits an invocation or resource read only while fewer than
   :data:`MAX_IN_FLIGHT` of them, holding under :data:`MAX_IN_FLIGHT_BYTES` of request
   text, are running;
-- every other producer waits for room *before* it builds its frame: answers of
-  invocations and reads, progress and log (:meth:`_Connection.notify_room`),
+- every other producer waits for room *before* it builds its frame: progress and log
+  (:meth:`_Connection.notify_room`),
   sample/elicit requests (the servicer takes the next one only when there is room),
   ``publish``; updates from a subscribe hook's synchronous ``emit`` are coalesced
   instead (see :mod:`._subscriptions`);
+- resource reads wait for room before they *read*, one at a time, so the bytes of
+  read answers in flight are the send queue plus one value, whatever their count;
+- an invocation answer that finds no room is held as its frame, counted; while more
+  than ``MAX_HELD_ANSWER_BYTES`` are held, admitted handlers wait to start;
 - a gateway that reads nothing for ``SEND_STALL_TIMEOUT`` while a write is pending is
   disconnected with close code 1008 by the transport's watchdog.
 
@@ -112,6 +116,10 @@ for one to finish before admitting more (the benchmarks run 10,000 at once)."""
 MAX_IN_FLIGHT_BYTES: Final = 64 * 1024 * 1024
 """Characters of request text those hold at most (one more request may pass it)."""
 
+MAX_READS_IN_FLIGHT: Final = 1024
+"""Resource reads admitted at once per connection (they are answered one at a time,
+see ``_run_read``); beyond it the read loop waits, as for :data:`MAX_IN_FLIGHT`."""
+
 _SPAWNING: Final = frozenset({"actions/invoke", "resources/read"})
 """Requests that start a task, and so take an in-flight slot."""
 
@@ -154,6 +162,10 @@ class _Connection(Invocations):
         self._load_bytes = 0
         self._slot_lot = trio.lowlevel.ParkingLot()  # the read loop waits for a slot
         self._req_send, self._req_recv = trio.open_memory_channel[_OutboundRequest](0)
+        self._read_lock = trio.Lock()  # resources/read answers one at a time (_run_read)
+        self._reads = 0  # reads admitted and not yet answered
+        self._held_bytes = 0
+        self._held_lot = trio.lowlevel.ParkingLot()
         # Each takes the request and its admitted size (0 unless in _SPAWNING).
         self._requests: dict[str, Callable[[Request, int], None]] = {
             "actions/invoke": self._on_invoke,
@@ -252,7 +264,11 @@ class _Connection(Invocations):
         await ws.aclose(code, reason)
 
     def _has_slot(self) -> bool:
-        return self._load < MAX_IN_FLIGHT and self._load_bytes < MAX_IN_FLIGHT_BYTES
+        return (
+            self._load < MAX_IN_FLIGHT
+            and self._load_bytes < MAX_IN_FLIGHT_BYTES
+            and self._reads < MAX_READS_IN_FLIGHT
+        )
 
     async def _wait_for_slot(self) -> None:
         """Wait until an invocation or read finishes (or the connection closes)."""
@@ -288,6 +304,7 @@ class _Connection(Invocations):
             inv.cancel()
         # 4. Stop subscriptions.
         self._slot_lot.unpark_all()
+        self._held_lot.unpark_all()
         self._subs.stop_all()
         # 5. Free the host's slot so the next dial is accepted at once.
         self._host._connection_closed(self, code, reason)
@@ -509,19 +526,24 @@ class _Connection(Invocations):
             raise ActionError(TesseronErrorCode.ACTION_NOT_FOUND, f"Resource not readable: {name}")
         assert self._nursery is not None
         self._nursery.start_soon(self._run_read, req.id, handle, size)
+        self._reads += 1
 
     async def _run_read(self, id: RequestId, handle: ResourceHandle, size: int) -> None:
         try:
-            try:
-                value = await handle.read()
-                await self._ws.wait_writable()  # room first, as for invocations
-                frame = result_frame(id, {"value": value})
-            except Exception as exc:
-                error = _as_action_error(exc)
+            # One read at a time per connection, and only once there is room: a value
+            # read is sent at once, so answers in flight are the send queue plus one.
+            # Reading first and waiting for room after let every read of a pipelined
+            # batch (a thousand per 64 KiB) hold its value while the gateway read
+            # nothing: 100 MB for 100 KB resources (issue 30).
+            async with self._read_lock:
                 await self._ws.wait_writable()
-                frame = error_frame(id, error)
-            self._send(frame)
+                try:
+                    frame = result_frame(id, {"value": await handle.read()})
+                except Exception as exc:
+                    frame = error_frame(id, _as_action_error(exc))
+                self._send(frame)
         finally:
+            self._reads -= 1
             self._release(size)
 
     def _on_subscribe(self, req: Request, size: int) -> None:

@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 NOTIFY_BURST: Final = 256
 """Notifications sent between forced yields (see :meth:`Invocations.notify_room`)."""
 
+MAX_HELD_ANSWER_BYTES: Final = 4 * 1024 * 1024
+"""Bytes of invocation answers held while the writer has no room before further
+admitted handlers wait to start (see ``_run_invocation``)."""
+
 
 class Invocations:
     """Invocations and the handlers' session for ``_Connection`` (a mixin)."""
@@ -58,6 +62,8 @@ class Invocations:
     _timeouts: dict[float, collections.deque[_Invocation]]
     _timed: int
     _timer_scope: trio.CancelScope | None
+    _held_bytes: int  # answers (frames) of finished handlers waiting for writer room
+    _held_lot: trio.lowlevel.ParkingLot  # handlers waiting to start while those are many
 
     if TYPE_CHECKING:
         # The connection's own methods these call.
@@ -185,15 +191,31 @@ class Invocations:
         try:
             try:
                 with inv.scope:
+                    if self._held_bytes > MAX_HELD_ANSWER_BYTES:
+                        await self._wait_held()
                     output = await action.handler(value, ActionContext(inv, self))
                 if inv.answered:
                     return  # cancelled or timed out: the answer went out already
-                # Room first, then build the frame: an answer the gateway does not
-                # read never exists twice (here and queued). With room there is no
-                # need for wait_writable's cancellation check (0.3 us).
-                if not self._ws.writable:
-                    await self._ws.wait_writable()
-                frame = invoke_result_frame(inv.request_id, inv.invocation_id, output)
+                if self._ws.writable:
+                    # With room there is no need for wait_writable's cancellation
+                    # check (0.3 us): build and send at once.
+                    frame = invoke_result_frame(inv.request_id, inv.invocation_id, output)
+                else:
+                    # No room: hold the answer as its frame (the output is dropped, so
+                    # it exists once), counted, until there is. While more than
+                    # MAX_HELD_ANSWER_BYTES are held, admitted handlers wait to start:
+                    # a pipelined batch of quick handlers (a thousand per 64 KiB read)
+                    # each holding its answer grew a host by 100 MB (issue 30).
+                    frame = invoke_result_frame(inv.request_id, inv.invocation_id, output)
+                    del output
+                    held = len(frame)
+                    self._held_bytes += held
+                    try:
+                        await self._ws.wait_writable()
+                    finally:
+                        self._held_bytes -= held
+                        if self._held_lot:
+                            self._held_lot.unpark_all()
             except Exception as exc:
                 error = _as_action_error(exc)
                 if not inv.answered:
@@ -202,6 +224,12 @@ class Invocations:
             self._finish(inv, frame)
         finally:
             self._release(size)
+
+    async def _wait_held(self) -> None:
+        """Wait while held answers are over :data:`MAX_HELD_ANSWER_BYTES` (or until the
+        connection closes)."""
+        while self._held_bytes > MAX_HELD_ANSWER_BYTES and not self._closed:
+            await self._held_lot.park()
 
     def _finish(self, inv: _Invocation, frame: str) -> None:
         if inv.answered:

@@ -1,8 +1,9 @@
 """Test helpers for users of toolnexus-trio: a real, scripted model server.
 
-:class:`FakeProvider` is a small HTTP/1.1 server on loopback that speaks both wire
-styles of :func:`toolnexus_trio.create_client` (OpenAI ``/chat/completions`` and
-Anthropic ``/messages``, JSON and SSE), plays scripted answers and faults, and keeps
+:class:`FakeProvider` is a small HTTP/1.1 server on loopback that speaks the wire
+styles of :func:`toolnexus_trio.create_client` (OpenAI ``/chat/completions``,
+Anthropic ``/messages``, the OpenAI Responses API ``/responses`` and Gemini
+``/models/{model}:generateContent``, JSON and SSE), plays scripted answers and faults, and keeps
 every request it received. Tests get a real socket and the real wire, not a mock::
 
     async with open_fake_provider([{"text": "hi"}]) as provider:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import attrs
 
-WireStyle = Literal["openai", "anthropic"]
+WireStyle = Literal["openai", "anthropic", "responses", "gemini"]
 
 
 @attrs.frozen
@@ -46,13 +46,18 @@ class Step:
     answer with these raw bytes (non-JSON, wrong shape), sent as ``content_type``
     (default: ``text/event-stream`` when the request asked to stream, else
     ``application/json``); ``delay_ms`` waits before
-    answering; ``stall`` never answers and waits for the client to hang up;
+    answering (a client that hangs up meanwhile is seen, as with ``stall``);
+    ``stall`` never answers and waits for the client to hang up;
     ``stall_after=N`` streams N events then stalls; ``drop_after=N`` closes the
     connection after N events (JSON: halfway through the body) without ending it;
     ``hold_open`` sends every event of a streamed answer, its terminal one
     (``[DONE]``, ``message_stop``) included, then keeps the body open without ending
     it until the client hangs up (a JSON answer is sent whole, as usual);
     ``event_delay_ms`` waits between streamed events.
+
+    ``reasoning`` (Responses and Gemini wires) adds a reasoning item with that summary
+    (Responses) or a thought signature on the first call (Gemini). ``usage`` may also
+    give ``cache_read_tokens`` and ``cache_write_tokens`` (of the prompt tokens).
     """
 
     text: str = ""
@@ -72,6 +77,7 @@ class Step:
     drop_after: int | None = None
     hold_open: bool = False
     event_delay_ms: int = 0
+    reasoning: str = ""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Step:
@@ -124,7 +130,7 @@ def _deltas(step: Step) -> list[str]:
 
 def json_body(style: WireStyle, step: Step, model: str, serial: int) -> dict[str, Any]:
     """The whole answer of a non-streamed call."""
-    prompt, completion = _tokens(step)
+    _, completion = _tokens(step)
     text = step.text * step.burst if step.burst else step.text
     ids = _ids(step, serial)
     if style == "openai":
@@ -142,8 +148,7 @@ def json_body(style: WireStyle, step: Step, model: str, serial: int) -> dict[str
             "choices": [{"index": 0, "message": message, "finish_reason": reason}],
         }  # fmt: skip
         if step.usage is not None:
-            out["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
-                            "total_tokens": prompt + completion}  # fmt: skip
+            out["usage"] = _openai_usage(step)
         return out
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     for i, c in zip(ids, step.tool_calls, strict=True):
@@ -159,7 +164,30 @@ def json_body(style: WireStyle, step: Step, model: str, serial: int) -> dict[str
         "content": content, "stop_reason": reason, "stop_sequence": None,
     }  # fmt: skip
     if step.usage is not None:
-        out["usage"] = {"input_tokens": prompt, "output_tokens": completion}
+        out["usage"] = _anthropic_usage(step, completion)
+    return out
+
+
+def _openai_usage(step: Step) -> dict[str, Any]:
+    prompt, completion = _tokens(step)
+    out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                           "total_tokens": prompt + completion}  # fmt: skip
+    read = int((step.usage or {}).get("cache_read_tokens", 0))
+    if read:
+        out["prompt_tokens_details"] = {"cached_tokens": read}
+    return out
+
+
+def _anthropic_usage(step: Step, output: int) -> dict[str, int]:
+    """Anthropic counts cached input apart: ``input_tokens`` is the rest of the prompt."""
+    prompt, _ = _tokens(step)
+    usage = step.usage or {}
+    read = int(usage.get("cache_read_tokens", 0))
+    write = int(usage.get("cache_write_tokens", 0))
+    out = {"input_tokens": prompt - read - write, "output_tokens": output}
+    if read or write:
+        out["cache_read_input_tokens"] = read
+        out["cache_creation_input_tokens"] = write
     return out
 
 
@@ -203,10 +231,7 @@ def _openai_events(step: Step, model: str, serial: int, include_usage: bool) -> 
     reason = step.finish_reason or ("tool_calls" if step.tool_calls else "stop")
     events.append(chunk({}, reason))
     if include_usage and step.usage is not None:
-        prompt, completion = _tokens(step)
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion,
-                 "total_tokens": prompt + completion}  # fmt: skip
-        body = {**head, "choices": [], "usage": usage}
+        body = {**head, "choices": [], "usage": _openai_usage(step)}
         events.append(b"data: " + json.dumps(body).encode() + b"\n\n")
     events.append(b"data: [DONE]\n\n")
     return events
@@ -220,10 +245,10 @@ def _anthropic_events(step: Step, model: str, serial: int) -> list[bytes]:
             + b"\n\n"
         )
 
-    prompt, completion = _tokens(step)
+    _, completion = _tokens(step)
     message: dict[str, Any] = {"id": f"msg_fake_{serial}", "type": "message", "role": "assistant",
                "model": model, "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": prompt, "output_tokens": 1}}  # fmt: skip
+               "usage": _anthropic_usage(step, 1)}  # fmt: skip
     events = [event("message_start", {"message": message}), event("ping", {})]
     index = 0
     deltas = _deltas(step)

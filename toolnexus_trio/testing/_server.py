@@ -11,7 +11,7 @@ import functools
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import h11
@@ -19,6 +19,7 @@ import trio
 
 from .._groups import collapse_groups
 from ._script import Step, WireStyle, json_body, sse_events
+from ._wires import gemini_body, gemini_events, responses_body, responses_events
 
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 _SERVER = b"toolnexus-trio-fake-provider"
@@ -60,14 +61,21 @@ class _Gone(Exception):
 
 
 class FakeProvider:
-    """A scripted model server speaking the OpenAI and Anthropic wires on loopback.
+    """A scripted model server speaking four model wires on loopback.
 
     ``POST .../chat/completions`` answers in the OpenAI style, ``POST .../messages``
-    in the Anthropic style; a body with ``"stream": true`` gets SSE, otherwise JSON.
+    in the Anthropic style, ``POST .../responses`` as the OpenAI Responses API; a
+    body with ``"stream": true`` gets SSE, otherwise JSON. ``POST
+    .../models/{model}:generateContent`` answers as Gemini, and
+    ``:streamGenerateContent?alt=sse`` with Gemini's SSE chunks.
     Each request takes the next :class:`Step` of the script (with ``cycle=True`` the
     script repeats); when it has run out the answer is a 500. Every request is kept in
     :attr:`requests`. Start it with :func:`open_fake_provider`, or run :meth:`serve`
     in your own nursery (``await nursery.start(provider.serve)``).
+
+    ``POST .../systemone`` is a judgment backend (SPEC §8B): a step answers it with
+    its ``body`` (or, without one, its ``text``) as the JSON body, after the same
+    faults (``status``, ``delay_ms``, ``stall``...) as any other wire.
     """
 
     def __init__(self, script: Iterable[Step | Mapping[str, Any]] = (), *, cycle: bool = False):
@@ -186,13 +194,7 @@ class FakeProvider:
         self, conn: h11.Connection, stream: trio.SocketStream, received: ReceivedRequest
     ) -> bool:
         path = received.path.split("?", 1)[0].rstrip("/")
-        style: WireStyle | None = (
-            "openai"
-            if path.endswith("/chat/completions")
-            else "anthropic"
-            if path.endswith("/messages")
-            else None
-        )
+        style, gemini_model, gemini_stream = _style_of(path, received.path)
         if style is None or received.method != "POST":
             await _send_simple(conn, stream, 404, _error("no such endpoint"))
             return True
@@ -200,8 +202,8 @@ class FakeProvider:
         if step is None:
             await _send_simple(conn, stream, 500, _error("FakeProvider: the script has run out"))
             return True
-        if step.delay_ms:
-            await trio.sleep(step.delay_ms / 1000)
+        if step.delay_ms and not await _wait_or_gone(conn, stream, received, step.delay_ms):
+            return False
         if step.stall:
             await _wait_gone(stream, received)
             return False
@@ -214,24 +216,58 @@ class FakeProvider:
             return True
         request = received.json if isinstance(received.json, dict) else {}
         if step.body is not None:
-            streamed = request.get("stream") is True
+            streamed = request.get("stream") is True or gemini_stream
             kind = step.content_type or ("text/event-stream" if streamed else "application/json")
             await _send_simple(conn, stream, 200, step.body.encode(), extra, kind)
             return True
-        model = str(request.get("model", "fake"))
+        if style == "systemone":
+            await _send_simple(conn, stream, 200, step.text.encode(), extra)
+            return True
+        model = gemini_model or str(request.get("model", "fake"))
         serial = len(self.requests)
-        if request.get("stream") is True:
-            options = request.get("stream_options")
-            include_usage = isinstance(options, dict) and options.get("include_usage") is True
-            events = sse_events(style, step, model, serial, include_usage=include_usage)
+        if style == "gemini" and gemini_stream:
+            return await _send_events(
+                conn, stream, received, step, gemini_events(step, model, serial)
+            )
+        if request.get("stream") is True and style != "gemini":
+            if style == "responses":
+                events = responses_events(step, model, serial)
+            else:
+                options = request.get("stream_options")
+                include_usage = isinstance(options, dict) and options.get("include_usage") is True
+                events = sse_events(style, step, model, serial, include_usage=include_usage)
             return await _send_events(conn, stream, received, step, events)
-        body = json.dumps(json_body(style, step, model, serial)).encode()
+        if style == "responses":
+            answer = responses_body(step, model, serial)
+        elif style == "gemini":
+            answer = gemini_body(step, model, serial)
+        else:
+            answer = json_body(style, step, model, serial)
+        body = json.dumps(answer).encode()
         if step.drop_after is not None:
             await _send_head(conn, stream, 200, "application/json", len(body))
             await stream.send_all(conn.send(h11.Data(data=body[: len(body) // 2])))
             return False
         await _send_simple(conn, stream, 200, body)
         return True
+
+
+def _style_of(path: str, target: str) -> tuple[WireStyle | Literal["systemone"] | None, str, bool]:
+    """The wire a request path asks for; for Gemini also its model and whether it streams."""
+    if path.endswith("/systemone"):
+        return "systemone", "", False
+    if path.endswith("/chat/completions"):
+        return "openai", "", False
+    if path.endswith("/messages"):
+        return "anthropic", "", False
+    if path.endswith("/responses"):
+        return "responses", "", False
+    head, _, method = path.rpartition(":")
+    if "/models/" in head and method in ("generateContent", "streamGenerateContent"):
+        model = head.rsplit("/models/", 1)[1]
+        streamed = method == "streamGenerateContent" and "alt=sse" in target.partition("?")[2]
+        return "gemini", model, streamed
+    return None, "", False
 
 
 def _error(message: str) -> bytes:
@@ -305,6 +341,22 @@ async def _send_events(
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         received.mark_closed()
         raise _Gone from None
+    return True
+
+
+async def _wait_or_gone(
+    conn: h11.Connection, stream: trio.SocketStream, received: ReceivedRequest, ms: int
+) -> bool:
+    """Wait *ms* before answering, watching the socket: ``False`` (and the request marked
+    closed) when the client hangs up meanwhile, as a hedged request's loser does."""
+    with trio.move_on_after(ms / 1000):
+        try:
+            while data := await stream.receive_some(65536):
+                conn.receive_data(data)  # (a next request, kept for its turn)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        received.mark_closed()
+        return False
     return True
 
 
