@@ -25,6 +25,7 @@ from benchmarks.a2a import SCENARIO_TEXT as A2A_SCENARIO_TEXT
 from benchmarks.agent import FANOUT_SLEEP_S
 from benchmarks.agents_runtime import SCENARIO_TEXT as AGENTS_SCENARIO_TEXT
 from benchmarks.compaction import SCENARIO_TEXT as COMPACTION_SCENARIO_TEXT
+from benchmarks.durable import SCENARIO_TEXT as DURABLE_SCENARIO_TEXT
 from benchmarks.hedge import SCENARIO_TEXT as HEDGE_SCENARIO_TEXT
 from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
 from benchmarks.http_suite import http_rows
@@ -512,6 +513,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.hedge import rows as hedge_rows  # scenario 19 (hedged request)
 
     rows.extend(hedge_rows(raw))
+    from benchmarks.durable import rows as durable_rows  # scenario 20 (crash-durable runs)
+
+    rows.extend(durable_rows(raw))
     return rows
 
 
@@ -1029,6 +1033,7 @@ def _rst(
         *XFRAMEWORK_SCENARIO_TEXT,
         *STORES_SCENARIO_TEXT,
         *HEDGE_SCENARIO_TEXT,
+        *DURABLE_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

@@ -207,6 +207,9 @@ def collect(cfg: Config, only: set[int]) -> Raw:
         from benchmarks import hedge
 
         hedge.collect(cfg, add, _json_child, lambda label: _progress(label, t0))
+    if 20 in only:  # crash-durable runs (issue 37): checkpoint overhead and recovery
+        add("durable", "ours", _json_child(["-m", "benchmarks.durable"], timeout=900))
+        _progress("durable", t0)
     return raw
 
 
@@ -214,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 20)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 21)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"

@@ -33,6 +33,7 @@ FLOORS: list[tuple[str, set[str]]] = [
             "_converter",
             "_groups",
             "_http_client",
+            "_lines",
             "_http_pool",
             "_names",
             "_opening",
@@ -55,6 +56,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("loop", {"loop"}),
     ("models, the gateway and judgments", {"models", "gateway", "judge"}),
     ("agents", {"agents"}),
+    ("agents over ACP", {"acp"}),
     ("commands and test tools", {"cli", "testing"}),
     ("facade", {"", "__main__"}),
 ]

@@ -61,11 +61,11 @@ def _log_file(path: Path) -> IO[bytes]:
 
 
 @asynccontextmanager
-async def spawn(tmp_path: Path, *args: str) -> AsyncIterator[Child]:
+async def spawn(tmp_path: Path, *args: str, child: Path = CHILD) -> AsyncIterator[Child]:
     log = tmp_path / f"child-{os.urandom(4).hex()}.log"
     stderr = _log_file(log)
     process = await trio.lowlevel.open_process(
-        [sys.executable, str(CHILD), *args],
+        [sys.executable, str(child), *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=stderr,

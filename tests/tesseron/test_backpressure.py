@@ -36,8 +36,11 @@ BIG = 100_000
 ANSWER_BOUND = 2 * (SEND_HIGH_WATER + BIG + 1024)
 """The documented bound on unsent outgoing bytes: twice (high-water mark + one frame)."""
 
-SLACK = 3 * 1024 * 1024
-"""Everything else alive meanwhile: a few frames being encoded, trio, the peer."""
+SLACK = 6 * 1024 * 1024
+"""Everything else alive meanwhile: a few frames being encoded, trio, the peer, and what
+worker threads left running by earlier tests of the session allocate in the window
+(tracemalloc counts every thread; two full runs went 0.6 MiB past a 3 MiB slack). The
+failure this guards against is tens of MB (a held value per read), far above it."""
 
 
 MARKER = "issue-30-answer"

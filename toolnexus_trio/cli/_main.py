@@ -1,6 +1,6 @@
 """The command line's parser and dispatch.
 
-``python -m toolnexus_trio demo | host | gateway | ask | serve | run | tools``.
+``python -m toolnexus_trio demo | host | gateway | ask | serve | run | tools | acp``.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from functools import partial
 
+from ._acp import add_acp_command, main_acp
 from ._ask import add_ask_command, main_ask
 from ._mcp import add_gateway_mcp_options, add_serve_parser, run_gateway_mcp, run_serve
 from ._run import add_run_commands, main_run, main_tools
@@ -55,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     add_ask_command(commands)
     add_serve_parser(commands)
     add_run_commands(commands)
+    add_acp_command(commands)
     args = parser.parse_args(argv)
+    if args.command == "acp":
+        return main_acp(args)
     if args.command == "ask":
         return main_ask(args)
     if args.command == "serve":

@@ -11,9 +11,13 @@ The modules, bottom up: ``_output`` (typed results), ``_results`` (options, resu
 errors) and ``_runjson`` (their JSON form), ``_turns`` (the seam a model plugs into),
 ``_toolcalls`` (one turn's calls), ``_metrics``, ``_compaction`` (the §7F compactor
 hook), ``_conversation`` (``ask`` and :class:`Conversation`), ``_durable``
-(``Client.answer``) and ``_client`` (the loop itself).
+(``Client.answer``), ``_checkpoint`` (crash-durable runs) and ``_client`` (the loop
+itself).
 """
 
+from ._checkpoint import LeaseLost as LeaseLost
+from ._checkpoint import RunNotRecoverable as RunNotRecoverable
+from ._checkpoint import in_doubt_default as in_doubt_default
 from ._client import Client as Client
 from ._client import create_in_process_client as create_in_process_client
 from ._compaction import compactor as compactor
@@ -23,6 +27,7 @@ from ._durable import AlreadyAnswered as AlreadyAnswered
 from ._durable import PendingExpired as PendingExpired
 from ._output import RetryOutput as RetryOutput
 from ._records import RUN_STATUSES as RUN_STATUSES
+from ._records import InDoubtCall as InDoubtCall
 from ._records import SuspendedCall as SuspendedCall
 from ._records import ToolCallRecord as ToolCallRecord
 from ._results import GenerateError as GenerateError
@@ -50,13 +55,16 @@ __all__ = [
     "GenerateRequest",
     "HookError",
     "Hooks",
+    "InDoubtCall",
     "InProcessOptions",
     "InProcessResponse",
     "InProcessToolCall",
+    "LeaseLost",
     "PendingExpired",
     "ProviderError",
     "RetryOutput",
     "RunError",
+    "RunNotRecoverable",
     "RunResult",
     "RunTimeout",
     "SuspendedCall",
@@ -66,6 +74,7 @@ __all__ = [
     "compactor",
     "create_in_process_client",
     "estimate_tokens",
+    "in_doubt_default",
     "sampler_from_client",
     "sampler_from_generate",
 ]

@@ -41,6 +41,9 @@ from .._toolkit import Toolkit
 from .._wire import Answer
 from ..stores._base import ConversationStore
 from ..stores._memory import InMemoryConversationStore
+from ._checkpoint import durable_ask as _durable_ask
+from ._checkpoint import orphaned_runs as _orphaned_runs
+from ._checkpoint import recover as _recover
 from ._conversation import Conversation
 from ._conversation import ask as _ask
 from ._cost import Prices, check_prices, cost_of
@@ -408,7 +411,34 @@ class Client(ToolCalls):
             "output_retries": output_retries,
             "output_validators": output_validators,
         }
+        if id is not None and self.options.durable:
+            if output_type is not None or self.options.output_type is not None:
+                raise ValueError(
+                    "ask: a crash-durable run (durable=True) has no typed result yet; "
+                    "give no output_type"
+                )
+            return await _durable_ask(self, self._store, prompt, toolkit, id=id, on_text=on_text)
         return await _ask(self, self._store, prompt, toolkit, id=id, on_text=on_text, output=output)
+
+    async def recover(self, id: str, toolkit: Toolkit) -> RunResult:
+        """Continue the durable run *id* whose owner died, from its last checkpoint.
+
+        Needs ``durable=True`` runs (a :class:`~toolnexus_trio.stores.CheckpointStore`).
+        The run is claimed first (one conditional update: of several workers
+        recovering it, one wins; the others get :class:`RunNotRecoverable`, as does a
+        run whose owner's lease has not expired or that is finished; no run at all is
+        a :class:`LookupError`). Then: finished tool calls are not run again; a model
+        call in flight is issued again; a tool call in flight is *in doubt* and
+        ``on_in_doubt`` decides (by default it runs again only if its tool is
+        :attr:`~toolnexus_trio.ToolHints.idempotent`, else the model is told it may or
+        may not have run). The outcome is saved under *id* as :meth:`ask` saves it.
+        """
+        return await _recover(self, self._store, id, toolkit)
+
+    async def orphaned_runs(self, limit: int = 100) -> list[str]:
+        """Ids of durable runs whose owner's lease expired (oldest first, at most
+        *limit*): what a worker passes to :meth:`recover`."""
+        return await _orphaned_runs(self._store, limit)
 
     def conversation(self, toolkit: Toolkit | None = None) -> Conversation:
         """A :class:`Conversation` (``send``, ``messages``, ``reset``) over this client."""
@@ -664,6 +694,8 @@ class Client(ToolCalls):
                 assistant.update(produced.extra)  # provider state the wire needs back
             run.messages.append(assistant)
             run.text = response.content
+            if run.checkpoint is not None:  # a durable run: the response, before any call
+                await run.checkpoint.responded(run, calls)
             # A streamed turn already sent its text as deltas.
             text = "" if produced.streamed else response.content
             if out is not None and settles(out, calls):
@@ -682,6 +714,8 @@ class Client(ToolCalls):
             if run.suspended:
                 run.status, run.text = "pending", run.suspended[0].request.prompt
                 return
+            if run.checkpoint is not None:  # the turn's nursery closed: a consistent cut
+                await run.checkpoint.step(run)
 
     async def _call_model(self, request: GenerateRequest, emit: Emit | None = None) -> Turn:
         started = trio.current_time()

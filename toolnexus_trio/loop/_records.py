@@ -46,3 +46,21 @@ class SuspendedCall:
     request: Request
     message_index: int
     record_index: int
+
+
+@attrs.frozen
+class InDoubtCall:
+    """A tool call that was running when its durable run's process stopped.
+
+    Given to the ``on_in_doubt`` policy of :meth:`Client.recover
+    <toolnexus_trio.Client.recover>`: ``run_id`` is the run's id, ``call_id``,
+    ``name`` and ``args`` the model's call, ``idempotent`` the tool's
+    :attr:`ToolHints.idempotent <toolnexus_trio.ToolHints.idempotent>` (``False`` for
+    a tool the toolkit no longer has).
+    """
+
+    run_id: str
+    call_id: str
+    name: str
+    args: Any
+    idempotent: bool

@@ -8,10 +8,11 @@ from typing import Any, Literal
 import attrs
 
 from .._toolkit import Toolkit
+from .._tools import ToolResult
 from .._wire import Answer, Request
 from ..stores._base import ConversationStore
 from ._output import OutputInvalid, OutputMode, OutputRun, OutputValidator, output_spec
-from ._records import RunStatus, SuspendedCall, ToolCallRecord
+from ._records import InDoubtCall, RunStatus, SuspendedCall, ToolCallRecord
 from ._runjson import run_result_fields, run_result_to_json
 
 Message = dict[str, Any]
@@ -88,6 +89,8 @@ class Hooks:
 Generate = Callable[[GenerateRequest], Any]
 WaitFor = Callable[[Request], Awaitable[Answer]]
 OnMetric = Callable[[dict[str, Any]], None]
+InDoubtPolicy = Callable[[InDoubtCall], ToolResult | None]
+"""``on_in_doubt``: a call in flight at a crash -> its result, or ``None`` to run it again."""
 
 
 def timeout_alias(options: Any) -> None:
@@ -122,6 +125,11 @@ class InProcessOptions:
     ``output_type``, ``output_mode``, ``output_retries`` and ``output_validators`` are
     the defaults of :meth:`Client.run`'s keywords of the same names (see "Typed
     results" in the docs).
+    ``durable`` makes each :meth:`Client.ask` with an id a crash-durable run (the
+    ``store`` must be a :class:`~toolnexus_trio.stores.CheckpointStore`), owned
+    under a lease of ``lease_ms`` renewed while it runs; ``on_in_doubt`` decides, on
+    :meth:`Client.recover`, what a call in flight at the crash becomes (see
+    "Crash-durable runs" in the docs; off by default, and nothing changes then).
     """
 
     model: str
@@ -140,6 +148,9 @@ class InProcessOptions:
     output_mode: OutputMode = "tool"
     output_retries: int = 1
     output_validators: Sequence[OutputValidator] = ()
+    durable: bool = False
+    lease_ms: int = 30_000
+    on_in_doubt: InDoubtPolicy | None = None
 
     def __attrs_post_init__(self) -> None:
         timeout_alias(self)

@@ -4,8 +4,8 @@ This module is long because every path a call can take (hooks, ordering, suspens
 
 :class:`ToolCalls` is the part of :class:`~toolnexus_trio.Client` that executes the tool
 calls of one model message (hooks, ``concurrency_safe`` ordering, §10 suspension and
-``wait_for``, resume) and reports metrics. The loop that asks the model is in
-:mod:`toolnexus_trio.loop._client`.
+``wait_for``, resume, a durable run's per-call checkpoints) and reports metrics. The
+loop that asks the model is in :mod:`toolnexus_trio.loop._client`.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from ._results import HookFn, Hooks, InProcessOptions, Message
 if TYPE_CHECKING:
     # The HTTP client's options: the models family sits above the loop.
     from ..models import ClientOptions
+    from ._checkpoint import Checkpointer
     from ._output import OutputRun
 
 logger = logging.getLogger("toolnexus_trio")
@@ -82,6 +83,8 @@ class _Run:
     # The model the last turn was sent to (a before_llm hook may override it per turn):
     # what RunResult.model and the run metric report. None until a turn is sent.
     model: str | None = None
+    # A durable run's checkpointer (loop/_checkpoint.py); None: nothing is written.
+    checkpoint: Checkpointer | None = None
 
 
 async def _call_hook(fn: HookFn, event: dict[str, Any]) -> Any:
@@ -119,9 +122,17 @@ class ToolCalls:
 
     # -- one turn -----------------------------------------------------------
 
-    async def _turn(self, run: _Run, calls: list[_Call], turn: int, text: str) -> None:
+    async def _turn(
+        self,
+        run: _Run,
+        calls: list[_Call],
+        turn: int,
+        text: str,
+        known: Sequence[_Outcome | None] | None = None,
+    ) -> None:
+        # *known*: the outcomes a recovered run already has (those calls do not run).
         token = CancelToken()
-        outcomes: list[_Outcome | None] = [None] * len(calls)
+        outcomes: list[_Outcome | None] = [None] * len(calls) if known is None else list(known)
         gate = _gate_for(run.toolkit, [c.name for c in calls])
         try:
             # Inside the try: a cancel while these events wait for the consumer still
@@ -137,11 +148,20 @@ class ToolCalls:
             async with trio.open_nursery() as nursery:
                 # The turn's token *is* this nursery's cancel scope.
                 token.attach(nursery.cancel_scope)
-                direct = self._direct_tools(run, gate)
+                checkpoint = run.checkpoint
+                direct = self._direct_tools(run, gate) if checkpoint is None else {}
                 for i, call in enumerate(calls):
+                    if outcomes[i] is not None:
+                        if gate is not None:
+                            gate.done[i].set()
+                        continue
                     found = direct.get(call.name) if call.error is None else None
                     if found is not None:
                         nursery.start_soon(self._direct_call, run, call, found, i, token, outcomes)
+                    elif checkpoint is not None:
+                        nursery.start_soon(
+                            self._checkpointed_call, run, call, i, turn, token, gate, outcomes
+                        )
                     else:
                         nursery.start_soon(
                             self._call_task, run, call, i, turn, token, gate, outcomes
@@ -253,6 +273,31 @@ class ToolCalls:
                 outcomes[index] = _Outcome(ctx.cancelled_result, call.args)  # see ToolContext
             if not metered:
                 self._metric_tool(call.name, ToolResult.error("cancelled"), source, started)
+
+    async def _checkpointed_call(
+        self,
+        run: _Run,
+        call: _Call,
+        index: int,
+        turn: int,
+        token: CancelToken,
+        gate: _Gate | None,
+        outcomes: list[_Outcome | None],
+    ) -> None:
+        """:meth:`_call_task`, then its result written to the durable run's store
+        before the turn can end (a cancelled call writes nothing: it is in doubt)."""
+        checkpoint = run.checkpoint
+        assert checkpoint is not None
+        try:
+            if gate is not None:  # its turn first: a call waiting at the gate has not started
+                await gate.wait_turn(index)
+            await checkpoint.tool_started(index)
+            await trio.lowlevel.checkpoint_if_cancelled()  # a fenced-off write stops here
+            await self._call_task(run, call, index, turn, token, None, outcomes)
+        finally:
+            if gate is not None:
+                gate.done[index].set()
+        await checkpoint.tool_done(index, outcomes[index])
 
     async def _call_task(
         self,

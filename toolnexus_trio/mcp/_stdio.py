@@ -53,6 +53,7 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 
+from .._lines import LineReader
 from .._procs import ProcessTree, open_tree
 from .._streak import ReadyStreak
 from ._config import McpServerConfig
@@ -67,7 +68,6 @@ EOF_GRACE: Final = 1.0
 TERM_GRACE: Final = 1.0
 """Seconds between SIGTERM and SIGKILL to the server's process tree."""
 _REAP_BOUND: Final = 0.5
-_CHUNK: Final = 65536
 
 
 MAX_WRITE_BACKLOG: Final = 64
@@ -142,51 +142,39 @@ def _parse(line: bytes) -> SessionMessage | Exception:
 
 class _PipeReader:
     """The session's read stream: the SDK's receive loop reads the server's stdout
-    itself (no reader task, no queue: one task switch less per message)."""
+    itself (no reader task, no queue: one task switch less per message), through the
+    line-capped reader stdio JSON-RPC shares (:mod:`.._lines`)."""
 
     def __init__(self, transport: StdioTransport) -> None:
         self._transport = transport
-        self._buffer = bytearray()
-        self._lines: collections.deque[bytes] = collections.deque()
-        self._eof = False
-        self._streak = ReadyStreak()
+        stdout = transport.process.stdout
+        assert isinstance(stdout, trio.lowlevel.FdStream)  # a pipe, on POSIX
+        self._reader = LineReader(stdout, MAX_LINE_BYTES)
         self.error: str | None = None
         """Why the stream ended, when we ended it (a line over the limit)."""
 
+    @property
+    def _eof(self) -> bool:
+        return self._reader.eof
+
     def _end(self) -> None:
-        self._eof = True
+        self._reader.close()
         self._transport.closed.set()
         self._transport.owed.lot.unpark_all()
 
     async def receive(self) -> SessionMessage | Exception:
         """The next message; :class:`anyio.EndOfStream` once the server's output ended."""
-        stdout = self._transport.process.stdout
-        assert isinstance(stdout, trio.lowlevel.FdStream)  # a pipe, on POSIX
-        while not self._lines:
-            if self._eof:
-                raise anyio.EndOfStream
-            chunk = await self._read_some(stdout)
-            if not chunk:
-                self._end()
-                raise anyio.EndOfStream
-            start = len(self._buffer)
-            self._buffer += chunk
-            while (end := self._buffer.find(b"\n", start)) >= 0:
-                line = bytes(self._buffer[:end])
-                del self._buffer[: end + 1]
-                start = 0
-                if line.strip():
-                    self._lines.append(line)
-            if len(self._buffer) > MAX_LINE_BYTES:
+        line = await self._reader.receive_line()
+        if line is None:
+            if self._reader.over_limit and self.error is None:
                 self.error = (
                     f"the server sent a message (one line) over the "
                     f"{size_text(MAX_LINE_BYTES)} limit; disconnected"
                 )
                 logger.error("MCP server process %d: %s", self._transport.process.pid, self.error)
-                self._lines.clear()
-                self._end()
-                raise anyio.EndOfStream
-        item = _parse(self._lines.popleft())
+            self._end()
+            raise anyio.EndOfStream
+        item = _parse(line)
         if isinstance(item, SessionMessage):
             await self._account(item.message)
         return item
@@ -212,29 +200,6 @@ class _PipeReader:
         out = self._transport.write
         return self._eof or out.closed or out.broken
 
-    async def _read_some(self, stdout: trio.lowlevel.FdStream) -> bytes:
-        """One read of the server's stdout (``b""`` at its end or once it was closed):
-        a cancel point, waiting only when nothing is there (:mod:`.._streak`; Trio's
-        ``receive_some`` takes a scheduler pass before every read)."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        while True:
-            fd = stdout.fileno()  # -1 once the transport closed the pipe
-            if fd < 0:
-                return b""
-            try:
-                chunk = os.read(fd, _CHUNK)
-            except BlockingIOError:
-                self._streak.waited()
-                try:
-                    await trio.lowlevel.wait_readable(fd)
-                except trio.ClosedResourceError:  # closed while we waited
-                    return b""
-                continue
-            except OSError:
-                return b""
-            await self._streak.done()
-            return chunk
-
     def __aiter__(self) -> _PipeReader:
         return self
 
@@ -246,7 +211,7 @@ class _PipeReader:
 
     async def aclose(self) -> None:
         """Stop reading (the transport closes the pipe itself)."""
-        self._eof = True
+        self._reader.close()
         await trio.lowlevel.checkpoint()
 
     async def __aenter__(self) -> _PipeReader:

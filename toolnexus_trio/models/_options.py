@@ -11,7 +11,15 @@ import httpx2
 from .._http_client import safe_url
 from ..loop._cost import Prices
 from ..loop._output import OutputMode, OutputValidator
-from ..loop._results import GenerateError, HookFn, Hooks, OnMetric, WaitFor, timeout_alias
+from ..loop._results import (
+    GenerateError,
+    HookFn,
+    Hooks,
+    InDoubtPolicy,
+    OnMetric,
+    WaitFor,
+    timeout_alias,
+)
 from ..stores._base import ConversationStore
 from ._http import OnError
 
@@ -87,6 +95,8 @@ class ClientOptions:
     - ``output_type``, ``output_mode``, ``output_retries``, ``output_validators``: the
       defaults of :meth:`Client.run <toolnexus_trio.Client.run>`'s keywords of the same
       names (typed results).
+    - ``durable``, ``lease_ms``, ``on_in_doubt``: crash-durable runs, as for
+      :class:`~toolnexus_trio.InProcessOptions` (off by default).
     """
 
     base_url: str = attrs.field(repr=lambda url: repr(safe_url(url)))  # no password shown
@@ -122,6 +132,9 @@ class ClientOptions:
     output_mode: OutputMode = "tool"
     output_retries: int = 1
     output_validators: Sequence[OutputValidator] = ()
+    durable: bool = False
+    lease_ms: int = 30_000
+    on_in_doubt: InDoubtPolicy | None = None
 
     def __attrs_post_init__(self) -> None:
         timeout_alias(self)

@@ -173,3 +173,119 @@ async def take_with_token(
     if any(p.name == "token" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
         return await store.take_pending(id, key, messages, token=token)
     return await store.take_pending(id, key, messages)
+
+
+RunCheckpointStatus = Literal["running", "done", "failed"]
+
+
+@attrs.frozen
+class RunCheckpoint:
+    """The last checkpoint of a durable run, as a :class:`CheckpointStore` keeps it.
+
+    ``state`` is the loop's own JSON document (see "Crash-durable runs" in the docs);
+    ``status`` is ``"running"`` (an owner works on it, or its owner died: see
+    ``expired``), ``"done"`` (finished, its outcome saved in the thread) or
+    ``"failed"`` (it raised; the thread was left as it was). ``owner`` is the opaque
+    token of the process holding the lease (``None`` once finished); ``expired`` is
+    whether that lease has run out (a ``"running"`` run with an expired lease is
+    orphaned: :meth:`CheckpointStore.claim_run` can take it over).
+    """
+
+    id: str
+    state: dict[str, Any]
+    status: RunCheckpointStatus
+    owner: str | None
+    expired: bool
+
+
+@runtime_checkable
+class CheckpointStore(PendingStore, Protocol):
+    """A :class:`PendingStore` that also keeps durable runs: checkpoints and leases.
+
+    ``ClientOptions(durable=True)`` needs it (all three stores of the package are).
+    Every method is one atomic step on the store; each write of a run is *fenced* by
+    its ``owner`` token, so a process whose lease was taken over can no longer write:
+    its next write returns ``False`` and the loop stops. Lease times are the store's
+    own clock (the process's wall clock for SQLite, the server's ``now()`` for
+    PostgreSQL, Trio's clock for the in-memory store).
+    """
+
+    async def start_run(self, id: str, owner: str, lease_ms: int, state: dict[str, Any]) -> bool:
+        """Begin a durable run under *id* owned by *owner* with *state*, unless a run of
+        *id* is still ``"running"`` (alive, or orphaned and not yet recovered): then
+        change nothing and return ``False``."""
+        ...
+
+    async def claim_run(self, id: str, owner: str, lease_ms: int) -> bool:
+        """Take over the orphaned run *id* (status ``"running"``, lease expired): one
+        conditional update, so of any number of claims one returns ``True``."""
+        ...
+
+    async def renew_lease(self, id: str, owner: str, lease_ms: int) -> bool:
+        """Extend *owner*'s lease of *id* to *lease_ms* from now; ``False`` if it is not
+        *owner*'s any more."""
+        ...
+
+    async def save_checkpoint(
+        self, id: str, owner: str, state: dict[str, Any], *, durable: bool = True
+    ) -> bool:
+        """Replace the state of *id* if *owner* still holds it; else ``False``.
+
+        ``durable=False``: the write may be lost in a power cut or an OS crash (never
+        in a process crash), which the loop asks for only where losing it is safe (a
+        tool result: the call is then in doubt, never run twice). A store may ignore
+        it and always flush."""
+        ...
+
+    async def load_checkpoint(self, id: str) -> RunCheckpoint | None:
+        """The run kept under *id*, or ``None``."""
+        ...
+
+    async def finish_run(
+        self,
+        id: str,
+        owner: str,
+        status: RunCheckpointStatus,
+        messages: Sequence[Message] | None,
+        pending: PendingState | None = None,
+    ) -> bool:
+        """End *owner*'s run of *id* with *status* and, in the same transaction, save
+        the thread's transcript *messages* (with *pending*, as ``save_pending`` does;
+        ``None`` messages: the thread is left as it was). ``False`` (and nothing
+        written) if the run is not *owner*'s any more."""
+        ...
+
+    async def release_run(self, id: str, owner: str) -> None:
+        """Give up *owner*'s lease of *id* at once, leaving it ``"running"``: another
+        worker may recover it now (a graceful shutdown)."""
+        ...
+
+    async def orphaned_runs(self, limit: int = 100) -> list[str]:
+        """Up to *limit* ids of ``"running"`` runs whose lease has expired, oldest first."""
+        ...
+
+
+def dumps_state(state: dict[str, Any]) -> str:
+    """A run's checkpoint state as compact ASCII JSON (:class:`ValueError` if not JSON)."""
+    try:
+        return json.dumps(state, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the checkpoint of a run is not JSON: {exc}") from None
+
+
+def loads_state(text: str, id: str) -> dict[str, Any]:
+    """:func:`dumps_state` read back (:class:`ValueError` if damaged)."""
+    try:
+        state = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"the checkpoint of {id!r} in the database is damaged: {exc}") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"the checkpoint of {id!r} in the database is not an object")
+    return state
+
+
+def check_lease(lease_ms: int) -> int:
+    """*lease_ms* if it is a positive int, else :class:`ValueError`."""
+    if isinstance(lease_ms, bool) or not isinstance(lease_ms, int) or lease_ms < 1:
+        raise ValueError(f"lease_ms must be a positive integer, not {lease_ms!r}")
+    return lease_ms

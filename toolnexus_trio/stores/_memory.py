@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
-from ._base import PendingState, check_id
+from ._base import (
+    PendingState,
+    RunCheckpoint,
+    RunCheckpointStatus,
+    check_id,
+    check_lease,
+    dumps_state,
+    loads_state,
+)
 
 if TYPE_CHECKING:
     from ..loop._results import Message
@@ -38,6 +48,7 @@ class InMemoryConversationStore:
         self.max_conversations = max_conversations
         self._threads: OrderedDict[str, list[Message]] = OrderedDict()
         self._pending: dict[str, PendingState] = {}
+        self._runs: dict[str, _RunRow] = {}
 
     async def get(self, id: str) -> list[Message] | None:
         """A copy of the transcript saved under *id*, or ``None``."""
@@ -88,13 +99,128 @@ class InMemoryConversationStore:
         self._keep(id, messages)
         return True
 
+    # -- CheckpointStore (runs live as long as this process: a crash loses them) --
+
+    async def start_run(self, id: str, owner: str, lease_ms: int, state: dict[str, Any]) -> bool:
+        """Begin a durable run (see :meth:`CheckpointStore.start_run`)."""
+        check_id(id)
+        check_lease(lease_ms)
+        text = dumps_state(state)
+        await trio.lowlevel.checkpoint()
+        row = self._runs.get(id)
+        if row is not None and row.status == "running":
+            return False
+        self._runs[id] = _RunRow(text, "running", owner, trio.current_time() + lease_ms / 1000)
+        return True
+
+    async def claim_run(self, id: str, owner: str, lease_ms: int) -> bool:
+        """Take over an orphaned run (see :meth:`CheckpointStore.claim_run`)."""
+        check_id(id)
+        check_lease(lease_ms)
+        await trio.lowlevel.checkpoint()
+        row = self._runs.get(id)
+        now = trio.current_time()
+        if row is None or row.status != "running" or row.lease_until >= now:
+            return False
+        row.owner, row.lease_until = owner, now + lease_ms / 1000
+        return True
+
+    async def renew_lease(self, id: str, owner: str, lease_ms: int) -> bool:
+        """Extend *owner*'s lease (see :meth:`CheckpointStore.renew_lease`)."""
+        check_id(id)
+        await trio.lowlevel.checkpoint()
+        row = self._owned(id, owner)
+        if row is None:
+            return False
+        row.lease_until = trio.current_time() + lease_ms / 1000
+        return True
+
+    async def save_checkpoint(
+        self, id: str, owner: str, state: dict[str, Any], *, durable: bool = True
+    ) -> bool:
+        """Replace the run's state if *owner* holds it."""
+        check_id(id)
+        text = dumps_state(state)
+        await trio.lowlevel.checkpoint()
+        row = self._owned(id, owner)
+        if row is None:
+            return False
+        row.state = text
+        return True
+
+    async def load_checkpoint(self, id: str) -> RunCheckpoint | None:
+        """The run kept under *id*, or ``None``."""
+        check_id(id)
+        await trio.lowlevel.checkpoint()
+        row = self._runs.get(id)
+        if row is None:
+            return None
+        expired = row.lease_until < trio.current_time()
+        return RunCheckpoint(id, loads_state(row.state, id), row.status, row.owner, expired)
+
+    async def finish_run(
+        self,
+        id: str,
+        owner: str,
+        status: RunCheckpointStatus,
+        messages: Sequence[Message] | None,
+        pending: PendingState | None = None,
+    ) -> bool:
+        """End the run and save the thread together (see :class:`CheckpointStore`)."""
+        check_id(id)
+        await trio.lowlevel.checkpoint()
+        row = self._owned(id, owner)
+        if row is None:
+            return False
+        row.status, row.owner, row.lease_until = status, None, 0.0
+        if messages is not None:
+            if pending is not None:
+                self._pending[id] = pending
+            else:
+                state = self._pending.get(id)
+                if state is not None and state.status == "pending":
+                    self._pending[id] = PendingState(state.key, "superseded")
+            self._keep(id, messages)
+        return True
+
+    async def release_run(self, id: str, owner: str) -> None:
+        """Give the lease up at once (the run stays ``"running"``, recoverable now)."""
+        check_id(id)
+        await trio.lowlevel.checkpoint()
+        row = self._owned(id, owner)
+        if row is not None:
+            row.lease_until = -math.inf
+
+    async def orphaned_runs(self, limit: int = 100) -> list[str]:
+        """Ids of running runs whose lease expired."""
+        await trio.lowlevel.checkpoint()
+        now = trio.current_time()
+        return [i for i, r in self._runs.items() if r.status == "running" and r.lease_until < now][
+            :limit
+        ]
+
+    def _owned(self, id: str, owner: str) -> _RunRow | None:
+        row = self._runs.get(id)
+        if row is None or row.status != "running" or row.owner != owner:
+            return None
+        return row
+
     def _keep(self, id: str, messages: Sequence[Message]) -> None:
         self._threads[id] = list(messages)
         self._threads.move_to_end(id)
         if self.max_conversations is not None and len(self._threads) > self.max_conversations:
             forgotten, _ = self._threads.popitem(last=False)
             self._pending.pop(forgotten, None)
+            self._runs.pop(forgotten, None)
 
     def __len__(self) -> int:
         """How many threads are stored."""
         return len(self._threads)
+
+
+@attrs.define
+class _RunRow:
+    state: str  # JSON text: a copy, so the loop's later changes never reach it
+    status: RunCheckpointStatus
+    owner: str | None
+    lease_until: float

@@ -47,7 +47,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from ._base import PendingState, check_id, pending_of, token_column
+from ._base import (
+    PendingState,
+    RunCheckpoint,
+    RunCheckpointStatus,
+    check_id,
+    check_lease,
+    dumps_state,
+    loads_state,
+    pending_of,
+    token_column,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -83,6 +93,40 @@ _SCHEMA = (
     )
     """,
 )
+
+# Durable runs (ClientOptions(durable=True)): created by every store's first call,
+# schema version unchanged (an older release ignores the table). Lease times are the
+# server's clock (now()), so machines' clocks never disagree about who owns a run.
+# Every write is one conditional UPDATE fenced by the owner's token; PostgreSQL
+# re-checks its WHERE on the row it locked, so of racing claims one wins.
+_RUNS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS toolnexus_runs (
+    id text PRIMARY KEY,
+    state text NOT NULL,
+    status text NOT NULL,
+    owner text,
+    lease_until timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+_LEASE = "now() + %s * interval '1 millisecond'"
+
+_START_RUN = f"""
+INSERT INTO toolnexus_runs AS t (id, state, status, owner, lease_until)
+VALUES (%s, %s, 'running', %s, {_LEASE})
+ON CONFLICT (id) DO UPDATE SET
+    state = excluded.state, status = 'running', owner = excluded.owner,
+    lease_until = excluded.lease_until, updated_at = now()
+WHERE t.status <> 'running'
+"""
+
+_CLAIM_RUN = f"""
+UPDATE toolnexus_runs SET owner = %s, lease_until = {_LEASE}, updated_at = now()
+WHERE id = %s AND status = 'running' AND lease_until < now()
+"""
+
+_OWNED = "WHERE id = %s AND owner = %s AND status = 'running'"
 
 # As in the SQLite store: a plain save moves a thread on, so a pending state still
 # waiting becomes superseded (SET expressions read the row as it was before).
@@ -367,6 +411,7 @@ class PostgresConversationStore:
                 connection.execute(
                     "INSERT INTO toolnexus_schema (schema_version) VALUES (%s)", (SCHEMA_VERSION,)
                 )
+            connection.execute(_RUNS_SCHEMA)
         self._schema_checked = True
 
     # -- ConversationStore ----------------------------------------------------
@@ -443,3 +488,137 @@ class PostgresConversationStore:
             return db.execute(_TAKE, (token_column(token), text, id, key)).rowcount == 1
 
         return await self._call("take_pending", take)
+
+    # -- CheckpointStore --------------------------------------------------------
+
+    async def start_run(self, id: str, owner: str, lease_ms: int, state: dict[str, Any]) -> bool:
+        """Begin a durable run: one conditional upsert (see :class:`CheckpointStore`)."""
+        check_id(id)
+        check_lease(lease_ms)
+        text = dumps_state(state)
+
+        def start(db: psycopg.Connection[Any]) -> bool:
+            # Not waiting for the disk: lost only if the server crashes before the
+            # first response's write, when nothing of the run had happened.
+            with db.transaction():
+                db.execute("SET LOCAL synchronous_commit = off")
+                return db.execute(_START_RUN, (id, text, owner, lease_ms)).rowcount == 1
+
+        return await self._call("start_run", start)
+
+    async def claim_run(self, id: str, owner: str, lease_ms: int) -> bool:
+        """Take over an orphaned run: one conditional ``UPDATE``, one winner."""
+        check_id(id)
+        check_lease(lease_ms)
+
+        def claim(db: psycopg.Connection[Any]) -> bool:
+            return db.execute(_CLAIM_RUN, (owner, lease_ms, id)).rowcount == 1
+
+        return await self._call("claim_run", claim)
+
+    async def renew_lease(self, id: str, owner: str, lease_ms: int) -> bool:
+        """Extend *owner*'s lease; ``False`` if the run is not *owner*'s any more."""
+        check_id(id)
+        check_lease(lease_ms)
+
+        def renew(db: psycopg.Connection[Any]) -> bool:
+            sql = f"UPDATE toolnexus_runs SET lease_until = {_LEASE}, updated_at = now() {_OWNED}"
+            return db.execute(sql, (lease_ms, id, owner)).rowcount == 1
+
+        return await self._call("renew_lease", renew)
+
+    async def save_checkpoint(
+        self, id: str, owner: str, state: dict[str, Any], *, durable: bool = True
+    ) -> bool:
+        """Replace the run's state if *owner* still holds it (``durable=False``: the
+        commit does not wait for the server's disk, ``synchronous_commit = off``)."""
+        check_id(id)
+        text = dumps_state(state)
+
+        def save(db: psycopg.Connection[Any]) -> bool:
+            sql = f"UPDATE toolnexus_runs SET state = %s, updated_at = now() {_OWNED}"
+            if durable:
+                return db.execute(sql, (text, id, owner)).rowcount == 1
+            with db.transaction():
+                db.execute("SET LOCAL synchronous_commit = off")
+                return db.execute(sql, (text, id, owner)).rowcount == 1
+
+        return await self._call("save_checkpoint", save)
+
+    async def load_checkpoint(self, id: str) -> RunCheckpoint | None:
+        """The run kept under *id*, or ``None``."""
+        check_id(id)
+
+        def load(db: psycopg.Connection[Any]) -> RunCheckpoint | None:
+            row = db.execute(
+                "SELECT state, status, owner, lease_until < now() FROM toolnexus_runs "
+                "WHERE id = %s",
+                (id,),
+            ).fetchone()
+            if row is None:
+                return None
+            state, status, owner, expired = row
+            return RunCheckpoint(id, loads_state(state, id), status, owner, bool(expired))
+
+        return await self._call("load_checkpoint", load)
+
+    async def finish_run(
+        self,
+        id: str,
+        owner: str,
+        status: RunCheckpointStatus,
+        messages: Sequence[Message] | None,
+        pending: PendingState | None = None,
+    ) -> bool:
+        """End the run and save the thread in one transaction."""
+        check_id(id)
+        text = None if messages is None else _dumps(list(messages), f"the transcript of {id!r}")
+        result = None
+        if pending is not None:
+            result = (
+                token_column(pending.taken_by)
+                if pending.result is None
+                else _dumps(pending.result, "the pending run")
+            )
+
+        def finish(db: psycopg.Connection[Any]) -> bool:
+            with db.transaction():
+                sql = (
+                    "UPDATE toolnexus_runs SET status = %s, owner = NULL, "
+                    f"lease_until = to_timestamp(0), updated_at = now() {_OWNED}"
+                )
+                if db.execute(sql, (status, id, owner)).rowcount != 1:
+                    return False
+                if text is not None and pending is not None:
+                    db.execute(_SAVE_PENDING, (id, text, pending.key, pending.status, result))
+                elif text is not None:
+                    db.execute(_SAVE, (id, text))
+            return True
+
+        return await self._call("finish_run", finish)
+
+    async def release_run(self, id: str, owner: str) -> None:
+        """Give the lease up at once (the run stays ``"running"``, recoverable now)."""
+        check_id(id)
+
+        def release(db: psycopg.Connection[Any]) -> None:
+            sql = (
+                "UPDATE toolnexus_runs SET lease_until = to_timestamp(0), updated_at = now() "
+                + _OWNED
+            )
+            db.execute(sql, (id, owner))
+
+        await self._call("release_run", release)
+
+    async def orphaned_runs(self, limit: int = 100) -> list[str]:
+        """Ids of running runs whose lease expired, oldest first."""
+
+        def read(db: psycopg.Connection[Any]) -> list[str]:
+            rows = db.execute(
+                "SELECT id FROM toolnexus_runs WHERE status = 'running' AND lease_until < now() "
+                "ORDER BY updated_at LIMIT %s",
+                (limit,),
+            ).fetchall()
+            return [r[0] for r in rows]
+
+        return await self._call("orphaned_runs", read)

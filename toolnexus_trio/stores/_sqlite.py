@@ -28,7 +28,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from ._base import PendingState, check_id, pending_of, token_column
+from ._base import (
+    PendingState,
+    RunCheckpoint,
+    RunCheckpointStatus,
+    check_id,
+    check_lease,
+    dumps_state,
+    loads_state,
+    pending_of,
+    token_column,
+)
 
 if TYPE_CHECKING:
     from ..loop._results import Message
@@ -48,6 +58,37 @@ CREATE TABLE IF NOT EXISTS toolnexus_threads (
     updated_at REAL NOT NULL
 )
 """
+
+# Durable runs (ClientOptions(durable=True)). Created by every store that opens the
+# file, schema version unchanged: a file of an older release gains the table, and an
+# older release ignores it. Times are this machine's wall clock (one file, one
+# machine). The writes are conditional UPDATEs fenced by the owner's token.
+_RUNS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS toolnexus_runs (
+    id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    status TEXT NOT NULL,
+    owner TEXT,
+    lease_until REAL NOT NULL,
+    updated_at REAL NOT NULL
+)
+"""
+
+_START_RUN = """
+INSERT INTO toolnexus_runs (id, state, status, owner, lease_until, updated_at)
+VALUES (?, ?, 'running', ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET
+    state = excluded.state, status = 'running', owner = excluded.owner,
+    lease_until = excluded.lease_until, updated_at = excluded.updated_at
+WHERE toolnexus_runs.status <> 'running'
+"""
+
+_CLAIM_RUN = """
+UPDATE toolnexus_runs SET owner = ?, lease_until = ?, updated_at = ?
+WHERE id = ? AND status = 'running' AND lease_until < ?
+"""
+
+_OWNED = "WHERE id = ? AND owner = ? AND status = 'running'"
 
 # A plain save moves a thread on: a pending state still waiting becomes superseded.
 # (The SET expressions all read the row as it was before the update.)
@@ -167,6 +208,7 @@ class SqliteConversationStore:
             if version < SCHEMA_VERSION:
                 connection.execute(_SCHEMA)
                 connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            connection.execute(_RUNS_SCHEMA)
         except BaseException:
             connection.close()
             raise
@@ -250,3 +292,152 @@ class SqliteConversationStore:
             return db.execute(_TAKE, (taken, text, time.time(), id, key)).rowcount == 1
 
         return await self._call(take)
+
+    # -- CheckpointStore --------------------------------------------------------
+
+    async def start_run(self, id: str, owner: str, lease_ms: int, state: dict[str, Any]) -> bool:
+        """Begin a durable run: one conditional upsert (see :class:`CheckpointStore`)."""
+        check_id(id)
+        check_lease(lease_ms)
+        text = dumps_state(state)
+
+        def start(db: sqlite3.Connection) -> bool:
+            # Not flushed (synchronous=NORMAL): lost only in a power cut, before the
+            # first response's flushed write; nothing of the run had happened then.
+            now = time.time()
+            values = (id, text, owner, now + lease_ms / 1000, now)
+            db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                return db.execute(_START_RUN, values).rowcount == 1
+            finally:
+                db.execute("PRAGMA synchronous=FULL")
+
+        return await self._call(start)
+
+    async def claim_run(self, id: str, owner: str, lease_ms: int) -> bool:
+        """Take over an orphaned run: one conditional ``UPDATE``, one winner."""
+        check_id(id)
+        check_lease(lease_ms)
+
+        def claim(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            values = (owner, now + lease_ms / 1000, now, id, now)
+            return db.execute(_CLAIM_RUN, values).rowcount == 1
+
+        return await self._call(claim)
+
+    async def renew_lease(self, id: str, owner: str, lease_ms: int) -> bool:
+        """Extend *owner*'s lease; ``False`` if the run is not *owner*'s any more."""
+        check_id(id)
+        check_lease(lease_ms)
+
+        def renew(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            sql = f"UPDATE toolnexus_runs SET lease_until = ?, updated_at = ? {_OWNED}"
+            return db.execute(sql, (now + lease_ms / 1000, now, id, owner)).rowcount == 1
+
+        return await self._call(renew)
+
+    async def save_checkpoint(
+        self, id: str, owner: str, state: dict[str, Any], *, durable: bool = True
+    ) -> bool:
+        """Replace the run's state if *owner* still holds it (``durable=False``: this
+        commit is not flushed, ``synchronous=NORMAL``; the next flushed one carries it)."""
+        check_id(id)
+        text = dumps_state(state)
+
+        def save(db: sqlite3.Connection) -> bool:
+            sql = f"UPDATE toolnexus_runs SET state = ?, updated_at = ? {_OWNED}"
+            if durable:
+                return db.execute(sql, (text, time.time(), id, owner)).rowcount == 1
+            db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                return db.execute(sql, (text, time.time(), id, owner)).rowcount == 1
+            finally:
+                db.execute("PRAGMA synchronous=FULL")
+
+        return await self._call(save)
+
+    async def load_checkpoint(self, id: str) -> RunCheckpoint | None:
+        """The run kept under *id*, or ``None``."""
+        check_id(id)
+
+        def load(db: sqlite3.Connection) -> RunCheckpoint | None:
+            row = db.execute(
+                "SELECT state, status, owner, lease_until FROM toolnexus_runs WHERE id = ?", (id,)
+            ).fetchone()
+            if row is None:
+                return None
+            state, status, owner, lease_until = row
+            return RunCheckpoint(
+                id, loads_state(state, id), status, owner, lease_until < time.time()
+            )
+
+        return await self._call(load)
+
+    async def finish_run(
+        self,
+        id: str,
+        owner: str,
+        status: RunCheckpointStatus,
+        messages: Sequence[Message] | None,
+        pending: PendingState | None = None,
+    ) -> bool:
+        """End the run and save the thread in one transaction (``BEGIN IMMEDIATE``)."""
+        check_id(id)
+        text = None if messages is None else _dumps(list(messages), f"the transcript of {id!r}")
+        result = None
+        if pending is not None:
+            result = (
+                token_column(pending.taken_by)
+                if pending.result is None
+                else _dumps(pending.result, "the pending run")
+            )
+
+        def finish(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                sql = (
+                    "UPDATE toolnexus_runs SET status = ?, owner = NULL, lease_until = 0, "
+                    f"updated_at = ? {_OWNED}"
+                )
+                if db.execute(sql, (status, now, id, owner)).rowcount != 1:
+                    db.execute("ROLLBACK")
+                    return False
+                if text is not None and pending is not None:
+                    values = (id, text, pending.key, pending.status, result, now)
+                    db.execute(_SAVE_PENDING, values)
+                elif text is not None:
+                    db.execute(_SAVE, (id, text, now))
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            return True
+
+        return await self._call(finish)
+
+    async def release_run(self, id: str, owner: str) -> None:
+        """Give the lease up at once (the run stays ``"running"``, recoverable now)."""
+        check_id(id)
+
+        def release(db: sqlite3.Connection) -> None:
+            sql = f"UPDATE toolnexus_runs SET lease_until = 0, updated_at = ? {_OWNED}"
+            db.execute(sql, (time.time(), id, owner))
+
+        await self._call(release)
+
+    async def orphaned_runs(self, limit: int = 100) -> list[str]:
+        """Ids of running runs whose lease expired, oldest first."""
+
+        def read(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute(
+                "SELECT id FROM toolnexus_runs WHERE status = 'running' AND lease_until < ? "
+                "ORDER BY updated_at LIMIT ?",
+                (time.time(), limit),
+            ).fetchall()
+            return [r[0] for r in rows]
+
+        return await self._call(read)
