@@ -25,6 +25,7 @@ from benchmarks.a2a import SCENARIO_TEXT as A2A_SCENARIO_TEXT
 from benchmarks.agent import FANOUT_SLEEP_S
 from benchmarks.agents_runtime import SCENARIO_TEXT as AGENTS_SCENARIO_TEXT
 from benchmarks.compaction import SCENARIO_TEXT as COMPACTION_SCENARIO_TEXT
+from benchmarks.conversations import SCENARIO_TEXT as CONVERSATIONS_SCENARIO_TEXT
 from benchmarks.durable import SCENARIO_TEXT as DURABLE_SCENARIO_TEXT
 from benchmarks.hedge import SCENARIO_TEXT as HEDGE_SCENARIO_TEXT
 from benchmarks.http_suite import SCENARIO_TEXT as HTTP_SCENARIO_TEXT
@@ -516,6 +517,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.durable import rows as durable_rows  # scenario 20 (crash-durable runs)
 
     rows.extend(durable_rows(raw))
+    from benchmarks.conversations import rows as conversations_rows  # scenario 21
+
+    rows.extend(conversations_rows(raw))
     return rows
 
 
@@ -1034,6 +1038,7 @@ def _rst(
         *STORES_SCENARIO_TEXT,
         *HEDGE_SCENARIO_TEXT,
         *DURABLE_SCENARIO_TEXT,
+        *CONVERSATIONS_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

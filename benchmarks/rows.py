@@ -49,6 +49,8 @@ class Config:
     xf_runs: int = 30
     xf_warmup: int = 5
     store_rounds: int = 3  # scenario 18: whole store runs (1, 2, 4 workers each)
+    conv_rounds: int = 3  # scenario 21: fresh processes per side
+    conv_n: int = 1000  # scenario 21: conversations in flight at once
 
 
 @dataclass(frozen=True)

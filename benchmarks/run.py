@@ -43,6 +43,7 @@ QUICK = dataclasses.replace(
 QUICK = dataclasses.replace(QUICK, http_rounds=1)  # scenarios 8-10
 QUICK = dataclasses.replace(QUICK, xf_rounds=1)  # scenario 17
 QUICK = dataclasses.replace(QUICK, store_rounds=1)  # scenario 18
+QUICK = dataclasses.replace(QUICK, conv_rounds=1)  # scenario 21
 
 
 def _json_child(argv: list[str], timeout: float) -> dict[str, Any]:
@@ -210,6 +211,10 @@ def collect(cfg: Config, only: set[int]) -> Raw:
     if 20 in only:  # crash-durable runs (issue 37): checkpoint overhead and recovery
         add("durable", "ours", _json_child(["-m", "benchmarks.durable"], timeout=900))
         _progress("durable", t0)
+    if 21 in only:  # a thousand conversations in one process (issue 39), peers' venvs too
+        from benchmarks import conversations
+
+        conversations.collect(cfg.conv_rounds, cfg.conv_n, add, lambda label: _progress(label, t0))
     return raw
 
 
@@ -217,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 21)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 22)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"

@@ -34,6 +34,12 @@ def test_the_seed_examples_are_present() -> None:
 # What an example prints for its reader, checked here (the examples hold no asserts of
 # their own); an example not listed still ends with an "ok" line.
 EXPECTED: dict[str, list[str]] = {
+    "durable_recover.py": [
+        "process A was killed inside charge(2); the ledger says:\n  charged 1, charged 2\n",
+        "process B recovered job-7: done\n",
+        "the model saw: invoice 1 charged; in doubt: the call of 'charge' was running",
+        "the ledger still says: charged 1, charged 2\n",  # neither charge ran twice
+    ],
     "seed_1_cancellation.py": [
         "calling slow (it waits five seconds)\ncancelling the call's token\n",
         "slow returned 'cancelled' (an error: True)\n",

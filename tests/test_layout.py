@@ -30,6 +30,7 @@ FLOORS: list[tuple[str, set[str]]] = [
         "ground",
         {
             "_cancel",
+            "_content",
             "_converter",
             "_groups",
             "_http_client",
@@ -58,7 +59,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("agents", {"agents"}),
     ("agents over ACP", {"acp"}),
     ("commands and test tools", {"cli", "testing"}),
-    ("facade", {"", "__main__"}),
+    ("facade", {"", "__main__", "content"}),
 ]
 
 UPWARD: dict[tuple[str, str], str] = {

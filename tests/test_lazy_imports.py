@@ -57,3 +57,61 @@ def test_a_skill_and_a_search_load_their_parsers_when_used() -> None:
         "_re2_compile('a+', _re2_options())\n"
     )
     assert sorted(loaded_after(code)) == ["re2", "yaml"]
+
+
+def test_the_command_line_loads_the_tesseron_family_only_for_its_commands() -> None:
+    # ``serve --stdio`` and ``gateway --mcp`` are spawned by an MCP client for every
+    # session: the start-up they pay is the command line's imports (issue 39).
+    family = ("toolnexus_trio.gateway", "toolnexus_trio.tesseron")
+    probe = (
+        "import json, sys\nimport toolnexus_trio.cli\n"
+        f"print(json.dumps([m for m in {family!r} if m in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == []
+    from toolnexus_trio.cli import _commands
+
+    assert callable(_commands.run_host) and callable(_commands.run_gateway)
+
+
+HTTP_STACK = ("httpx2", "httpcore2", "h11", "h2", "toolnexus_trio.models")
+
+
+def _loaded(code: str, names: tuple[str, ...]) -> list[str]:
+    probe = (
+        f"{code}\nimport json, sys\nprint(json.dumps([m for m in {names!r} if m in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    return list(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_the_http_stack_waits_for_a_model_or_a_fetch() -> None:
+    # A toolkit, the builtins and the command line's start-up (serve --stdio, gateway
+    # --mcp) never load the HTTP stack: only a model client, webfetch, http_tool or an
+    # A2A agent do (issue 39).
+    code = (
+        "import toolnexus_trio, toolnexus_trio.cli\n"
+        "from toolnexus_trio import BuiltinsConfig, Toolkit, open_toolkit\n"
+        "from toolnexus_trio.builtins import builtin_tools\n"
+    )
+    assert _loaded(code, HTTP_STACK) == []
+    assert _loaded("from toolnexus_trio import create_client", HTTP_STACK) == list(HTTP_STACK)
+
+
+@pytest.mark.parametrize("name", ["ClientOptions", "ErrorInfo", "create_client", "http_tool"])
+def test_the_http_names_are_their_modules_own(name: str) -> None:
+    import toolnexus_trio.http_tools
+    import toolnexus_trio.models
+
+    home = toolnexus_trio.http_tools if name == "http_tool" else toolnexus_trio.models
+    assert getattr(toolnexus_trio, name) is getattr(home, name)
+    assert name in dir(toolnexus_trio)
+    assert name in toolnexus_trio.__all__
+    assert getattr(toolnexus_trio, name).__module__ in (
+        "toolnexus_trio",
+        "toolnexus_trio.http_tools",
+    )

@@ -11,6 +11,19 @@ import typing as _typing
 import attrs as _attrs
 
 from ._cancel import CancelToken as CancelToken
+from ._content import ContentPart as ContentPart
+from ._content import ContentPartError as ContentPartError
+from ._content import UnsupportedPartError as UnsupportedPartError
+from ._content import audio as audio
+from ._content import describe_part as describe_part
+from ._content import file as file
+from ._content import get_max_part_bytes as get_max_part_bytes
+from ._content import image as image
+from ._content import load_part as load_part
+from ._content import part as part
+from ._content import set_max_part_bytes as set_max_part_bytes
+from ._content import summarize as summarize
+from ._content import text as text
 from ._relay import relay_tool as relay_tool
 from ._sampling import Sampler as Sampler
 from ._sampling import SamplingLimits as SamplingLimits
@@ -39,7 +52,6 @@ from ._wire import Request as Request
 from ._wire import answer_declined as answer_declined
 from ._wire import answer_output as answer_output
 from .builtins import BuiltinsConfig as BuiltinsConfig
-from .http_tools import http_tool as http_tool
 from .loop import RUN_STATUSES as RUN_STATUSES
 from .loop import AlreadyAnswered as AlreadyAnswered
 from .loop import Client as Client
@@ -66,9 +78,6 @@ from .loop import create_in_process_client as create_in_process_client
 from .loop import estimate_tokens as estimate_tokens
 from .loop import sampler_from_client as sampler_from_client
 from .loop import sampler_from_generate as sampler_from_generate
-from .models import ClientOptions as ClientOptions
-from .models import ErrorInfo as ErrorInfo
-from .models import create_client as create_client
 from .skills import SkillDef as SkillDef
 from .skills import SkillInfo as SkillInfo
 from .skills import SkillInventory as SkillInventory
@@ -93,6 +102,8 @@ __all__ = [
     "CancelToken",
     "Client",
     "ClientOptions",
+    "ContentPart",
+    "ContentPartError",
     "Conversation",
     "ConversationStore",
     "ErrorInfo",
@@ -139,25 +150,36 @@ __all__ = [
     "ToolkitOptions",
     "TranslateResult",
     "TranslatedToolCall",
+    "UnsupportedPartError",
     "agent",
     "answer_declined",
     "answer_output",
+    "audio",
     "compactor",
     "create_client",
     "create_in_process_client",
     "create_toolkit",
     "define_tool",
+    "describe_part",
     "empty_schema",
     "estimate_tokens",
+    "file",
+    "get_max_part_bytes",
     "http_tool",
+    "image",
     "list_skills",
+    "load_part",
     "open_agent_runtime",
     "open_toolkit",
+    "part",
     "pending",
     "pending_of",
     "relay_tool",
     "sampler_from_client",
     "sampler_from_generate",
+    "set_max_part_bytes",
+    "summarize",
+    "text",
     "tool",
 ]
 
@@ -168,6 +190,10 @@ if _typing.TYPE_CHECKING:
     from .agents import TaskResult as TaskResult
     from .agents import agent as agent
     from .agents import open_agent_runtime as open_agent_runtime
+    from .http_tools import http_tool as http_tool
+    from .models import ClientOptions as ClientOptions
+    from .models import ErrorInfo as ErrorInfo
+    from .models import create_client as create_client
 
 _AGENT_NAMES = frozenset(
     ("Agent", "AgentDef", "Budget", "TaskResult", "agent", "open_agent_runtime")
@@ -175,8 +201,24 @@ _AGENT_NAMES = frozenset(
 """Names whose family is imported on first use: a process that only runs a loop never
 needs the sub-agent runtime (a quarter of the package's own import time)."""
 
+_HTTP_NAMES = frozenset(("ClientOptions", "ErrorInfo", "create_client", "http_tool"))
+"""Names imported on first use with the HTTP stack (httpx2, httpcore2, h11, h2): a
+process that serves tools (``serve --stdio``, ``gateway --mcp``, which an MCP client
+spawns per session) or runs an in-process model never loads it (issue 39)."""
+
 
 def __getattr__(name: str) -> object:
+    if name in _HTTP_NAMES:
+        # Plain imports, so that the import graph tests/test_layout.py reads sees them.
+        from . import http_tools, models
+
+        value = getattr(http_tools if name == "http_tool" else models, name)
+        if isinstance(value, type) and _attrs.has(value):
+            _attrs.resolve_types(value)
+        if getattr(value, "__module__", "").startswith("toolnexus_trio.models._"):
+            value.__module__ = __name__  # as the loop below does for the eager names
+        globals()[name] = value
+        return value
     if name not in _AGENT_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     # A plain import, so that the import graph tests/test_layout.py reads sees it.
@@ -190,13 +232,13 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_AGENT_NAMES})
+    return sorted({*globals(), *_AGENT_NAMES, *_HTTP_NAMES})
 
 
 # Tracebacks and docs show the public module, as trio does. Annotations are resolved
 # first, while the defining module is still known (cattrs reads them later).
 for _name in __all__:
-    if _name in _AGENT_NAMES:
+    if _name in _AGENT_NAMES or _name in _HTTP_NAMES:
         continue  # resolved when first used (__getattr__); their modules stay theirs
     _obj = globals()[_name]
     if isinstance(_obj, type) and _attrs.has(_obj):

@@ -19,6 +19,7 @@ import docstring_parser
 import trio
 
 from ._cancel import CancelToken
+from ._content import ContentPart
 from ._converter import describe_structure_error, is_pydantic_model, payloads
 from ._schema import (
     JSONSchema,
@@ -33,13 +34,22 @@ from ._schema import (
 from ._wire import Answer, Request
 
 
+def _part_tuple(parts: typing.Iterable[ContentPart]) -> tuple[ContentPart, ...]:
+    return tuple(parts)
+
+
 @attrs.frozen
 class ToolResult:
-    """What a tool hands back to the model: text, an error flag and free-form metadata."""
+    """What a tool hands back to the model: text, an error flag and free-form metadata.
+
+    ``parts`` are content parts (an image, a PDF: :func:`~toolnexus_trio.image`...)
+    sent to the model after ``output``; the run's saved transcript keeps only the text.
+    """
 
     output: str
     is_error: bool = False
     metadata: dict[str, Any] | None = None
+    parts: tuple[ContentPart, ...] = attrs.field(default=(), converter=_part_tuple)
 
     @classmethod
     def ok(cls, output: str, metadata: dict[str, Any] | None = None) -> ToolResult:

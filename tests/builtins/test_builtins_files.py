@@ -156,3 +156,47 @@ async def test_base_dir_accepts_a_path_object_and_a_base_that_is_a_symlink(
     result = await _call(tmp_path / "alias", "write", {"path": "f.txt", "content": "x"})
     assert result.output == "Wrote 1 bytes to f.txt"
     assert (real / "f.txt").read_text() == "x"
+
+
+# -- read of a media file (SPEC §6): a content part, counterparts of toolnexus 0.21.0's
+# tests/test_multimodal.py. The fixture is tests/fixtures/media (MIT, credit in its README).
+
+MEDIA = Path(__file__).parents[1] / "fixtures" / "media"
+
+
+async def test_read_png_gives_an_image_part(tmp_path: Path) -> None:
+    # peer: test_read_png_yields_an_image_part
+    (tmp_path / "fixture.png").write_bytes((MEDIA / "fixture.png").read_bytes())
+    result = await _call(tmp_path, "read", {"path": "fixture.png"})
+    golden = (MEDIA / "fixture.png.base64").read_text().strip()
+    assert (result.output, result.is_error) == ("fixture.png (image/png, 82 bytes)", False)
+    assert [p.to_dict() for p in result.parts] == [
+        {"type": "image", "mimeType": "image/png", "data": golden, "name": "fixture.png"}
+    ]
+
+
+async def test_read_text_file_has_no_parts(tmp_path: Path) -> None:
+    # peer: test_read_text_file_is_unchanged
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    result = await _call(tmp_path, "read", {"path": "a.txt"})
+    assert (result.output, result.parts) == ("one\ntwo\n", ())
+
+
+async def test_read_undecodable_bytes_is_an_error_result(tmp_path: Path) -> None:
+    # peer: test_read_undecodable_bytes_is_an_error_result_not_an_exception
+    # peer: test_read_undecodable_bytes_through_the_toolkit_does_not_raise
+    (tmp_path / "bin.dat").write_bytes(b"\xff\xfe\x00")
+    result = await _call(tmp_path, "read", {"path": "bin.dat"})
+    assert result.is_error and "bin.dat is not valid UTF-8 text" in result.output
+
+
+async def test_read_media_over_the_process_cap_is_an_error_result(tmp_path: Path) -> None:
+    import toolnexus_trio as tn
+
+    (tmp_path / "fixture.png").write_bytes((MEDIA / "fixture.png").read_bytes())
+    tn.set_max_part_bytes(10)
+    try:
+        result = await _call(tmp_path, "read", {"path": "fixture.png"})
+    finally:
+        tn.set_max_part_bytes(None)
+    assert result.is_error and "over the maxPartBytes limit of 10" in result.output

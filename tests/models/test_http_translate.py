@@ -35,6 +35,7 @@ WEATHER = {"type": "function", "function": {"name": "weather", "description": "W
 
 @pytest.mark.parametrize("style", STYLES)
 async def test_translate_calls_once_and_executes_nothing(style: str) -> None:
+    # peer (test_multimodal.py): test_tool_exchange_still_survives_translation
     ran: list[str] = []
     hooks = Hooks(
         before_llm=lambda e: ran.append("before_llm"),

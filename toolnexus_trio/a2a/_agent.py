@@ -14,18 +14,20 @@ import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit
 
 import attrs
-import httpx2
 import trio
 
-from .._http_client import error_text, new_client, redact
 from .._names import sanitize
 from .._tools import Tool, ToolContext, ToolResult, ToolSource
 from ._call import RemoteAgent, read_capped
 from ._wire import A2AError, Version
+
+if TYPE_CHECKING:
+    # The HTTP stack is imported on first use (issue 39: start-up); see A2ASource.
+    import httpx2
 
 logger = logging.getLogger("toolnexus_trio.a2a")
 
@@ -285,6 +287,10 @@ class A2ASource:
     async def client(self) -> httpx2.AsyncClient:
         """The shared client (made on first use)."""
         if self._client is None:
+            # httpx2 and our HTTP client on first use: importing the package does not load the
+            # HTTP stack (issue 39: start-up of the commands an MCP client spawns).
+            from .._http_client import new_client
+
             self._client = await new_client(connect_timeout=CONNECT_TIMEOUT)
         return self._client
 
@@ -316,6 +322,10 @@ class A2ASource:
                 raise A2AError("the card has no name")
             skills = _skills(card)
         except Exception as exc:  # any failure of one agent: logged, no tools, never fatal
+            import httpx2  # loaded already: the card was asked for on our client
+
+            from .._http_client import error_text, redact
+
             if isinstance(exc, httpx2.HTTPError):
                 text = error_text(exc)
             elif isinstance(exc, trio.TooSlowError):

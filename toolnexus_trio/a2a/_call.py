@@ -23,10 +23,8 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
-import httpx2
 import trio
 
-from .._http_client import body_chunks, close_response, error_text, redact
 from .._tools import ToolContext, ToolResult
 from ._wire import (
     INTERRUPTED,
@@ -44,6 +42,8 @@ from ._wire import (
 )
 
 if TYPE_CHECKING:
+    import httpx2  # imported on first use (issue 39: start-up)
+
     from ._agent import A2ASource, Headers
 
 logger = logging.getLogger("toolnexus_trio.a2a")
@@ -58,6 +58,8 @@ ERROR_BODY_CHARS: Final = 2000
 async def read_capped(response: httpx2.Response, limit: int) -> bytes:
     """The body of *response*, at most *limit* bytes (else :class:`A2AError`); the
     response is closed either way."""
+    from .._http_client import body_chunks, close_response
+
     data = bytearray()
     try:
         async with body_chunks(response) as chunks:
@@ -100,6 +102,10 @@ class RemoteAgent:
 
     async def rpc(self, payload: dict[str, Any]) -> Any:
         """POST one JSON-RPC request; its ``result``, or :class:`A2AError`."""
+        import httpx2  # loaded by source.client() (first use, issue 39)
+
+        from .._http_client import error_text, redact
+
         client = await self.source.client()
         headers = {"Content-Type": "application/json", **self.headers.expand()}
         if self.version == "1.0":

@@ -12,6 +12,7 @@ symlinked target is replaced at its real location, so the link stays a link.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import os
@@ -22,6 +23,7 @@ from typing import Any, Final
 
 import trio
 
+from .._content import EXTENSIONS, ContentPart, ContentPartError, check_size
 from .._tools import Tool, ToolContext, ToolResult
 from ._config import BuiltinError, Place, builtin, required, whole_number
 
@@ -74,6 +76,19 @@ def read_text(real: str, display: str, path: str | None = None) -> str:
     files over :data:`MAX_FILE_BYTES` and undecodable bytes: ``"<path> is not valid
     UTF-8 text"`` when *path* is given, else the codec's own message (as the ports do).
     """
+    data = read_bytes(real, display)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        if path is None:
+            raise
+        raise BuiltinError(f"{path} is not valid UTF-8 text") from None
+    return universal_newlines(text)
+
+
+def read_bytes(real: str, display: str) -> bytes:
+    """A regular file's bytes, at most :data:`MAX_FILE_BYTES` (directories, FIFOs and
+    devices, and larger files, are refused)."""
     info = os.stat(real)
     if stat.S_ISDIR(info.st_mode):
         raise _os_error(errno.EISDIR, display)
@@ -88,13 +103,21 @@ def read_text(real: str, display: str, path: str | None = None) -> str:
             data += f.read(MAX_FILE_BYTES + 1 - len(data))
     if len(data) > MAX_FILE_BYTES:
         raise BuiltinError(f"{display} is larger than {MAX_FILE_BYTES} bytes")
+    return data
+
+
+def read_media(real: str, display: str, path: str, mime: str) -> ToolResult:
+    """A media file (an extension of the fixed table) as a content part: the output
+    names it (``<path> (image/png, 82 bytes)``), the part carries the bytes."""
+    data = read_bytes(real, display)
+    kind = mime.split("/")[0] if mime.startswith(("image/", "audio/")) else "file"
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        if path is None:
-            raise
-        raise BuiltinError(f"{path} is not valid UTF-8 text") from None
-    return universal_newlines(text)
+        check_size(len(data), None)  # the process-wide cap, if any
+    except ContentPartError as exc:
+        raise BuiltinError(f"{display}: {exc}") from None
+    encoded = base64.b64encode(data).decode("ascii")
+    part = ContentPart(type=kind, mime_type=mime, data=encoded, name=os.path.basename(real))
+    return ToolResult(f"{path} ({mime}, {len(data)} bytes)", parts=(part,))
 
 
 def universal_newlines(text: str) -> str:
@@ -183,10 +206,15 @@ def _window(text: str, offset: int | None, limit: int | None) -> str:
 
 
 def read_tool(place: Place) -> Tool:
-    """``read {path, offset?, limit?}``: a UTF-8 text file, or a window of its lines."""
+    """``read {path, offset?, limit?}``: a UTF-8 text file, or a window of its lines; a
+    media file (png, jpg, gif, webp, pdf, mp3, wav) as a content part."""
 
-    def work(path: str, offset: int | None, limit: int | None) -> str:
-        return _window(read_text(place.resolve(path), place.display(path), path), offset, limit)
+    def work(path: str, offset: int | None, limit: int | None) -> str | ToolResult:
+        real, display = place.resolve(path), place.display(path)
+        mime = EXTENSIONS.get(os.path.splitext(path)[1].lower())
+        if mime is not None:
+            return read_media(real, display, path, mime)
+        return _window(read_text(real, display, path), offset, limit)
 
     async def run(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = required(args, "path")
@@ -195,7 +223,7 @@ def read_tool(place: Place) -> Tool:
         text = await trio.to_thread.run_sync(
             partial(work, path, offset, limit), abandon_on_cancel=True
         )
-        return ToolResult.ok(text)
+        return text if isinstance(text, ToolResult) else ToolResult.ok(text)
 
     description = (
         "Read a UTF-8 text file. With offset (1-based line) and/or limit (a number of "

@@ -21,21 +21,16 @@ import math
 import re
 import threading
 import urllib.parse
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import httpx2
 import trio
 
-from .._http_client import (
-    body_chunks,
-    close_response,
-    error_text,
-    new_client,
-    split_credentials,
-)
 from .._tools import Tool, ToolContext, ToolResult
 from .._version import __version__
 from ._config import BuiltinError, builtin, required
+
+if TYPE_CHECKING:
+    import httpx2  # imported by the first fetch (issue 39: start-up)
 
 MAX_FETCH_BYTES: Final = 5 * 1024 * 1024
 """The largest response body ``webfetch`` accepts (5 MiB)."""
@@ -188,6 +183,17 @@ async def fetch(url: str, timeout_seconds: float) -> tuple[int, str | None]:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise BuiltinError(f"only http and https URLs can be fetched: {url}")
+    # The HTTP stack on the first fetch: a process that never fetches never loads it.
+    import httpx2
+
+    from .._http_client import (
+        body_chunks,
+        close_response,
+        error_text,
+        new_client,
+        split_credentials,
+    )
+
     with trio.move_on_after(timeout_seconds) as deadline:
         client = await new_client(connect_timeout=_CONNECT_TIMEOUT, follow_redirects=True)
         try:

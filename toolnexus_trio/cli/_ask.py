@@ -44,7 +44,6 @@ from urllib.parse import urlsplit
 import trio
 
 from .._groups import leaf_exceptions
-from .._http_client import safe_url
 from .._wire import Answer, Request
 from ..builtins import render_questions
 from ..loop._results import Hooks, RunResult
@@ -258,6 +257,8 @@ def _describe(exc: BaseException) -> str:
 def _http_url(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
+        from .._http_client import safe_url  # the HTTP stack only when it is needed
+
         raise argparse.ArgumentTypeError(f"not an http(s) URL: {safe_url(value)!r}")
     return value
 

@@ -7,22 +7,19 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import trio
 
 from .._groups import collapse_groups
 from .._names import unique_tool_names
-from ..gateway import Gateway, GatewaySession
-from ..tesseron import (
-    DEFAULT_MANIFEST_DIR,
-    ActionError,
-    Claimed,
-    Disconnected,
-    TesseronHost,
-    Welcome,
-)
-from ._todo import build_todo_app
+
+if TYPE_CHECKING:
+    # The Tesseron family is imported by the two commands that use it: every other
+    # command (``serve --stdio``, ``ask``, ``run``) imports this module for its Ctrl-C
+    # policy, and start-up is what an MCP client waits for (issue 39).
+    from ..gateway import GatewaySession
+    from ..tesseron import TesseronHost
 
 EXIT_INTERRUPTED: Final = 130
 """Exit code after Ctrl-C (128 + SIGINT), as shells report it."""
@@ -105,6 +102,9 @@ async def run_host(port: int, publish: bool) -> int:
 
     A port that cannot be bound is one ``error: ...`` line and exit 1.
     """
+    from ..tesseron import DEFAULT_MANIFEST_DIR
+    from ._todo import build_todo_app
+
     app = build_todo_app()
     manifest_dir = DEFAULT_MANIFEST_DIR if publish else None
     try:
@@ -119,6 +119,8 @@ async def run_host(port: int, publish: bool) -> int:
 
 
 async def _serve(host: TesseronHost, publish: bool) -> None:
+    from ..tesseron import Claimed, Disconnected, Welcome
+
     print(f"todo host listening on {host.url}", flush=True)
     if publish:
         print("instance manifest published for gateways to discover", flush=True)
@@ -140,6 +142,9 @@ async def run_gateway(url: str) -> int:
     Every failure is one ``error: ...`` line on stderr: exit 2 for a refused URL, 1
     when the host cannot be reached or its hello is refused.
     """
+    from ..gateway import Gateway
+    from ..tesseron import ActionError
+
     try:
         # The Gateway hides a nursery: one failure comes out as itself, not as a group.
         with collapse_groups():

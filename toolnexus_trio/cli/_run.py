@@ -37,14 +37,13 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 from .._toolkit import Toolkit, ToolkitOptions, open_toolkit
 from ..loop import Client, compactor
 from ..loop._results import Message
-from ..models import ClientOptions, create_client
 from ._ask import (
     TurnPrinter,
     _describe,
@@ -61,6 +60,11 @@ from ._log import TerminalLog, terminal_logging
 from ._mcp import read_config_file, report_failed_servers
 from ._prompt import PromptLines
 from ._terminal import TerminalLines, is_terminal
+
+if TYPE_CHECKING:
+    # The model client (and the HTTP stack under it) is imported by the commands that
+    # talk to a model, not by ``serve --stdio``'s start-up (issue 39).
+    from ..models import ClientOptions
 
 CONVERSATION_ID: Final = "run"
 """The one conversation of a ``run`` session (kept in the client's in-memory store)."""
@@ -207,6 +211,8 @@ def main_run(args: argparse.Namespace) -> int:
 
 
 def _client_options(args: argparse.Namespace, **more: Any) -> ClientOptions:
+    from ..models import ClientOptions
+
     return ClientOptions(
         base_url=args.base_url,
         style=args.style,
@@ -222,6 +228,8 @@ async def _session(
     printer: TurnPrinter,
     log: TerminalLog,
 ) -> int:
+    from ..models import create_client
+
     lines = TerminalLines()  # one reader for the prompt and the tools' questions
     hooks = printer.hooks()
     async with _maybe_summarizer(args) as summarize:
@@ -291,6 +299,8 @@ async def _turn(client: Client, toolkit: Toolkit, line: str, printer: TurnPrinte
 async def _maybe_summarizer(args: argparse.Namespace) -> AsyncIterator[Any]:
     """With ``--compact-at``: a summarizer on its own client (same model, no hooks, run
     without a toolkit, so no tools: a model offered tools may answer with a call)."""
+    from ..models import create_client
+
     if getattr(args, "compact_at", None) is None:
         yield None
         return

@@ -43,7 +43,7 @@ from ..stores._base import CheckpointStore, ConversationStore, PendingState
 from ._conversation import _thread_lock
 from ._gate import _gate_for
 from ._records import InDoubtCall
-from ._results import RunResult
+from ._results import Prompt, RunResult
 from ._toolcalls import _Call, _Outcome, _Run
 
 if TYPE_CHECKING:
@@ -320,7 +320,7 @@ async def _started(client: Client, run: _Run) -> None:
 async def durable_ask(
     client: Client,
     store: ConversationStore,
-    prompt: str,
+    prompt: Prompt,
     toolkit: Toolkit | None,
     *,
     id: str,

@@ -51,6 +51,7 @@ from ._durable import answer as _answer
 from ._final import Typed, output_for, output_value, settles, typed_turn
 from ._metrics import PrometheusRegistry
 from ._output import TOOL_ARGS_DELTA, OutputMode, OutputValidator, partial_emitter
+from ._parts import PartLedger, prompt_content
 from ._results import (
     GenerateError,
     GenerateRequest,
@@ -60,6 +61,7 @@ from ._results import (
     InProcessOptions,
     InProcessResponse,
     Message,
+    Prompt,
     RunError,
     RunResult,
     RunTimeout,
@@ -193,7 +195,7 @@ class Client(ToolCalls):
 
     async def run(
         self,
-        prompt: str,
+        prompt: Prompt,
         toolkit: Toolkit | None = None,
         *,
         history: Sequence[Message] | None = None,
@@ -213,6 +215,12 @@ class Client(ToolCalls):
         :class:`RetryOutput`. Each defaults to the options' field of the same name; see
         "Typed results" in the docs.
 
+        *prompt* is a string or a list of content parts (:func:`~toolnexus_trio.image`,
+        :func:`~toolnexus_trio.text`...; a str in the list is a text part), kept in order;
+        a part over ``max_part_bytes`` or one the model style cannot take fails the run
+        before any request (:class:`~toolnexus_trio.ContentPartError`,
+        :class:`~toolnexus_trio.UnsupportedPartError`).
+
         Cancelling *cancel* ends the run with ``status="cancelled"``; ``run_timeout_ms``
         raises :class:`RunTimeout`; cancelling an enclosing Trio scope raises
         ``trio.Cancelled`` as usual; each aborts an in-flight HTTP request at once and is
@@ -228,7 +236,7 @@ class Client(ToolCalls):
     @asynccontextmanager
     async def stream(
         self,
-        prompt: str,
+        prompt: Prompt,
         toolkit: Toolkit | None = None,
         *,
         history: Sequence[Message] | None = None,
@@ -388,7 +396,7 @@ class Client(ToolCalls):
 
     async def ask(
         self,
-        prompt: str,
+        prompt: Prompt,
         toolkit: Toolkit | None = None,
         *,
         id: str | None = None,
@@ -532,12 +540,13 @@ class Client(ToolCalls):
 
     def _new_run(
         self,
-        prompt: str,
+        prompt: Prompt,
         toolkit: Toolkit | None,
         history: Sequence[Message] | None,
         typed: Typed | None = None,
     ) -> _Run:
         output = output_for(self.options, typed, toolkit) if typed is not None else None
+        content, summaries = prompt_content(prompt, self.options.max_part_bytes)
         messages: list[Message] = list(history) if history else []
         if not messages:
             # SPEC §8 step 1: system_prompt + "\n\n" + skills_prompt(), either part
@@ -550,8 +559,9 @@ class Client(ToolCalls):
                 messages.append({"role": "system", "content": system})
         elif output is not None and output.mode == "prompted":
             messages.append({"role": "system", "content": output.instructions()})
-        messages.append({"role": "user", "content": prompt})
-        return _Run(toolkit=toolkit, messages=messages, output=output)
+        messages.append({"role": "user", "content": content})
+        parts = PartLedger(summaries=summaries)
+        return _Run(toolkit=toolkit, messages=messages, output=output, parts=parts)
 
     async def _drive(
         self, run: _Run, cancel: CancelToken | None, body: Awaitable[None]
@@ -653,6 +663,8 @@ class Client(ToolCalls):
                     if change.get("model"):
                         model = str(change["model"])
             native = out.response_format() if out is not None and out.mode == "native" else None
+            if run.parts.error is not None:
+                raise run.parts.error
             run.model = model
             produced = await self._call_model(
                 GenerateRequest(
@@ -661,8 +673,10 @@ class Client(ToolCalls):
                     tools=tools or None,
                     turn=turn,
                     response_format=native,
+                    parts=run.parts.by_call or None,
                 ),
                 run.emit,
+                run.parts.summaries,
             )
             response, usage = produced.response, produced.usage
             run.model = produced.model or model  # a fallback provider's, when it answered
@@ -717,14 +731,21 @@ class Client(ToolCalls):
             if run.checkpoint is not None:  # the turn's nursery closed: a consistent cut
                 await run.checkpoint.step(run)
 
-    async def _call_model(self, request: GenerateRequest, emit: Emit | None = None) -> Turn:
+    async def _call_model(
+        self,
+        request: GenerateRequest,
+        emit: Emit | None = None,
+        parts: list[dict[str, Any]] | None = None,
+    ) -> Turn:
         started = trio.current_time()
+        # What the request carried, {"type", "mimeType", "bytes"} each: never base64.
+        extra = {"parts": list(parts)} if parts else {}
         try:
             produced = await self._source.turn(request, emit)
         except Exception:
             self._metric(
                 {"event": "llm", "model": request.model, "status": "error", "ms": _ms(started),
-                 "prompt_tokens": 0, "completion_tokens": 0}
+                 "prompt_tokens": 0, "completion_tokens": 0, **extra}
             )  # fmt: skip
             raise
         usage = produced.usage
@@ -735,6 +756,7 @@ class Client(ToolCalls):
             "ms": _ms(started),
             "prompt_tokens": usage["prompt_tokens"],
             "completion_tokens": usage["completion_tokens"],
+            **extra,
         }
         if len(usage) > 3:  # the cache counts, when the provider gave them
             for key in ("cache_read_tokens", "cache_write_tokens"):

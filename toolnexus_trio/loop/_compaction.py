@@ -23,6 +23,9 @@ from typing import Any, Final
 
 import trio
 
+from .._content import estimate_tokens as part_tokens
+from .._content import is_part_dict, view
+
 Message = dict[str, Any]
 
 SUMMARY_PREFIX: Final = "[Summary of earlier conversation]\n"
@@ -46,11 +49,19 @@ _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=st
 
 
 def _message_tokens(message: Any) -> int:
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if isinstance(content, list) and any(map(is_part_dict, content)):
+        # A media part counts by its bytes (SPEC §1B), not its base64 as text: a 1 MB
+        # image is ~1,400 tokens, not 350,000.
+        rest = {**message, "content": [b for b in content if not is_part_dict(b)]}
+        parts = sum(part_tokens(view(b)) for b in content if is_part_dict(b))
+        return (len(_encode(rest)) + 3) // 4 + parts
     return (len(_encode(message)) + 3) // 4  # ceil(len / 4) without floats
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
-    """The default token estimate: ``ceil(len(JSON of the message) / 4)`` summed.
+    """The default token estimate: ``ceil(len(JSON of the message) / 4)`` summed; a
+    content part in a message counts ``max(85, bytes // 750)`` instead of its base64.
 
     An estimator, not a tokenizer (SPEC §7F): pass ``count_tokens`` to :func:`compactor`
     for an exact count. The JSON is compact (no spaces) and non-ASCII characters count

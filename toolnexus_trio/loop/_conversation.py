@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from .._toolkit import Toolkit
-    from ._results import Message, RunResult
+    from ._results import Message, Prompt, RunResult
 
 OnText = Callable[[str], object]
 """An ``on_text`` callback: receives each assistant text delta; an awaitable it returns
@@ -56,7 +56,7 @@ class ConversationClient(Protocol):
 
     async def run(
         self,
-        prompt: str,
+        prompt: Prompt,
         toolkit: Toolkit | None = None,
         *,
         history: Sequence[Message] | None = None,
@@ -70,7 +70,7 @@ class ConversationClient(Protocol):
 
     def stream(
         self,
-        prompt: str,
+        prompt: Prompt,
         toolkit: Toolkit | None = None,
         *,
         history: Sequence[Message] | None = None,
@@ -86,7 +86,7 @@ class ConversationClient(Protocol):
 async def ask(
     client: ConversationClient,
     store: ConversationStore,
-    prompt: str,
+    prompt: Prompt,
     toolkit: Toolkit | None = None,
     *,
     id: str | None = None,
@@ -119,7 +119,7 @@ async def ask(
 
 async def _turn(
     client: ConversationClient,
-    prompt: str,
+    prompt: Prompt,
     toolkit: Toolkit | None,
     history: Sequence[Message] | None,
     on_text: OnText | None,
@@ -196,7 +196,7 @@ class Conversation:
         self._lock = trio.Lock()
         self._generation = 0  # bumped by reset(), so a send in flight does not undo it
 
-    async def send(self, prompt: str) -> RunResult:
+    async def send(self, prompt: Prompt) -> RunResult:
         """Send *prompt* as the next user turn and return the run's :class:`RunResult`."""
         async with self._lock:
             generation = self._generation

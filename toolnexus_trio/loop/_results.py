@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .._content import ContentPart
 from .._toolkit import Toolkit
 from .._tools import ToolResult
 from .._wire import Answer, Request
@@ -48,6 +49,9 @@ class GenerateRequest:
     it (it is not copied per call, on purpose). ``tools`` is the OpenAI tool list, or
     ``None`` when there are no tools. ``turn`` is 0-based. ``max_tokens`` caps the
     answer when the caller asked for a cap (a Tesseron host's sampling request does).
+    ``parts`` holds the content parts tools returned this run, by tool call id: they
+    are not in the transcript (it stays text and small) but sent with every request;
+    live like ``messages``.
     """
 
     model: str
@@ -58,6 +62,7 @@ class GenerateRequest:
     response_format: dict[str, Any] | None = None
     """Native typed output (``output_mode="native"``): OpenAI's ``{"type": "json_schema",
     "json_schema": {"name", "schema", "strict"}}``; ``None`` otherwise."""
+    parts: Mapping[str, tuple[ContentPart, ...]] | None = None
 
 
 HookFn = Callable[[dict[str, Any]], Any]
@@ -87,6 +92,8 @@ class Hooks:
 
 
 Generate = Callable[[GenerateRequest], Any]
+Prompt = str | Sequence[ContentPart | str]
+"""A run's prompt: a string, or a list of content parts (a str in it is a text part)."""
 WaitFor = Callable[[Request], Awaitable[Answer]]
 OnMetric = Callable[[dict[str, Any]], None]
 InDoubtPolicy = Callable[[InDoubtCall], ToolResult | None]
@@ -125,6 +132,8 @@ class InProcessOptions:
     ``output_type``, ``output_mode``, ``output_retries`` and ``output_validators`` are
     the defaults of :meth:`Client.run`'s keywords of the same names (see "Typed
     results" in the docs).
+    ``max_part_bytes`` caps a content part's decoded bytes as for
+    :class:`~toolnexus_trio.ClientOptions`.
     ``durable`` makes each :meth:`Client.ask` with an id a crash-durable run (the
     ``store`` must be a :class:`~toolnexus_trio.stores.CheckpointStore`), owned
     under a lease of ``lease_ms`` renewed while it runs; ``on_in_doubt`` decides, on
@@ -142,6 +151,7 @@ class InProcessOptions:
     run_timeout_ms: int = 0
     on_metric: OnMetric | None = None
     store: ConversationStore | None = None
+    max_part_bytes: int | None = None
     timeout_ms: int | None = None
     """toolnexus 0.21's name for ``run_timeout_ms`` (either may be given)."""
     output_type: Any = None

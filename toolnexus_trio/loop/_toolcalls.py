@@ -36,6 +36,7 @@ from .._wire import Answer, Request
 from ._gate import _Gate, _gate_for, _is_relay, _raw_arguments, _relay_source
 from ._metrics import PrometheusRegistry
 from ._output import bounded_retry
+from ._parts import PartLedger
 from ._records import RunStatus, SuspendedCall, ToolCallRecord
 from ._results import HookFn, Hooks, InProcessOptions, Message
 
@@ -80,6 +81,7 @@ class _Run:
     relayed: bool = False
     output: OutputRun | None = None  # a run with an output_type (loop/_output.py)
     tool_retries: dict[str, int] = attrs.field(factory=dict)  # RetryTool uses, per tool
+    parts: PartLedger = attrs.field(factory=PartLedger)
     # The model the last turn was sent to (a before_llm hook may override it per turn):
     # what RunResult.model and the run metric report. None until a turn is sent.
     model: str | None = None
@@ -208,6 +210,8 @@ class ToolCalls:
                                result.metadata)
             )  # fmt: skip
             add_message({"role": "tool", "tool_call_id": call.id, "content": output})
+            if result.parts:  # beside the transcript, never in it
+                run.parts.take(call.id, result.parts, self.options)
 
     def _direct_tools(self, run: _Run, gate: _Gate | None) -> Mapping[str, Tool]:
         """The toolkit's tools, when this turn's calls may take :meth:`_direct_call`:
@@ -623,6 +627,8 @@ class ToolCalls:
                 record, message = _record_and_message(s.id, s.name, s.args, final)
                 run.records[s.record_index] = record
                 run.messages[s.message_index] = message
+                if final.parts:
+                    run.parts.take(s.id, final.parts, self.options)
                 request = pending_of(final)
                 if request is not None and (resuspend or _is_relay(run.toolkit, s.name, request)):
                     run.suspended.append(

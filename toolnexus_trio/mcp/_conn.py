@@ -45,6 +45,7 @@ from ._elicit import elicit_result_from_answer, request_from_elicitation
 from ._hints import hints_from_annotations
 from ._http import ANSWER_TOO_LARGE, new_http_client, ssl_context
 from ._limits import MAX_LISTING_BYTES, MAX_MESSAGE_BYTES, MAX_TOOLS, size_text
+from ._parts import parts_of
 from ._progress import CallProgress, ReadTap
 from ._stdio import StdioTransport, open_stdio
 from ._types import McpStatus, McpToolInfo
@@ -434,7 +435,7 @@ class ServerConn:
                 return ToolResult.error(f"MCP server {self.config.name!r}: {reason}", meta)
             return ToolResult.error(exc.error.message or str(exc), meta)
         output, is_error = result_text(result)
-        return ToolResult(output, is_error, meta)
+        return ToolResult(output, is_error, meta, parts_of(result.content))
 
     def _call_desk(self) -> contextlib.AbstractAsyncContextManager[ActiveCall | None]:
         """The call's place on the desk, when this server may ask us things."""

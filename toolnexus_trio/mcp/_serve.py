@@ -54,6 +54,7 @@ from .._wire import Answer, Request
 from ._elicit import answer_from_elicit_result, elicitation_from_request
 from ._hints import annotations_from_hints
 from ._park import Park
+from ._parts import mcp_content
 from ._relay import Relay, can_elicit, can_sample
 from ._types import CallInfo, MCPServeConfig, OnCall
 
@@ -575,7 +576,7 @@ def _call_result(tool: Tool, result: ToolResult) -> types.CallToolResult:
             if not isinstance(structured, dict):
                 structured = None
     return types.CallToolResult(
-        content=[types.TextContent(text=result.output)],
+        content=mcp_content(result.output, result.parts),
         structured_content=structured,
         is_error=result.is_error,
     )

@@ -19,6 +19,7 @@ from typing import Any
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
 from ..loop._turns import TranslateCall, _usage
+from ._parts import ToolParts, has_parts, tool_blocks, user_blocks
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
 from ._sse import SSEEvent
 
@@ -82,9 +83,16 @@ def convert_tool_choice(choice: Any) -> Any:
 
 
 def convert_messages(
-    messages: Sequence[Message], system: str | None = None
+    messages: Sequence[Message],
+    system: str | None = None,
+    tool_parts: ToolParts | None = None,
+    on_unsupported_part: str = "text",
+    max_part_bytes: int | None = None,
 ) -> tuple[str | None, list[dict[str, Any]]]:
-    """OpenAI-shaped messages to ``(system, messages)`` of the Anthropic wire (§11)."""
+    """OpenAI-shaped messages to ``(system, messages)`` of the Anthropic wire (§11).
+
+    Content parts become Anthropic blocks (:mod:`._parts`); a tool's parts go inside
+    its ``tool_result`` after the text."""
     systems: list[str] = []
     out: list[dict[str, Any]] = []
     merging = False  # the last message out is a user turn made of tool results
@@ -95,11 +103,15 @@ def convert_messages(
             systems.append(text_of(content))
             continue
         if role == "tool":
-            block = {
-                "type": "tool_result",
-                "tool_use_id": m.get("tool_call_id") or "",
-                "content": text_of(content),
-            }
+            call_id = m.get("tool_call_id") or ""
+            parts = tool_parts.get(call_id) if tool_parts else None
+            result: Any = text_of(content)
+            if parts:
+                result = [
+                    {"type": "text", "text": result},
+                    *tool_blocks(parts, "anthropic", on_unsupported_part, max_part_bytes),
+                ]
+            block = {"type": "tool_result", "tool_use_id": call_id, "content": result}
             if merging:
                 out[-1]["content"].append(block)
             else:
@@ -107,7 +119,11 @@ def convert_messages(
                 merging = True
             continue
         merging = False
-        if _native(content):
+        if has_parts(content):
+            assert isinstance(content, list)
+            blocks = user_blocks(content, "anthropic", max_part_bytes)
+            out.append({"role": role, "content": blocks})
+        elif _native(content):
             out.append({"role": role, "content": content})
         elif role == "assistant":
             out.append({"role": "assistant", "content": _assistant_blocks(m)})
@@ -126,6 +142,9 @@ def body(
     stream: bool,
     system: str | None = None,
     tool_choice: Any = None,
+    tool_parts: ToolParts | None = None,
+    on_unsupported_part: str = "text",
+    max_part_bytes: int | None = None,
     prompt_cache: bool = False,
 ) -> dict[str, Any]:
     """The request body; ``tools`` is left out when there are none.
@@ -135,7 +154,9 @@ def body(
     the next call) and the last one before the newest assistant turn (what the
     previous call wrote, read now). Four at most, as the API allows.
     """
-    hoisted, converted = convert_messages(messages, system)
+    hoisted, converted = convert_messages(
+        messages, system, tool_parts, on_unsupported_part, max_part_bytes
+    )
     out: dict[str, Any] = {"model": model, "max_tokens": max_tokens or DEFAULT_MAX_TOKENS}
     if hoisted:
         out["system"] = [_cached_text(hoisted)] if prompt_cache else hoisted

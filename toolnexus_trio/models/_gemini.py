@@ -25,6 +25,7 @@ from urllib.parse import quote
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
 from ..loop._turns import TranslateCall
+from ._parts import ToolParts, has_parts, tool_blocks, tool_heading, user_blocks
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
 from ._sse import SSEEvent
 
@@ -87,9 +88,16 @@ def convert_tool_choice(choice: Any) -> dict[str, Any] | None:
 
 
 def convert_messages(
-    messages: Sequence[Message], system: str | None = None
+    messages: Sequence[Message],
+    system: str | None = None,
+    tool_parts: ToolParts | None = None,
+    on_unsupported_part: str = "text",
+    max_part_bytes: int | None = None,
 ) -> tuple[str | None, list[dict[str, Any]]]:
-    """OpenAI-shaped messages to ``(system, contents)`` of the Gemini wire."""
+    """OpenAI-shaped messages to ``(system, contents)`` of the Gemini wire.
+
+    Content parts become ``inlineData`` / ``fileData`` parts (:mod:`._parts`); a
+    tool's parts follow its ``functionResponse`` in the same user turn."""
     systems: list[str] = []
     contents: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # call id -> function name, for the functionResponse
@@ -109,11 +117,16 @@ def convert_messages(
             if call_id in own_ids:
                 answer["id"] = call_id
             part = {"functionResponse": answer}
-            if merging:
-                contents[-1]["parts"].append(part)
-            else:
-                contents.append({"role": "user", "parts": [part]})
+            if not merging:
+                contents.append({"role": "user", "parts": []})
                 merging = True
+            contents[-1]["parts"].append(part)
+            media = tool_parts.get(call_id) if tool_parts else None
+            if media:
+                contents[-1]["parts"] += [
+                    tool_heading(names.get(call_id, ""), call_id, "gemini"),
+                    *tool_blocks(media, "gemini", on_unsupported_part, max_part_bytes),
+                ]
             continue
         merging = False
         if role == "assistant":
@@ -126,6 +139,11 @@ def convert_messages(
             )
             if parts:
                 contents.append({"role": "model", "parts": parts})
+        elif has_parts(m.get("content")):
+            content = m["content"]
+            assert isinstance(content, list)
+            blocks = user_blocks(content, "gemini", max_part_bytes)
+            contents.append({"role": "user", "parts": [_user_part(b) for b in blocks]})
         else:
             contents.append({"role": "user", "parts": [{"text": text_of(m.get("content"))}]})
     hoisted = "\n\n".join(s for s in systems if s) or None
@@ -141,9 +159,14 @@ def body(
     stream: bool,
     system: str | None = None,
     tool_choice: Any = None,
+    tool_parts: ToolParts | None = None,
+    on_unsupported_part: str = "text",
+    max_part_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The request body (the model and streaming are in the URL)."""
-    hoisted, contents = convert_messages(messages, system)
+    hoisted, contents = convert_messages(
+        messages, system, tool_parts, on_unsupported_part, max_part_bytes
+    )
     out: dict[str, Any] = {"contents": contents}
     if hoisted:
         out["systemInstruction"] = {"parts": [{"text": hoisted}]}
@@ -173,6 +196,13 @@ def response_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
             "responseJsonSchema": dict(schema),
         }
     }
+
+
+def _user_part(block: object) -> dict[str, Any]:
+    """A block of a user's content list as a Gemini part (its parts already mapped)."""
+    if isinstance(block, Mapping) and "type" not in block:
+        return dict(block)  # already a Gemini part (inlineData, fileData, text)
+    return {"text": text_of([block])}
 
 
 def translate_body(call: TranslateCall) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, Message
 from ..loop._turns import TranslateCall, _usage, encode_arguments
+from ._parts import ToolParts, openai_messages
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
 from ._sse import SSEEvent
 
@@ -41,9 +42,21 @@ def body(
     max_tokens: int | None,
     stream: bool,
     tool_choice: Any = "auto",
+    tool_parts: ToolParts | None = None,
+    on_unsupported_part: str = "text",
+    max_part_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """The request body; ``tools`` and ``tool_choice`` are left out when there are no tools."""
-    out: dict[str, Any] = {"model": model, "messages": _plain(messages)}
+    """The request body; ``tools`` and ``tool_choice`` are left out when there are no tools.
+
+    Content parts become OpenAI blocks (:mod:`._parts`); tool-derived ones go in one
+    synthetic user message after the tool messages, on the wire only."""
+    messages = openai_messages(
+        _plain(messages),
+        tool_parts,
+        on_unsupported=on_unsupported_part,
+        max_part_bytes=max_part_bytes,
+    )
+    out: dict[str, Any] = {"model": model, "messages": messages}
     if tools:
         out["tools"] = tools
         if tool_choice is not None:

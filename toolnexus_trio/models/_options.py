@@ -66,6 +66,14 @@ class ClientOptions:
       ``messages``, ``tools`` and ``stream`` are dropped from it with a warning.
     - ``body_transform(body) -> body | None`` (sync or async): the last word on the
       body; ``None`` sends the body it was given (edited in place or not).
+    - ``max_part_bytes``: the most decoded bytes one content part may have (``None``:
+      the process-wide :func:`~toolnexus_trio.set_max_part_bytes`, by default no cap).
+      A part of the prompt over it fails the run before any request; a tool's part over
+      it is sent as ``[unsupported <type> part (<mime>, <n> bytes)]`` (logged once).
+    - ``on_unsupported_part``: ``"text"`` (default) sends a tool's part the style cannot
+      take (audio to Anthropic) as that placeholder text; ``"error"`` raises
+      :class:`~toolnexus_trio.UnsupportedPartError` (or the size's
+      :class:`~toolnexus_trio.ContentPartError`) instead, as for the prompt's parts.
     - ``http_client``: an ``httpx2.AsyncClient`` you own (custom transport, proxy,
       mTLS); the client never closes it. Without it the client makes its own, closed
       by :meth:`Client.aclose <toolnexus_trio.Client.aclose>`.
@@ -132,6 +140,8 @@ class ClientOptions:
     output_mode: OutputMode = "tool"
     output_retries: int = 1
     output_validators: Sequence[OutputValidator] = ()
+    max_part_bytes: int | None = None
+    on_unsupported_part: Literal["error", "text"] = "text"
     durable: bool = False
     lease_ms: int = 30_000
     on_in_doubt: InDoubtPolicy | None = None

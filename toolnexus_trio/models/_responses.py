@@ -26,6 +26,7 @@ from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
 from ..loop._turns import TranslateCall, encode_arguments
 from ._openai import auth_headers as auth_headers
+from ._parts import ToolParts, has_parts, tool_blocks, tool_heading, user_blocks
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
 from ._sse import SSEEvent
 
@@ -76,23 +77,50 @@ def convert_tool_choice(choice: Any) -> Any:
     return choice
 
 
-def convert_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """OpenAI chat messages to Responses input items."""
+def convert_messages(
+    messages: Sequence[Message],
+    tool_parts: ToolParts | None = None,
+    on_unsupported_part: str = "text",
+    max_part_bytes: int | None = None,
+) -> list[dict[str, Any]]:
+    """OpenAI chat messages to Responses input items.
+
+    Content parts become input parts (:mod:`._parts`); a tool's parts go, as on the
+    OpenAI wire, in one user message after the run of function outputs."""
     items: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    pending: list[dict[str, Any]] = []
     for m in messages:
         role = m.get("role")
+        if role != "tool" and pending:
+            items.append({"role": "user", "content": pending})
+            pending = []
         if role == "tool":
+            call_id = m.get("tool_call_id") or ""
             items.append(
                 {
                     "type": "function_call_output",
-                    "call_id": m.get("tool_call_id") or "",
+                    "call_id": call_id,
                     "output": text_of(m.get("content")),
                 }
             )
+            parts = tool_parts.get(call_id) if tool_parts else None
+            if parts:
+                pending.append(tool_heading(names.get(call_id, ""), call_id, "responses"))
+                pending += tool_blocks(parts, "responses", on_unsupported_part, max_part_bytes)
         elif role == "assistant":
+            for call in m.get("tool_calls") or ():
+                if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
+                    names[str(call.get("id"))] = str(call["function"].get("name", ""))
             items += _assistant_items(m)
         else:
-            items.append({"role": role, "content": _content(m.get("content"))})
+            content = m.get("content")
+            if has_parts(content):
+                assert isinstance(content, list)
+                content = user_blocks(content, "responses", max_part_bytes)
+            items.append({"role": role, "content": _content(content)})
+    if pending:
+        items.append({"role": "user", "content": pending})
     return items
 
 
@@ -105,9 +133,13 @@ def body(
     stream: bool,
     instructions: str | None = None,
     tool_choice: Any = None,
+    tool_parts: ToolParts | None = None,
+    on_unsupported_part: str = "text",
+    max_part_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The request body; ``tools`` is left out when there are none."""
-    out: dict[str, Any] = {"model": model, "input": convert_messages(messages)}
+    items = convert_messages(messages, tool_parts, on_unsupported_part, max_part_bytes)
+    out: dict[str, Any] = {"model": model, "input": items}
     if instructions is not None:
         out["instructions"] = instructions
     if tools:

@@ -145,6 +145,11 @@ class HttpTurns:
         cached = options.prompt_cache and options.style == "anthropic"
         self._body_options: dict[str, Any] = {"prompt_cache": True} if cached else {}
         self.transform = options.body_transform
+        if options.on_unsupported_part not in ("error", "text"):
+            given = options.on_unsupported_part
+            raise ValueError(f"on_unsupported_part must be 'error' or 'text', not {given!r}")
+        self.on_unsupported_part = options.on_unsupported_part
+        self.max_part_bytes = options.max_part_bytes
         self.poster = Poster(
             http_client=options.http_client,
             retries=options.retries,
@@ -180,6 +185,9 @@ class HttpTurns:
             request.tools or (),
             max_tokens=request.max_tokens,
             stream=stream,
+            tool_parts=request.parts,
+            on_unsupported_part=self.on_unsupported_part,
+            max_part_bytes=self.max_part_bytes,
             **self._body_options,
         )
         if request.response_format is not None:
