@@ -152,6 +152,7 @@ class ServedToolkit:
                         name=t.name,
                         description=t.description,
                         input_schema=t.input_schema,
+                        output_schema=t.output_schema,
                         annotations=annotations_from_hints(t.hints),
                     )
                     for t in exposed.values()
@@ -205,9 +206,7 @@ class ServedToolkit:
                 else:
                     result = await self._by_elicitation(ctx, tool, args, request)
         self._report(tool, started, result)
-        return types.CallToolResult(
-            content=mcp_content(result.output, result.parts), is_error=result.is_error
-        )
+        return _call_result(tool, result)
 
     async def _run(
         self,
@@ -352,9 +351,7 @@ class ServedToolkit:
                     return self._input_required(request, tool, args)
                 result = _unanswerable(result, request)
         self._report(tool, started, result)
-        return types.CallToolResult(
-            content=mcp_content(result.output, result.parts), is_error=result.is_error
-        )
+        return _call_result(tool, result)
 
     # ------------------------------------------------------------------ suspension
 
@@ -563,3 +560,23 @@ class _Forward:
             )
         )
         await self.ctx.session.send_notification(notification, self.ctx.request_id)
+
+
+def _call_result(tool: Tool, result: ToolResult) -> types.CallToolResult:
+    """The MCP result of a call: its text, and for a tool with an ``output_schema`` its
+    value as ``structuredContent`` (the text is that value's JSON, as the model sees it)."""
+    structured: dict[str, Any] | None = None
+    if tool.output_schema is not None and not result.is_error:
+        try:
+            value = json.loads(result.output)
+        except ValueError:
+            value = None  # a tool that returned text after all: no structured content
+        else:
+            structured = {"result": value} if tool.output_wrapped else value
+            if not isinstance(structured, dict):
+                structured = None
+    return types.CallToolResult(
+        content=mcp_content(result.output, result.parts),
+        structured_content=structured,
+        is_error=result.is_error,
+    )

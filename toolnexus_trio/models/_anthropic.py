@@ -174,6 +174,18 @@ def body(
     return out
 
 
+def response_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
+    """Native typed output: OpenAI's ``response_format`` as Anthropic's
+    ``output_config.format`` (``{"type": "json_schema", "schema": ...}``; the Messages
+    API has no ``name`` or ``strict`` there: its JSON outputs are always constrained)."""
+    schema = (fmt.get("json_schema") or {}).get("schema")
+    if fmt.get("type") != "json_schema" or not isinstance(schema, Mapping):
+        raise GenerateError(
+            f"the Anthropic Messages API has no equivalent of response_format {fmt!r:.80}"
+        )
+    return {"output_config": {"format": {"type": "json_schema", "schema": dict(schema)}}}
+
+
 _EPHEMERAL = {"type": "ephemeral"}
 
 
@@ -251,6 +263,9 @@ class StreamAssembler:
         self._blocks: dict[int, dict[str, Any]] = {}
         self._usage: dict[str, Any] = {}
         self._reason: str | None = None
+        # (index, tool name, piece) of the tool-call arguments fed since the reader
+        # last took them (streamed typed output parses them as they come).
+        self.fragments: list[tuple[int, str, str]] = []
 
     def feed(self, event: SSEEvent) -> str:
         """Take one event; return its text delta (``""`` when none)."""
@@ -285,7 +300,9 @@ class StreamAssembler:
             if delta.get("type") == "text_delta":
                 return self._add(found, string(delta.get("text"), "a text_delta"))
             if delta.get("type") == "input_json_delta":
-                found["parts"].append(string(delta.get("partial_json"), "an input_json_delta"))
+                piece = string(delta.get("partial_json"), "an input_json_delta")
+                found["parts"].append(piece)
+                self.fragments.append((self._index(data), str(found.get("name") or ""), piece))
         elif kind == "message_delta":
             delta = mapping(data.get("delta") or {}, "message_delta.delta")
             if isinstance(delta.get("stop_reason"), str):

@@ -69,6 +69,11 @@ def body(
     return out
 
 
+def response_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
+    """Native typed output: OpenAI's ``response_format`` (already in its shape)."""
+    return {"response_format": dict(fmt)}
+
+
 def translate_body(call: TranslateCall) -> dict[str, Any]:
     """§11: the caller's messages, with ``system`` overriding theirs and object
     ``arguments`` re-encoded as the JSON string the wire wants."""
@@ -125,6 +130,9 @@ class StreamAssembler:
         self._calls: dict[int, dict[str, Any]] = {}
         self._usage: Mapping[str, Any] | None = None
         self._reason: str | None = None
+        # (index, tool name, piece) of the tool-call arguments fed since the reader
+        # last took them (streamed typed output parses them as they come).
+        self.fragments: list[tuple[int, str, str]] = []
 
     def feed(self, event: SSEEvent) -> str:
         """Take one event; return its text delta (``""`` when none)."""
@@ -176,7 +184,9 @@ class StreamAssembler:
             slot["name"] += string(name, "a tool-call fragment name")
         arguments = function.get("arguments")
         if arguments:
-            slot["arguments"].append(string(arguments, "a tool-call fragment's arguments"))
+            piece = string(arguments, "a tool-call fragment's arguments")
+            slot["arguments"].append(piece)
+            self.fragments.append((index, slot["name"], piece))
 
     def result(self) -> Parsed:
         """The assembled answer; a stream that ended before ``[DONE]`` is an error."""

@@ -153,6 +153,30 @@ def body(
     return out
 
 
+def response_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
+    """Native typed output: OpenAI's chat ``response_format`` as the Responses API's
+    ``text.format`` (``{"type": "json_schema", "name", "schema", "strict"}``, flattened:
+    the Responses API has no ``json_schema`` wrapper)."""
+    spec = fmt.get("json_schema")
+    if (
+        fmt.get("type") != "json_schema"
+        or not isinstance(spec, Mapping)
+        or not isinstance(spec.get("schema"), Mapping)
+    ):
+        raise GenerateError(
+            "the style 'responses' (OpenAI Responses API) has no equivalent of "
+            f"response_format {fmt!r:.80}"
+        )
+    out: dict[str, Any] = {
+        "type": "json_schema",
+        "name": spec.get("name"),
+        "schema": dict(spec["schema"]),
+    }
+    if spec.get("strict") is not None:
+        out["strict"] = bool(spec["strict"])
+    return {"text": {"format": out}}
+
+
 def translate_body(call: TranslateCall) -> dict[str, Any]:
     """§11: the caller's messages; ``system`` becomes ``instructions``, replacing theirs."""
     messages: Sequence[Message] = call.messages

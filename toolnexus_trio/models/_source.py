@@ -25,6 +25,7 @@ import trio
 from .. import _tracing
 from .._http_client import body_chunks, close_response, redact, safe_url, split_credentials
 from .._toolkit import Toolkit
+from ..loop._output import TOOL_ARGS_DELTA
 from ..loop._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
 from ..loop._turns import Emit, TranslateCall, Turn, encode_arguments, finish_reason_for
 from . import _anthropic, _gemini, _openai, _responses
@@ -206,6 +207,14 @@ class HttpTurns:
             max_part_bytes=self.max_part_bytes,
             **self._body_options,
         )
+        if request.response_format is not None:
+            # Native typed output: the style's own JSON-schema answer format, merged one
+            # level deep (Gemini's goes inside a generationConfig the body may have).
+            for key, value in self.wire.response_format(request.response_format).items():
+                if isinstance(value, dict) and isinstance(body.get(key), dict):
+                    body[key] = {**body[key], **value}
+                else:
+                    body[key] = value
         content = await self._encode(body)
         url = self._url(request.model, stream)
         if emit is None:
@@ -348,6 +357,13 @@ class HttpTurns:
                             delta = assembler.feed(event)
                             if delta:
                                 await emit({"type": "text", "delta": delta})
+                            fragments = getattr(assembler, "fragments", None)
+                            while fragments:
+                                index, name, part = fragments.pop(0)
+                                await emit(
+                                    {"type": TOOL_ARGS_DELTA, "index": index, "name": name,
+                                     "delta": part}
+                                )  # fmt: skip
                             if assembler.done:
                                 break
                         if assembler.done:
