@@ -120,6 +120,31 @@ EXPECTED: dict[str, list[str]] = {
         "model: fixed; the script now prints 'total: 6\\n'\n"
         'sum.py now ends with: print(f"total: {total}")\n',
     ],
+    "agent_to_app.py": [
+        "the gateway connected to the app; its claim code is ",
+        "the model calls files__sync\nprogress 10% 1/10\n",
+        "progress 50% 5/10\nthe user presses stop: cancelling the turn\n",
+        "the app's handler saw the cancel: ctx.is_cancelled() is True\n",
+        "model: the sync said: cancelled\n",
+    ],
+    "real_models_testing.py": [
+        "test_summarize_sends_the_text_and_streams_the_answer: passed\n",
+        "test_a_stream_cut_off_midway_is_an_error: passed\n",
+        "test_a_503_is_retried_once: passed\n",
+    ],
+    "persona_agent.py": [
+        "session 1: I don't know yet.\n",
+        "USER.md now ends with: - Prefers dark roast\nsession 3: Dark roast.\n",
+        "[14:45] Ava: Your daily sync starts at 15:00.\n12 beats, 1 reported\n",
+    ],
+    "skills_agent.py": [
+        "tools: ['skill', 'issue']\n",
+        "- **release-notes**: Write release notes for an issue tracker entry\n",
+        '<- skill: <skill_content name="release-notes"> ',
+        '<- issue: {"id": 42, "title": "Cancel stops the upload", "state": "closed"} '
+        "{'status': 200}\n",
+        "answer: ## Cancel stops the upload (closed)\n",
+    ],
 }
 
 
@@ -141,6 +166,8 @@ def check_output(name: str, out: str) -> None:
     if name == "seed_4_call_id.py":  # both calls started before either finished
         lines = out.splitlines()
         assert [line.startswith("probe running") for line in lines[:2]] == [True, True]
+    if name == "persona_agent.py":  # one report in the whole afternoon
+        assert out.count("] Ava: ") == 1, out
 
 
 # Examples that need a PostgreSQL database get one through the standard PG* variables.
