@@ -145,6 +145,27 @@ EXPECTED: dict[str, list[str]] = {
         "{'status': 200}\n",
         "answer: ## Cancel stops the upload (closed)\n",
     ],
+    "gateway_mcp.py": [
+        "the gateway says on stderr: Tesseron app 'Todo list' (todo) is waiting: claim code ",
+        "the agent calls tesseron__claim_session with ",
+        '"claimed": "todo"',
+        "the agent's tools now: tesseron__claim_session, ",
+        "todo__add, todo__delete, todo__rename\n",
+        'todo__add [ok]: [\n  {\n    "id": 1,\n    "text": "write the docs",',
+    ],
+    "mcp_roundtrip.py": [
+        "loaded: McpStatus(state='connected', error=None, tools=3)\n",
+        "tools: inner_add, inner_slow, inner_cancels, shout\n",
+        "inner_add(20, 22) through both hops -> 42\nshout('hello') -> HELLO!\n",
+        "inner_slow cancelled by the client after 0.5 s: True\n",
+        "the innermost server's handler saw the cancel of: call-1\n",
+    ],
+    "mcp_sampling.py": [
+        "one hop, our sampler answered: summary: Trio is a (max 256 tokens)\n",
+        "two hops, the outer client's model answered: summary: from the outer client's model\n",
+        "the outer client is asked: Who is asking?\n",
+        "two hops, the outer client's user answered: hello Ada\n",
+    ],
 }
 
 
