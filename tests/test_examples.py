@@ -166,6 +166,22 @@ EXPECTED: dict[str, list[str]] = {
         "the outer client is asked: Who is asking?\n",
         "two hops, the outer client's user answered: hello Ada\n",
     ],
+    "a2a_agents.py": [
+        "tools: ['translator_translate']\n",
+        "the local model called translator_translate({'task': 'hello'}): 'bonjour'\n",
+        "local model: The translator says: bonjour\n",
+        "slow task, cancelled at 0.5 s: A2A task ",
+        " canceled\nremote: task 'hello' ended completed\n"
+        "remote: task 'slow work' ended canceled\n",
+    ],
+    "a2a_serve_agent.py": [
+        "tools: ['lead_lead']\n",
+        "lead_lead('the nightly backups'): Done. The worker reports: "
+        "checked 'the nightly backups': all green\n",
+        "slow task, cancelled at 0.5 s: A2A task ",
+        " canceled\nserved: task 'the nightly backups' ended completed\n"
+        "served: task 'slow rebuild' ended canceled\n",
+    ],
 }
 
 
