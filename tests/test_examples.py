@@ -182,6 +182,15 @@ EXPECTED: dict[str, list[str]] = {
         " canceled\nserved: task 'the nightly backups' ended completed\n"
         "served: task 'slow rebuild' ended canceled\n",
     ],
+    "agents_tree.py": [
+        "host: interrupted the researcher in the middle of its tool\n",
+        "coordinator: pending, asks 'Deploy v2 to production?'\n"
+        "  relayed by root/coordinator.1; this process exits now\n",
+        "deploy: v2 is live (this line is printed once, by the second process)\n"
+        "coordinator: done: interrupted; deployer-model: v2 is live\n"
+        "replay refused: answered\n",
+        '"root/coordinator.1/researcher.1": "closed"',
+    ],
 }
 
 
@@ -203,6 +212,8 @@ def check_output(name: str, out: str) -> None:
     if name == "seed_4_call_id.py":  # both calls started before either finished
         lines = out.splitlines()
         assert [line.startswith("probe running") for line in lines[:2]] == [True, True]
+    if name == "agents_tree.py":  # the approved deploy ran once
+        assert out.count("v2 is live (") == 1, out
     if name == "persona_agent.py":  # one report in the whole afternoon
         assert out.count("] Ava: ") == 1, out
 
