@@ -191,6 +191,16 @@ EXPECTED: dict[str, list[str]] = {
         "replay refused: answered\n",
         '"root/coordinator.1/researcher.1": "closed"',
     ],
+    "durable_approvals.py": [
+        "halted and saved as release-42, asking: Deploy v2?\n"
+        "deploy: v2 is live (it runs once, after the approval)\n"
+        "approved by a fresh client; the model says: Done: v2 is live\n"
+        "the same approval again is refused: the pending run of 'release-42' was already "
+        "answered",
+        "without a store: halted, kept as ",
+        "deploy: v3 is live (it runs once, after the approval)\n"
+        "resumed from the JSON; the model says: Done: v3 is live\n",
+    ],
 }
 
 
@@ -214,6 +224,8 @@ def check_output(name: str, out: str) -> None:
         assert [line.startswith("probe running") for line in lines[:2]] == [True, True]
     if name == "agents_tree.py":  # the approved deploy ran once
         assert out.count("v2 is live (") == 1, out
+    if name == "durable_approvals.py":  # each approved deploy ran once
+        assert out.count("deploy: ") == 2, out
     if name == "persona_agent.py":  # one report in the whole afternoon
         assert out.count("] Ava: ") == 1, out
 
