@@ -201,6 +201,11 @@ EXPECTED: dict[str, list[str]] = {
         "deploy: v3 is live (it runs once, after the approval)\n"
         "resumed from the JSON; the model says: Done: v3 is live\n",
     ],
+    "many_machines.py": [
+        "worker A: the run halts (status=pending), asking 'Deploy v2?'\n",
+        "worker B: approved; Done: v2 is live (deployed by worker ",
+        ") (status=done)\nthe same approval again: refused (answered)\n",
+    ],
 }
 
 
