@@ -1,29 +1,36 @@
 """Make docs/_static/trace-tree.png: a real sub-agent run, traced, drawn as a waterfall.
 
 Runs a lead agent of the agent runtime that starts two sub-agents in parallel with the
-``task`` tool (one looks something up with a tool, one hangs and is interrupted), records
-its spans with the OpenTelemetry SDK's in-memory exporter, writes them as an HTML waterfall
-page (one row per span, indented under its parent, the bar at its real start and end) and
-screenshots that page with headless Chromium::
+``task`` tool (one looks something up with a tool, one hangs and is interrupted) under
+the OpenTelemetry SDK, then either
 
-    PYTHONPATH=$PWD python docs/_tools/trace_page.py [--html-only]
+- ``--phoenix=http://127.0.0.1:PORT`` (how the picture in the docs was made): exports the
+  spans over OTLP/HTTP to a running Arize Phoenix (``phoenix serve``, see
+  ``interop/run_otlp_phoenix.py``), and screenshots Phoenix's page of that trace with
+  headless Chromium; or
+- without it: writes the spans of the SDK's in-memory exporter as an HTML waterfall page
+  (one row per span, indented under its parent, the bar at its real start and end; a
+  pure function of the spans, only the durations change between runs) and screenshots
+  that (``--html-only`` prints the page instead)::
 
-The page is a pure function of the exported spans (names, parents, kinds, times,
-attributes); only the durations change from one run to the next.
+    PYTHONPATH=$PWD python docs/_tools/trace_page.py [--phoenix=URL | --html-only]
 """
 
 from __future__ import annotations
 
 import html
+import json
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import trio
 from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -32,6 +39,7 @@ from toolnexus_trio import ToolContext, define_tool
 from toolnexus_trio.agents import AgentDef, open_agent_runtime
 from toolnexus_trio.loop import GenerateRequest, InProcessResponse, InProcessToolCall
 
+PROJECT = "toolnexus-docs"  # the Phoenix project the spans go to
 OUT = Path(__file__).resolve().parent.parent / "_static" / "trace-tree.png"
 STUCK = trio.Event()
 
@@ -102,11 +110,17 @@ async def _run() -> None:
         await rt.wait(lead)
 
 
-def record() -> list[ReadableSpan]:
-    """Run the sub-agent run under a global SDK provider; its finished spans."""
+def record(otlp: str | None = None) -> list[ReadableSpan]:
+    """Run the sub-agent run under a global SDK provider; its finished spans (also sent
+    over OTLP/HTTP to *otlp*, a collector's ``/v1/traces``, when given)."""
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
+    resource = Resource.create({"openinference.project.name": PROJECT})
+    provider = TracerProvider(resource=resource)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    if otlp is not None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=otlp)))
     trace.set_tracer_provider(provider)
     trio.run(_run)
     return list(exporter.get_finished_spans())
@@ -185,9 +199,41 @@ td.attrs {{ font-family: "DejaVu Sans Mono", monospace; font-size: 11px; color: 
 """
 
 
+def _screenshot(url: str, width: int, height: int, budget_ms: str) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("headless Chromium is needed for the screenshot")
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--hide-scrollbars",
+            f"--virtual-time-budget={budget_ms}",
+            f"--screenshot={OUT}",
+            f"--window-size={width},{height}",
+            url,
+        ],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=120,
+    )
+
+
 def main() -> None:
     """Record, write the page, screenshot it."""
-    spans = record()
+    phoenix = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--phoenix=")), None)
+    spans = record(f"{phoenix}/v1/traces" if phoenix else None)
+    if phoenix is not None:
+        trace_id = format(spans[0].context.trace_id, "032x") if spans[0].context else ""
+        with urllib.request.urlopen(f"{phoenix}/v1/projects", timeout=10) as response:
+            projects = json.loads(response.read())["data"]
+        project = next(p["id"] for p in projects if p["name"] == PROJECT)
+        # Phoenix's page is a JavaScript app: the virtual time budget lets it render.
+        _screenshot(f"{phoenix}/projects/{project}/traces/{trace_id}", 1500, 1010, "15000")
+        print(f"wrote {OUT} (Phoenix's page of trace {trace_id})")
+        return
     text = page(spans)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.html"
@@ -195,25 +241,7 @@ def main() -> None:
         if "--html-only" in sys.argv:
             print(text)
             return
-        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-        if chromium is None:
-            raise SystemExit("headless Chromium is needed for the screenshot")
-        height = 80 + 25 * len(spans)
-        subprocess.run(
-            [
-                chromium,
-                "--headless",
-                "--no-sandbox",
-                "--hide-scrollbars",
-                f"--screenshot={OUT}",
-                f"--window-size=1400,{height}",
-                path.as_uri(),
-            ],
-            check=True,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=120,
-        )
+        _screenshot(path.as_uri(), 1400, 80 + 25 * len(spans), "0")
     print(f"wrote {OUT} ({len(spans)} spans)")
 
 
