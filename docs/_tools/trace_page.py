@@ -199,7 +199,7 @@ td.attrs {{ font-family: "DejaVu Sans Mono", monospace; font-size: 11px; color: 
 """
 
 
-def _screenshot(url: str, width: int, height: int, budget_ms: str) -> None:
+def _screenshot(url: str, width: int, height: int, budget_ms: str | None) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         raise SystemExit("headless Chromium is needed for the screenshot")
@@ -209,7 +209,7 @@ def _screenshot(url: str, width: int, height: int, budget_ms: str) -> None:
             "--headless",
             "--no-sandbox",
             "--hide-scrollbars",
-            f"--virtual-time-budget={budget_ms}",
+            *([f"--virtual-time-budget={budget_ms}"] if budget_ms else []),
             f"--screenshot={OUT}",
             f"--window-size={width},{height}",
             url,
@@ -241,7 +241,7 @@ def main() -> None:
         if "--html-only" in sys.argv:
             print(text)
             return
-        _screenshot(path.as_uri(), 1400, 80 + 25 * len(spans), "0")
+        _screenshot(path.as_uri(), 1400, 80 + 25 * len(spans), None)
     print(f"wrote {OUT} ({len(spans)} spans)")
 
 
