@@ -50,6 +50,7 @@ from .._cancel import CancelToken
 from .._runctx import RunServices, current_run
 from .._sampling import depth_from_meta, sampling_depth
 from .._tools import Tool, ToolContext, ToolResult, ToolSource, pending_of
+from .._tracing import mark_mcp_session
 from .._wire import Answer, Request
 from ._elicit import answer_from_elicit_result, elicitation_from_request
 from ._hints import annotations_from_hints
@@ -94,6 +95,18 @@ class _ToolkitServer(Server[Any]):
         )
 
 
+async def _session_on_span(ctx: ServerRequestContext[Any], call_next: Any) -> Any:
+    """Server middleware after the SDK's OpenTelemetry one (so inside its SERVER span):
+    the MCP conventions' ``mcp.session.id``, which the SDK leaves out, on that span.
+
+    The lowlevel context has no public session id, but over streamable HTTP it carries
+    the HTTP request, whose ``Mcp-Session-Id`` header (sent on every request after
+    ``initialize``) is that id; stdio has none."""
+    headers = getattr(ctx.request, "headers", None)
+    mark_mcp_session(headers.get("mcp-session-id") if headers is not None else None)
+    return await call_next(ctx)
+
+
 class ServedToolkit:
     """The MCP server for *toolkit* (one per serve; many connections)."""
 
@@ -122,6 +135,8 @@ class ServedToolkit:
         self.server.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._initialized
         )
+        # Listed outermost-first: appended, it runs inside the SDK's span middleware.
+        self.server.middleware.append(_session_on_span)
 
     def init_options(self) -> InitializationOptions:
         """What ``initialize`` answers: our ``serverInfo``, ``tools.listChanged``."""
