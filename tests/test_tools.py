@@ -63,6 +63,7 @@ def test_public_names_are_pinned() -> None:
         "Sampler", "SamplingLimits", "SamplingMessage", "SamplingRequest", "SamplingResult",
         "sampler_from_client", "sampler_from_generate",
         "Agent", "AgentDef", "Budget", "TaskResult", "agent", "open_agent_runtime",
+        "RetryOutput", "RetryTool",
         # Content parts (SPEC §1B, issue 32)
         "ContentPart", "ContentPartError", "UnsupportedPartError", "audio", "describe_part",
         "file", "get_max_part_bytes", "image", "load_part", "part", "set_max_part_bytes",

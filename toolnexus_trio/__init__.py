@@ -36,6 +36,7 @@ from ._toolkit import Toolkit as Toolkit
 from ._toolkit import ToolkitOptions as ToolkitOptions
 from ._toolkit import create_toolkit as create_toolkit
 from ._toolkit import open_toolkit as open_toolkit
+from ._tools import RetryTool as RetryTool
 from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolHints as ToolHints
@@ -64,6 +65,7 @@ from .loop import InProcessResponse as InProcessResponse
 from .loop import InProcessToolCall as InProcessToolCall
 from .loop import PendingExpired as PendingExpired
 from .loop import ProviderError as ProviderError
+from .loop import RetryOutput as RetryOutput
 from .loop import RunError as RunError
 from .loop import RunResult as RunResult
 from .loop import RunTimeout as RunTimeout
@@ -119,6 +121,8 @@ __all__ = [
     "PostgresConversationStore",
     "ProviderError",
     "Request",
+    "RetryOutput",
+    "RetryTool",
     "RunError",
     "RunResult",
     "RunTimeout",

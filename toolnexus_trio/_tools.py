@@ -8,9 +8,10 @@ import functools
 import inspect
 import json
 import math
+import types
 import typing
 from collections.abc import Awaitable, Callable
-from typing import Any, overload
+from typing import Any, Union, overload
 
 import attrs
 import cattrs
@@ -134,6 +135,15 @@ class Tool:
     execute: Execute = attrs.field(repr=False)
     hints: ToolHints | None = None
     concurrency_safe: bool | None = None
+    retries: int = 1
+    """How often per run the tool may raise :class:`RetryTool` to ask the model to call
+    again; past it the result says the retries are spent."""
+    output_schema: JSONSchema | None = None
+    """The JSON Schema (an object) of the tool's value, when it returns a typed one (a
+    :func:`tool` function annotated with a class, a list...): served over MCP as
+    ``outputSchema``, its value as ``structuredContent``. A value that is not an object
+    is wrapped as ``{"result": value}`` (``output_wrapped``)."""
+    output_wrapped: bool = False
     _validator: Validator = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -185,7 +195,7 @@ class Tool:
                         return declared if declared is not None else ToolResult.error("cancelled")
                     return ToolResult.error(f"timed out after {timeout_ms}ms")
         except Exception as exc:
-            return ToolResult.error(describe_exception(exc))
+            return error_result(exc)
         return self._checked(result)
 
     def _invalid(self, args: dict[str, Any]) -> ToolResult | None:
@@ -223,6 +233,23 @@ class Tool:
         if not native:
             return self._checked(value)
         return ToolResult(value) if type(value) is str else _to_result(value)
+
+
+class RetryTool(Exception):
+    """Raised by a tool: its message goes to the model as the call's result, asking it to
+    call again differently, instead of a failure of the tool.
+
+    A tool may do so :attr:`Tool.retries` times per run (``@tool(retries=...)``,
+    default 1); past that, the result says the tool's retries are spent.
+    """
+
+
+def error_result(exc: BaseException) -> ToolResult:
+    """The error result of a tool that raised *exc* (a :class:`RetryTool` is marked so
+    that the loop can bound it: ``metadata={"retry": True}``)."""
+    if isinstance(exc, RetryTool):
+        return ToolResult.error(str(exc) or "the tool asked to be called again", {"retry": True})
+    return ToolResult.error(describe_exception(exc))
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -369,6 +396,33 @@ def _param_docs(doc: str) -> tuple[str, dict[str, str]]:
     return (parsed.short_description or "").strip(), params
 
 
+_UNTYPED_RETURNS: tuple[Any, ...] = (str, ToolResult, Any, object, type(None), None)
+
+
+def _output_schema(annotation: Any) -> tuple[JSONSchema | None, bool]:
+    """``(schema, wrapped)`` of a typed return annotation; ``(None, False)`` for text,
+    a ``ToolResult``, no annotation, or a type no schema describes (never an error: the
+    return type only adds a description of the value)."""
+    bare = strip_annotated(annotation) if annotation is not None else None
+    if bare in _UNTYPED_RETURNS or (
+        typing.get_origin(bare) in (Union, types.UnionType)
+        and any(a in (str, ToolResult) for a in typing.get_args(bare))
+    ):
+        return None, False
+    try:
+        schema = SchemaDeriver().schema(bare)
+        if "$defs" in schema or "$ref" in json.dumps(schema):
+            return None, False  # references would need their root: not worth it here
+        compile_schema(schema)
+    except (TypeError, SchemaError):
+        return None, False
+    if schema.get("type") == "object":
+        return schema, False
+    wrapper: JSONSchema = {"type": "object", "properties": {"result": schema},
+                           "required": ["result"]}  # fmt: skip
+    return wrapper, True
+
+
 def _signature_tool(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
     tool_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     who = f"tool {tool_name!r}"
@@ -434,6 +488,7 @@ def _signature_tool(fn: Callable[..., Any], name: str | None, description: str |
             kwargs[key] = ctx
         return _to_result(await run(**kwargs))
 
+    output_schema, wrapped = _output_schema(hints.get("return"))
     try:
         return Tool(
             name=tool_name,
@@ -441,6 +496,8 @@ def _signature_tool(fn: Callable[..., Any], name: str | None, description: str |
             input_schema=schema,
             source=ToolSource.NATIVE,
             execute=execute,
+            output_schema=output_schema,
+            output_wrapped=wrapped,
         )
     except SchemaError as exc:
         raise TypeError(f"{who}: {exc}") from None
@@ -468,7 +525,7 @@ def _needs_structuring(annotation: Any) -> bool:
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, retries: int = 1
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -476,6 +533,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    retries: int = 1,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a native :class:`Tool` from a function's signature, ``async def`` or plain.
 
@@ -506,11 +564,14 @@ def tool(
       to the model; the function does not run.
     - ``self`` and ``cls`` are left out only where Python binds them (a bound method,
       a classmethod); in a plain function they are ordinary parameters.
+    - Raising :class:`RetryTool` sends its message to the model as the result, asking
+      for another call; *retries* bounds how often per run (:attr:`Tool.retries`).
     """
     if fn is not None:
         return _signature_tool(fn, name, description)
 
     def decorate(inner: Callable[..., Any]) -> Tool:
-        return _signature_tool(inner, name, description)
+        made = _signature_tool(inner, name, description)
+        return made if retries == 1 else attrs.evolve(made, retries=retries)
 
     return decorate

@@ -504,3 +504,14 @@ def inject_meta(params: dict[str, Any]) -> None:
     inject(carrier)
     if carrier:
         params["_meta"] = {**(params.get("_meta") or {}), **carrier}
+
+
+def mark_mcp_session(session_id: str | None) -> None:
+    """``mcp.session.id`` on the current span: called by ``serve`` inside the mcp SDK's
+    SERVER span of each request (the SDK does not set it; stdio has no session id)."""
+    if session_id is None or "opentelemetry.trace" not in sys.modules:
+        return
+    from opentelemetry import trace
+
+    # A non-recording span (no provider) drops the attribute.
+    trace.get_current_span().set_attribute("mcp.session.id", session_id)

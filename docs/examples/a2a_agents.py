@@ -76,7 +76,6 @@ async def main() -> None:
         start_new_session=True,  # its own process group: stopped as a whole below
     )
     try:
-        assert remote.stdout is not None
         lines = LineReader(remote.stdout)
         card = await lines.next()
         options = ToolkitOptions(builtins=False, agents=[agent(card, poll_every=50)])
@@ -84,15 +83,18 @@ async def main() -> None:
             print("tools:", [t.name for t in toolkit.tools()])
             client = create_in_process_client(InProcessOptions(model="local", generate=local_model))
             result = await client.run("Say hello in French", toolkit)
-            print(result.text)
+            for call in result.tool_calls:
+                print(f"the local model called {call.name}({call.args}): {call.output!r}")
+            print("local model:", result.text)
 
-            tool = toolkit.get("translator_translate")
-            assert tool is not None
+            # A direct call, cancelled half a second in: the remote task is cancelled too.
             token = CancelToken()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(cancel_later, token)
-                slow = await tool.call({"task": "slow work"}, ToolContext(cancel=token))
-            print("slow task:", slow.output)
+                slow = await toolkit.execute(
+                    "translator_translate", {"task": "slow work"}, ToolContext(cancel=token)
+                )
+            print("slow task, cancelled at 0.5 s:", slow.output)
             # The remote agent's own reports: the first task, then the cancelled one.
             print(await lines.next())
             print(await lines.next())
@@ -100,7 +102,6 @@ async def main() -> None:
         with trio.move_on_after(5, shield=True):
             os.killpg(remote.pid, signal.SIGTERM)
             await remote.wait()
-    print("ok")
 
 
 async def cancel_later(token: CancelToken) -> None:

@@ -70,22 +70,21 @@ async def main() -> None:
         start_new_session=True,  # its own process group: stopped as a whole below
     )
     try:
-        assert remote.stdout is not None
         lines = LineReader(remote.stdout)
         card = await lines.next()
         options = ToolkitOptions(builtins=False, agents=[agent(card, poll_every=50)])
         async with await create_toolkit(options) as toolkit:
             print("tools:", [t.name for t in toolkit.tools()])
-            tool = toolkit.get("lead_lead")
-            assert tool is not None
-            result = await tool.call({"task": "the nightly backups"})
-            print(result.output)
+            result = await toolkit.execute("lead_lead", {"task": "the nightly backups"})
+            print("lead_lead('the nightly backups'):", result.output)
 
             token = CancelToken()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(cancel_later, token)
-                slow = await tool.call({"task": "slow rebuild"}, ToolContext(cancel=token))
-            print("slow task:", slow.output)
+                slow = await toolkit.execute(
+                    "lead_lead", {"task": "slow rebuild"}, ToolContext(cancel=token)
+                )
+            print("slow task, cancelled at 0.5 s:", slow.output)
             # The served side's own reports: the first task, then the cancelled one.
             print(await lines.next())
             print(await lines.next())
@@ -93,7 +92,6 @@ async def main() -> None:
         with trio.move_on_after(5, shield=True):
             os.killpg(remote.pid, signal.SIGTERM)
             await remote.wait()
-    print("ok")
 
 
 async def cancel_later(token: CancelToken) -> None:

@@ -45,25 +45,27 @@ async def generate(request: GenerateRequest) -> InProcessResponse:
 async def main() -> None:
     async with app.listen(manifest_dir=None) as host, Gateway() as gateway:
         session = await gateway.connect(host.url)
-        assert session.claim_code is not None
-        gateway.claim(session.claim_code)  # what the user does by typing the code
+        print(f"the gateway connected to the app; its claim code is {session.claim_code}")
+        gateway.claim(session.claim_code or "")  # what the user does by typing the code
         async with await create_toolkit(ToolkitOptions(tesseron=gateway)) as toolkit:
             client = create_in_process_client(InProcessOptions(model="m", generate=generate))
             turn_token: Any = None
             async with client.stream("sync my files", toolkit) as events:
                 async for event in events:
                     if event["type"] == "tool_call":
+                        print(f"the model calls {event['name']}")
                         turn_token = event["cancel"]
                     elif event["type"] == "progress":
                         print(f"progress {event['percent']}% {event['message']}")
                         if event["percent"] >= 50:
+                            print("the user presses stop: cancelling the turn")
                             turn_token.cancel("the user pressed stop")
                     elif event["type"] == "done":
                         result = event["result"]
         with trio.fail_after(5):
             await handler_saw_cancel.wait()
-    assert result.text == "the sync said: cancelled"
-    print(f"ok: {result.text}; the handler saw the cancel")
+        print("the app's handler saw the cancel: ctx.is_cancelled() is True")
+    print(f"model: {result.text}")
 
 
 if __name__ == "__main__":

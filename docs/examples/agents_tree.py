@@ -119,11 +119,13 @@ async def first_process(db: Path) -> str:
 
         nursery.start_soon(interrupt_the_researcher)
         result = await runtime.run("coordinator", "ship v2 after a look at the code")
-        assert result.pending is not None, result
-        print(f"coordinator: {result.status}, asks {result.pending.prompt!r}")
-        path = (result.pending.data or {}).get("path", [])  # stamped by each relaying level
-        print(f"  relayed by {'/'.join(path)}")
-        return result.pending.id
+        asked = result.pending
+        if asked is None:  # the script above always asks; a real model might not
+            raise RuntimeError(f"the run ended {result.status}, with nothing to approve")
+        print(f"coordinator: {result.status}, asks {asked.prompt!r}")
+        path = (asked.data or {}).get("path", [])  # stamped by each relaying level
+        print(f"  relayed by {'/'.join(path)}; this process exits now")
+        return asked.id
 
 
 async def second_process(db: Path, request_id: str) -> None:
@@ -148,11 +150,8 @@ async def main() -> None:
         answer = [sys.executable, __file__, "answer", str(db), request_id]
         with trio.fail_after(60):
             second = await trio.run_process(answer, capture_stdout=True, check=True)
-        out = second.stdout.decode()
-        print(out, end="")
-        assert "v2 is live" in out, out
-        assert "replay refused: answered" in out, out
-    print("ok: the researcher was interrupted, the deploy ran once, in another process")
+        print("a second process, a new runtime on the same file, answers yes:")
+        print(second.stdout.decode(), end="")
 
 
 if __name__ == "__main__":

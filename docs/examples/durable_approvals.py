@@ -39,14 +39,12 @@ from toolnexus_trio import (
     pending,
 )
 
-DEPLOYED: list[str] = []
-
 
 async def deploy(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Suspends for approval; runs once approved (``ctx.answer`` is the approval)."""
     if ctx.answer is None:
         return pending(Request(kind="approval", prompt=f"Deploy {args['version']}?"))
-    DEPLOYED.append(args["version"])
+    print(f"deploy: {args['version']} is live (it runs once, after the approval)")
     return ToolResult.ok(f"{args['version']} is live")
 
 
@@ -75,8 +73,9 @@ async def halt(db: Path) -> str:
     (in a real host: send the request to a person, by mail, chat or a web page)."""
     async with SqliteConversationStore(db) as store, await make_toolkit() as toolkit:
         result = await make_client(store).ask("ship v2", toolkit, id="release-42")
-    assert result.pending is not None, result.status
-    print(f"halted: {result.pending.prompt}")
+    if result.pending is None:  # the script above always asks; a real model might not
+        raise RuntimeError(f"the run ended {result.status}, with nothing to approve")
+    print(f"halted and saved as release-42, asking: {result.pending.prompt}")
     return result.pending.id
 
 
@@ -85,13 +84,11 @@ async def approve(db: Path, request_id: str) -> None:
     async with SqliteConversationStore(db) as store, await make_toolkit() as toolkit:
         client = make_client(store)
         done = await client.answer("release-42", [Answer(request_id, True)], toolkit=toolkit)
-        print(f"approved: {done.text}")
+        print(f"approved by a fresh client; the model says: {done.text}")
         try:  # the same approval again (a retried webhook, a double click)
             await client.answer("release-42", [Answer(request_id, True)], toolkit=toolkit)
         except AlreadyAnswered as exc:
-            print(f"replay refused: {exc}")
-        else:
-            raise AssertionError("a replayed answer must be refused")
+            print(f"the same approval again is refused: {exc}")
 
 
 async def store_less() -> None:
@@ -99,11 +96,11 @@ async def store_less() -> None:
     async with await make_toolkit() as toolkit:
         halted = await make_client().run("ship v3", toolkit)
         text = json.dumps(halted.to_json())  # a file, a queue, a database column...
+        print(f"without a store: halted, kept as {len(text)} characters of JSON")
         restored = RunResult.from_json(json.loads(text))
-        assert restored.pending is not None
-        answer = [Answer(restored.pending.id, True)]
-        done = await make_client().resume(restored, answer, toolkit=toolkit)
-    print(f"resumed from JSON: {done.text}")
+        answers = [Answer(call.request.id, True) for call in restored.suspended]
+        done = await make_client().resume(restored, answers, toolkit=toolkit)
+    print(f"resumed from the JSON; the model says: {done.text}")
 
 
 async def main() -> None:
@@ -112,8 +109,6 @@ async def main() -> None:
         request_id = await halt(db)
         await approve(db, request_id)
     await store_less()
-    assert DEPLOYED == ["v2", "v3"], DEPLOYED
-    print("ok: each approved deploy ran once")
 
 
 if __name__ == "__main__":

@@ -78,16 +78,18 @@ async def main() -> None:  # process B
             stdout=subprocess.PIPE,
             start_new_session=True,  # its own process group
         )
-        assert process.stdout is not None
+        stdout = process.stdout  # a pipe: stdout=PIPE above
+        if stdout is None:
+            raise RuntimeError("no pipe to the worker")
         try:
             with trio.fail_after(30):
                 said = b""
                 while b"charging 2" not in said:
-                    said += await process.stdout.receive_some()
+                    said += await stdout.receive_some()
         finally:
             os.killpg(process.pid, signal.SIGKILL)  # the crash
             await process.wait()
-            await process.stdout.aclose()
+            await stdout.aclose()
         text = (await ledger.read_text()).strip().replace("\n", ", ")
         print(f"process A was killed inside charge(2); the ledger says:\n  {text}")
 

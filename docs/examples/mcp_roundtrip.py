@@ -87,8 +87,6 @@ async def main() -> None:
             seen = await client.call_tool("inner_cancels", {})
             text = seen.content[0].text  # type: ignore[union-attr]
             print("the innermost server's handler saw the cancel of:", text)
-            assert text == "call-1", text
-    print("ok")
 
 
 if __name__ == "__main__":

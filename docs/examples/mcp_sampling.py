@@ -85,8 +85,8 @@ async def main() -> None:
     async with open_toolkit(options) as toolkit:
         # One hop: our sampler answers the server.
         result = await toolkit.execute("inner_summarize", {"text": "Trio is a friendly library"})
-        print("one hop:", result.output)
-        assert result.output == "summary: Trio is a (max 256 tokens)", result.output
+        # The server asked for 2000 tokens; SamplingLimits capped the request at 256.
+        print("one hop, our sampler answered:", result.output)
 
         # Two hops: the SDK client outside samples and elicits; the requests reach it.
         async def outer_sample(ctx: Any, params: types.CreateMessageRequestParams) -> Any:
@@ -113,13 +113,10 @@ async def main() -> None:
         ):
             summary = await client.call_tool("inner_summarize", {"text": "anything"})
             text = summary.content[0].text  # type: ignore[union-attr]
-            print("through serve:", text)
-            assert text == "summary: from the outer client's model", text
+            print("two hops, the outer client's model answered:", text)
             hello = await client.call_tool("inner_ask", {})
             text = hello.content[0].text  # type: ignore[union-attr]
-            print("through serve:", text)
-            assert text == "hello Ada", text
-    print("ok")
+            print("two hops, the outer client's user answered:", text)
 
 
 if __name__ == "__main__":

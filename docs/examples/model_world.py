@@ -26,12 +26,12 @@ async def styles() -> None:
             model="gemini-2.5-flash",
         )
         async with create_client(responses) as client:
-            assert (await client.run("hi")).text == "from responses"
+            print("responses style:", (await client.run("hi")).text)
         async with create_client(gemini) as client:
-            assert (await client.run("hi")).text == "from gemini"
+            print("gemini style:", (await client.run("hi")).text)
         # [/styles]
-    assert openai_server.requests[0].path == "/v1/responses"
-    assert google_server.requests[0].path == "/v1/models/gemini-2.5-flash:generateContent"
+    for server in (openai_server, google_server):
+        print("  the server got POST", server.requests[0].path)
 
 
 async def fallback() -> None:
@@ -49,9 +49,10 @@ async def fallback() -> None:
         )
         async with create_client(options) as client:
             result = await client.run("hi")
-        assert result.text == "the backup answered"
+        print(f"fallback: {result.text!r}, from {result.model}")
         # [/fallback]
-        await slow.requests[0].closed.wait()  # the loser's connection was closed
+        await slow.requests[0].closed.wait()
+        print("  and the stalled provider's connection was closed")
 
 
 async def cost() -> None:
@@ -69,8 +70,8 @@ async def cost() -> None:
         )  # fmt: skip
         async with create_client(options) as client:
             result = await client.run("hi")
-        assert result.usage["cache_read_tokens"] == 1500
-        assert result.cost == (500 * 3.0 + 1500 * 0.3 + 100 * 15.0) / 1_000_000
+        print(f"usage: {result.usage}")
+        print(f"cost: ${result.cost:.6f}")  # 500 input, 1500 cache reads, 100 output
         # [/cost]
 
 
@@ -78,7 +79,6 @@ async def main() -> None:
     await styles()
     await fallback()
     await cost()
-    print("ok")
 
 
 if __name__ == "__main__":

@@ -65,22 +65,16 @@ async def main(home: Path) -> None:
     print("session 1:", (await ava.run("What coffee do I like?", generate=model)).text)
     print("session 2:", (await ava.run("I like dark roast.", generate=model)).text)
     print("USER.md now ends with:", (home / "USER.md").read_text().splitlines()[-1])
-    answer = (await ava.run("What coffee do I like?", generate=model)).text
-    print("session 3:", answer)
-    assert answer == "Dark roast."
+    print("session 3:", (await ava.run("What coffee do I like?", generate=model)).text)
 
-    # Long-lived, a beat every 15 minutes from 13:00 to 16:00.
-    reports: list[str] = []
-
+    # Long-lived, a beat every 15 minutes from 13:00 to 16:00; only a beat with something
+    # to say (not HEARTBEAT_OK) reaches on_report.
     def on_report(text: str) -> None:
-        reports.append(text)
         print(f"[{clock_time()}] Ava: {text}")
 
     async with start_agent(ava, every_ms=15 * 60_000, on_report=on_report, generate=model) as a:
         await trio.sleep(3 * 3600 + 1)
         print(f"{a.beats} beats, {a.reports} reported")
-    assert reports == ["Your daily sync starts at 15:00."]
-    print("ok")
 
 
 if __name__ == "__main__":

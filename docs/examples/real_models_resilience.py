@@ -108,7 +108,6 @@ async def cancellation() -> None:
             # [scope]
             with trio.move_on_after(0.1) as scope:
                 await client.run("Write a novel")  # raises Cancelled inside the scope
-            assert scope.cancelled_caught
             # [/scope]
             print(f"a Trio scope cancelled the run at 100 ms: {scope.cancelled_caught}")
         with trio.fail_after(5):

@@ -67,10 +67,15 @@ async def test_a_503_is_retried_once() -> None:
 
 
 async def main() -> None:
-    await test_summarize_sends_the_text_and_streams_the_answer()
-    await test_a_stream_cut_off_midway_is_an_error()
-    await test_a_503_is_retried_once()
-    print("ok: three tests of application code against a FakeProvider")
+    # The asserts above are the lesson (they are the tests you would write), so they
+    # stay; this runner only says which test ran, as pytest would.
+    for test in (
+        test_summarize_sends_the_text_and_streams_the_answer,
+        test_a_stream_cut_off_midway_is_an_error,
+        test_a_503_is_retried_once,
+    ):
+        await test()
+        print(f"{test.__name__}: passed")
 
 
 if __name__ == "__main__":

@@ -53,8 +53,8 @@ class Proxy:
         if result.status != "pending":
             return {"role": "assistant", "content": result.text}
         request = result.pending  # kind="tool_call", data={"calls": [...]}, call order
-        assert request is not None
-        assert request.data is not None
+        if request is None or request.data is None:  # a pending run always has both
+            raise RuntimeError(f"run {conversation} is pending without a request")
         self.waiting[conversation] = request.id
         return {"role": "assistant", "content": None, "tool_calls": [
             {"id": c["id"], "type": "function",

@@ -39,17 +39,16 @@ ISSUES = {"42": {"id": 42, "title": "Cancel stops the upload", "state": "closed"
 async def serve_issues(stream: trio.SocketStream) -> None:
     """A one-request-per-connection HTTP/1.1 server for ``GET /issues/<id>``."""
     conn = h11.Connection(h11.SERVER)
-    request = None
+    target = b""
     while True:
         event = conn.next_event()
         if event is h11.NEED_DATA:
             conn.receive_data(await stream.receive_some(65536))
         elif isinstance(event, h11.Request):
-            request = event
+            target = event.target
         elif isinstance(event, h11.EndOfMessage):
             break
-    assert request is not None
-    issue = ISSUES.get(request.target.decode().rsplit("/", 1)[-1])
+    issue = ISSUES.get(target.decode().rsplit("/", 1)[-1])
     status, body = (200, json.dumps(issue).encode()) if issue else (404, b"no such issue")
     headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
     await stream.send_all(conn.send(h11.Response(status_code=status, headers=headers)))
@@ -100,11 +99,6 @@ async def agent(skills_dir: Path, base_url: str) -> None:
     for record in result.tool_calls:
         print(f"<- {record.name}: {record.output.splitlines()[0]} {record.metadata}")
     print("answer:", result.text)
-    assert "- **release-notes**: Write release notes" in seen_system[0]
-    assert result.tool_calls[0].output.startswith('<skill_content name="release-notes">')
-    assert result.tool_calls[1].metadata == {"status": 200}
-    assert result.text == "## Cancel stops the upload (closed)"
-    print("ok")
 
 
 def main() -> None:

@@ -48,6 +48,11 @@ def snapshot() -> list[Todo]:
     return list(todos.values())
 
 
+def say(line: str) -> None:
+    """What the app did, for whoever watches its terminal (the agent sees the results)."""
+    print(line, flush=True)
+
+
 todo_resource = app.resource("todos", snapshot, "Every todo", subscribable=True)
 
 
@@ -65,6 +70,7 @@ async def add(input: AddTodos, ctx: ActionContext) -> list[Todo]:
         todo = Todo(next(_ids), text)
         todos[todo.id] = todo
         added.append(todo)
+        say(f"added #{todo.id} {todo.text}")
         # Percent is clamped to 0..100 and never goes backwards.
         await ctx.progress(
             percent=(index + 1) * 100 // len(input.items),
@@ -86,8 +92,10 @@ async def delete(input: TodoId, ctx: ActionContext) -> dict[str, bool]:
         raise ActionError.handler(f"No todo {input.id}", {"id": input.id})
     # False when the user declines, or when the agent cannot ask at all.
     if not await ctx.confirm(f'Delete "{todo.text}"? This cannot be undone.'):
+        say(f"kept #{todo.id} {todo.text} (the user said no)")
         return {"deleted": False}
     del todos[input.id]
+    say(f"deleted #{todo.id} {todo.text}")
     await ctx.log(LogEntry.info("deleted").meta({"id": input.id}))
     await todo_resource.publish(snapshot())
     return {"deleted": True}
@@ -107,8 +115,10 @@ async def rename(input: TodoId, ctx: ActionContext) -> Todo | None:
         RenameAnswer, ElicitRequest.for_type(RenameAnswer, f'Rename "{todo.text}" to?')
     )
     if answer is None:  # declined or cancelled
+        say(f"kept #{todo.id} {todo.text} (no new name)")
         return None
     todos[todo.id] = renamed = attrs.evolve(todo, text=answer.text)
+    say(f"renamed #{todo.id} {todo.text} to {renamed.text}")
     await todo_resource.publish(snapshot())
     return renamed
 

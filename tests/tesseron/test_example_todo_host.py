@@ -79,4 +79,15 @@ async def test_todo_host_example() -> None:
 
             assert proc.stdin is not None
             await proc.stdin.aclose()
+            assert proc.stdout is not None
+            said = b""
+            while chunk := await proc.stdout.receive_some():
+                said += chunk
             assert await proc.wait() == 0
+    # What the app printed for the person watching it, one line per change.
+    assert said.decode().splitlines() == [
+        "added #1 milk",
+        "added #2 eggs",
+        "deleted #1 milk",
+        "renamed #2 eggs to oat milk",
+    ]

@@ -103,6 +103,16 @@ async def test_an_mcp_call_through_serve() -> None:
     assert parent_of(sent) == tool.context.span_id
     assert server.name == "tools/call hello"
     assert parent_of(server) == sent.context.span_id
+    # The MCP conventions' mcp.session.id: the streamable HTTP session, on every request
+    # after initialize (which makes it), all of them with the same id.
+    sessions = {
+        attrs_of(s).get("mcp.session.id")
+        for s in rec.spans()
+        if s.kind is SpanKind.SERVER and attrs_of(s).get("mcp.method.name") != "initialize"
+    }
+    assert len(sessions) == 1
+    (session_id,) = sessions
+    assert isinstance(session_id, str) and session_id
     assert server.context.trace_id == tool.context.trace_id
     # The served tool ran inside the server's span: its own spans would be its children.
     assert seen[0].span_id == server.context.span_id

@@ -73,6 +73,13 @@ async def read_capped(response: httpx2.Response, limit: int) -> bytes:
     return bytes(data)
 
 
+def _only_cancelled(exc: BaseException) -> bool:
+    """Whether *exc* is a ``trio.Cancelled``, or a group holding nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)
+
+
 class RemoteAgent:
     """A resolved agent: where to post, which protocol shape, and the call loop."""
 
@@ -148,8 +155,11 @@ class RemoteAgent:
         known: list[str] = []  # the task's id, should a cancel come during SendMessage
         try:
             submitted = await self._submit(text, deadline, known)
-        except trio.Cancelled:
-            self._declare_cancelled(ctx, known[0] if known else "", 0, started)
+        except BaseException as exc:
+            # A cancel that came while SendMessage was on the wire leaves _submit's
+            # nursery wrapped in a group of Cancelled only: still a cancelled call.
+            if _only_cancelled(exc):
+                self._declare_cancelled(ctx, known[0] if known else "", 0, started)
             raise
         if submitted is None:
             return ToolResult.error(

@@ -44,6 +44,7 @@ from ._wire import (
     TASK_NOT_FOUND,
     TERMINAL,
     VERSION_HEADER,
+    data_of,
     dumps,
     is_text,
     part_texts,
@@ -465,9 +466,11 @@ class A2AServer:
                     answer = str(getattr(result, "text", result))
                     if status == "done":
                         task["status"] = {"state": "completed"}
-                        task["artifacts"] = [
-                            {"artifactId": str(uuid.uuid4()), "parts": text_parts(answer, "0.3")}
-                        ]
+                        parts = text_parts(answer, "0.3")
+                        output = getattr(result, "output", None)
+                        if output is not None:  # a typed result: its JSON as a data part
+                            parts.append({"kind": "data", "data": data_of(output)})
+                        task["artifacts"] = [{"artifactId": str(uuid.uuid4()), "parts": parts}]
                     elif status == "pending":
                         # A run that waits for an answer: the host answers it (its
                         # client's answer(), under the contextId) and no artifact yet.

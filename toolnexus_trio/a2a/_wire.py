@@ -22,6 +22,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
+from .._converter import payloads
+
 Version = Literal["0.3", "1.0"]
 
 VERSION_HEADER: Final = "A2A-Version"
@@ -228,6 +230,13 @@ def by_id(request_id: str, method: str, task_id: str) -> dict[str, Any]:
 # -- tasks (server side) -------------------------------------------------------------
 
 
+def data_of(output: Any) -> dict[str, Any]:
+    """A typed result as a data part's ``data`` (an object: other values go under
+    ``"result"``, as the final-result tool wraps them)."""
+    data = output if isinstance(output, bool | int | float | str) else payloads.unstructure(output)
+    return data if isinstance(data, dict) else {"result": data}
+
+
 def text_parts(text: str, version: Version) -> list[dict[str, Any]]:
     """One text part in either shape."""
     return [{"kind": "text", "text": text}] if version == "0.3" else [{"text": text}]
@@ -256,7 +265,12 @@ def task_v1(task: Mapping[str, Any]) -> dict[str, Any]:
         out["artifacts"] = [
             {
                 "artifactId": a.get("artifactId", ""),
-                "parts": [{"text": t} for t in part_texts(a.get("parts"))],
+                "parts": [{"text": t} for t in part_texts(a.get("parts"))]
+                + [
+                    {"data": p["data"]}
+                    for p in a.get("parts") or ()
+                    if isinstance(p, Mapping) and p.get("kind") == "data"
+                ],
             }
             for a in task["artifacts"]
         ]

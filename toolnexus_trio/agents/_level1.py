@@ -208,16 +208,18 @@ def agent(
     hooks: Any = None,
     on_metric: Callable[[dict[str, Any]], None] | None = None,
     on_budget: OnBudget | None = None,
+    output_type: Any = None,
     guardrails: Sequence[Guardrail] = (),
     completion: Completion | None = None,
 ) -> Agent:
     """An :class:`Agent`: *does* is its description (what a team lead reads), *uses* its
     tools (a list, or the peer's ``{"tools": [...]}``), *soul* (or the text of
     *soul_file*) its system prompt, *team* the agents it may delegate to with ``task``,
-    *model* its model (``None``: ``"inherit"``, the runtime's). *guardrails* are
-    compiled into its ``before_tool`` (:func:`guarded_hooks`) and *completion* is its
-    completion gate; both travel with its definition, so they hold wherever it runs,
-    as a delegated child included. The other options are :class:`AgentDef`'s.
+    *model* its model (``None``: ``"inherit"``, the runtime's), *output_type* the type
+    of its result (:attr:`TaskResult.output`). *guardrails* are compiled into its
+    ``before_tool`` (:func:`guarded_hooks`) and *completion* is its completion gate;
+    both travel with its definition, so they hold wherever it runs, as a delegated
+    child included. The other options are :class:`AgentDef`'s.
     """
     if soul is not None and soul_file is not None:
         raise ValueError("give soul or soul_file, not both")
@@ -244,6 +246,7 @@ def agent(
         hooks=hooks,
         on_metric=on_metric,
         on_budget=on_budget,
+        output_type=output_type,
         completion=completion,
     )
     return Agent(definition, members, rails)

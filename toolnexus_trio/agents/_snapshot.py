@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from .._wire import Request
+from ..loop._output import output_data
 from ..loop._results import RunResult
 from ._types import Budget, Handle, InboxItem, TaskResult
 
@@ -52,6 +53,10 @@ def _result_json(result: TaskResult | None) -> dict[str, Any] | None:
         return None
     out = attrs.asdict(result, recurse=False)
     out["pending"] = result.pending.to_json() if result.pending is not None else None
+    if result.output is None:
+        del out["output"]  # the document of a result without one is as it always was
+    else:
+        out["output"] = output_data(result.output)  # JSON: it reads back as decoded JSON
     return out
 
 

@@ -54,6 +54,7 @@ class _ResultDoc:
     total_tokens: int
     own_tokens: int
     limit: str | None
+    output: Any = None  # a typed result's JSON; written only when there is one
 
 
 @attrs.frozen

@@ -30,6 +30,7 @@ from .._toolkit import Toolkit
 from .._tools import Tool, ToolContext, ToolResult
 from .._wire import Answer, Request
 from ..loop._client import Client
+from ..loop._output import output_json
 from ..loop._results import GenerateRequest, InProcessOptions, RunError, RunResult, TranslateResult
 from ..loop._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
 from ..models._source import HttpTurns
@@ -213,6 +214,7 @@ class Turns:
                 max_turns=max_turns,
                 hooks=hooks,
                 on_metric=on_metric,
+                output_type=defn.output_type,
             )
             source = InProcessTurns(options)
         else:
@@ -227,6 +229,7 @@ class Turns:
                 on_metric=on_metric,
                 wait_for=_as_wait_for(defn.wait_for),
                 store=None,
+                output_type=defn.output_type,  # the def's, also when a restored run resumes
             )
             shared = rt._sources.get(model)
             if shared is None:
@@ -454,4 +457,9 @@ class Turns:
             if run.text:
                 text += f"; partial: {run.text}"
             return rt._result(h, text, "incomplete", limit), False, run.messages
+        if run.output is not None:
+            # A typed result: the value, and its JSON as the text a parent's task reads.
+            text = output_json(run.output)
+            typed = attrs.evolve(rt._result(h, text, "done"), output=run.output)
+            return typed, False, run.messages
         return rt._result(h, run.text, "done"), False, run.messages

@@ -147,8 +147,11 @@ class AgentDef:
     ``on_metric`` replace the runtime's for this agent (never merged).
     ``on_budget(info)`` decides what a reached limit does: ``"stop"`` (the default),
     ``"extend"`` (the limit no longer stops the current wake) or ``"suspend"`` (ask
-    for approval through §10). ``completion`` is the completion gate of each wake
-    (:class:`~toolnexus_trio.agents.Completion`; guardrails arrive compiled in ``hooks``).
+    for approval through §10). ``output_type`` makes each of its runs end with a typed
+    value (the agent's client option, tool mode; it replaces ``ClientOptions.output_type``):
+    :attr:`TaskResult.output`, and JSON for a parent's ``task`` tool. ``completion`` is
+    the completion gate of each wake (:class:`~toolnexus_trio.agents.Completion`;
+    guardrails arrive compiled in ``hooks``).
 
     ``name`` is checked here (:func:`check_agent_name`): it becomes a segment of every
     handle id, so ``/``, ``#``, whitespace and control characters are refused with a
@@ -168,6 +171,7 @@ class AgentDef:
     hooks: Hooks | Any | None = None
     on_metric: OnMetric | None = None
     on_budget: OnBudget | None = None
+    output_type: Any = None
     completion: Completion | None = None
 
 
@@ -199,7 +203,8 @@ class TaskResult:
     ``status`` is one of :data:`TASK_STATUSES`; ``limit`` names the budget limit when
     ``status="incomplete"``; ``pending`` is the §10 request when ``status="pending"``.
     ``turns`` and ``total_tokens`` count the handle's whole life (children rolled up in
-    ``total_tokens``; ``own_tokens`` only its own model calls).
+    ``total_tokens``; ``own_tokens`` only its own model calls). ``output`` is the typed
+    value of an agent with an ``output_type`` (``text`` is then its JSON), else ``None``.
     """
 
     text: str
@@ -210,6 +215,7 @@ class TaskResult:
     total_tokens: int = 0
     own_tokens: int = 0
     limit: str | None = None
+    output: Any = None
 
 
 @attrs.frozen

@@ -7,10 +7,11 @@ is the model) and :func:`~toolnexus_trio.create_client` (a real model over HTTP,
 Every turn is a Trio nursery whose cancel scope is the turn's
 :class:`~toolnexus_trio.CancelToken`; one model message's tool calls run concurrently in it.
 
-The modules, bottom up: ``_results`` (options, results, errors) and ``_runjson`` (their
-JSON form), ``_turns`` (the seam a model plugs into), ``_toolcalls`` (one turn's calls),
-``_metrics``, ``_compaction`` (the §7F compactor hook), ``_events`` (typed run
-events), ``_conversation`` (``ask`` and :class:`Conversation`), ``_durable``
+The modules, bottom up: ``_output`` (typed results), ``_results`` (options, results,
+errors) and ``_runjson`` (their JSON form), ``_turns`` (the seam a model plugs into),
+``_toolcalls`` (one turn's calls), ``_metrics``, ``_compaction`` (the §7F compactor
+hook), ``_events`` (typed run events), ``_conversation`` (``ask`` and
+:class:`Conversation`), ``_durable``
 (``Client.answer``), ``_checkpoint`` (crash-durable runs) and ``_client`` (the loop
 itself).
 """
@@ -43,6 +44,7 @@ from ._events import TurnFinished as TurnFinished
 from ._events import TurnStarted as TurnStarted
 from ._events import Usage as Usage
 from ._events import stream_events as stream_events
+from ._output import RetryOutput as RetryOutput
 from ._records import RUN_STATUSES as RUN_STATUSES
 from ._records import InDoubtCall as InDoubtCall
 from ._records import SuspendedCall as SuspendedCall
@@ -85,6 +87,7 @@ __all__ = [
     "PendingExpired",
     "ProviderError",
     "ReasoningDelta",
+    "RetryOutput",
     "RunError",
     "RunEvent",
     "RunFailed",

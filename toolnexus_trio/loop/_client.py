@@ -1,8 +1,8 @@
 """The agent loop, with one Trio nursery per turn; both client kinds run it.
 This module is long because :class:`Client` is the loop's one public class (run, resume,
-answer, ask, stream, translate, metrics) with the drive they share; what can stand
-alone already lives beside it (a turn's tool calls, turn sources, conversations,
-durable answers, cost).
+answer, ask, stream, translate, metrics) with the drive they share, each public method
+carrying its whole documentation; what can stand alone already lives beside it (a
+turn's tool calls, turn sources, conversations, durable answers, cost, typed output).
 
 :func:`create_in_process_client` and :func:`create_client` build the same
 :class:`Client`; they differ only in the :class:`~toolnexus_trio.loop._turns.TurnSource` that
@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import attrs
 import trio
 
 from .. import _tracing
@@ -48,7 +49,9 @@ from ._conversation import Conversation
 from ._conversation import ask as _ask
 from ._cost import Prices, check_prices, cost_of
 from ._durable import answer as _answer
+from ._final import Typed, output_for, output_value, settles, typed_turn
 from ._metrics import PrometheusRegistry
+from ._output import TOOL_ARGS_DELTA, OutputMode, OutputValidator, partial_emitter
 from ._parts import PartLedger, prompt_content
 from ._results import (
     GenerateError,
@@ -68,7 +71,7 @@ from ._results import (
 from ._toolcalls import ToolCalls, _Call, _call_hook, _ms, _Run
 from ._traced import traced_call, traced_run
 from ._turns import (
-    INTERNAL_EVENTS,
+    REASONING_DELTA,
     Emit,
     InProcessTurns,
     TranslateCall,
@@ -200,8 +203,20 @@ class Client(ToolCalls):
         *,
         history: Sequence[Message] | None = None,
         cancel: CancelToken | None = None,
+        output_type: Any = None,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        output_validators: Sequence[OutputValidator] | None = None,
     ) -> RunResult:
         """Run the loop until the model answers, a tool suspends, or a limit is hit.
+
+        With *output_type* (a class, ``list[...]``, a ``Literal``, a union of classes,
+        a raw JSON Schema ``dict``...), the run ends with the typed value in
+        :attr:`RunResult.output`, handed over as *output_mode* says (``"tool"``,
+        ``"native"`` or ``"prompted"``); an invalid value goes back to the model at most
+        *output_retries* times, *output_validators* may send a valid one back with
+        :class:`RetryOutput`. Each defaults to the options' field of the same name; see
+        "Typed results" in the docs.
 
         *prompt* is a string or a list of content parts (:func:`~toolnexus_trio.image`,
         :func:`~toolnexus_trio.text`...; a str in the list is a text part), kept in order;
@@ -217,7 +232,8 @@ class Client(ToolCalls):
         ``__cause__``) and a failing LLM hook :class:`HookError`; both carry the balanced
         transcript so far in ``result``.
         """
-        run = self._new_run(prompt, toolkit, history)
+        typed = Typed(output_type, output_mode, output_retries, output_validators)
+        run = self._new_run(prompt, toolkit, history, typed)
         return await self._drive(run, cancel, self._loop(run))
 
     @asynccontextmanager
@@ -228,6 +244,10 @@ class Client(ToolCalls):
         *,
         history: Sequence[Message] | None = None,
         cancel: CancelToken | None = None,
+        output_type: Any = None,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        output_validators: Sequence[OutputValidator] | None = None,
     ) -> AsyncIterator[trio.MemoryReceiveChannel[dict[str, Any]]]:
         """Run the loop in the background, giving a channel of events (SPEC §8 shapes).
 
@@ -241,16 +261,23 @@ class Client(ToolCalls):
         An HTTP client streams the model call (SSE) and sends each text delta as it
         arrives, read in the run's own task: a slow consumer slows the socket, nothing
         is queued. The in-process client sends a turn's text as one delta.
+
+        With *output_type* (the keywords are :meth:`run`'s), ``output_partial
+        {partial}`` events carry the typed answer as far as it has arrived (decoded
+        JSON, unvalidated: the final tool's arguments or the text, parsed as they
+        stream), ``output_invalid {reason, retrying}`` each answer sent back (or the
+        last one, ``retrying`` false), and ``output {output}`` the accepted typed value.
         """
         # Size 0: the loop waits for the consumer, so events are never queued up.
         send, receive = trio.open_memory_channel[dict[str, Any]](0)
-        run = self._new_run(prompt, toolkit, history)
+        typed = Typed(output_type, output_mode, output_retries, output_validators)
+        run = self._new_run(prompt, toolkit, history, typed)
 
         async def emit(event: dict[str, Any]) -> None:
-            if event["type"] not in INTERNAL_EVENTS:  # not in the SPEC §8 stream
+            if event["type"] not in (TOOL_ARGS_DELTA, REASONING_DELTA):  # never sent on
                 await send.send(event)
 
-        run.emit = emit
+        run.emit = emit if run.output is None else partial_emitter(run.output, emit)
 
         async def produce() -> None:
             # A synchronous close: an awaiting one could take a Cancelled that would
@@ -299,7 +326,9 @@ class Client(ToolCalls):
         ``"unresolved"``.
 
         *result* may come from :meth:`RunResult.from_json` in another process; it then
-        has no toolkit, and *toolkit* is required. For answers that must not be
+        has no toolkit, and *toolkit* is required. A typed run stays typed: paused in
+        this process, with its own ``output_*`` settings; read back from JSON, with the
+        options' ``output_type`` and friends. For answers that must not be
         replayed, see :meth:`answer`.
         """
         if result.status != "pending":
@@ -320,6 +349,11 @@ class Client(ToolCalls):
             records=list(result.tool_calls),
             usage=dict(result.usage),
             turns=result.turns,
+            # A typed run resumed in the process that paused it stays typed; one read
+            # back from JSON takes the options' output_type (fresh retries).
+            output=attrs.evolve(result._output_state)
+            if result._output_state
+            else output_for(self.options, Typed(), toolkit or result._toolkit),
             cost=result.cost if result.cost is not None else (0.0 if result.turns == 0 else None),
             model=result.model,
         )
@@ -370,16 +404,32 @@ class Client(ToolCalls):
         *,
         id: str | None = None,
         on_text: Callable[[str], Any] | None = None,
+        output_type: Any = None,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        output_validators: Sequence[OutputValidator] | None = None,
     ) -> RunResult:
         """:meth:`run` with conversation memory (SPEC §8).
 
         With *id*, the transcript saved under it in :attr:`store` is the history and the
         new transcript is saved back; without, the store is untouched. *on_text* (sync
-        or async) gets each text delta, and makes the model call stream.
+        or async) gets each text delta, and makes the model call stream. The
+        ``output_*`` keywords are :meth:`run`'s.
         """
+        output = {
+            "output_type": output_type,
+            "output_mode": output_mode,
+            "output_retries": output_retries,
+            "output_validators": output_validators,
+        }
         if id is not None and self.options.durable:
+            if output_type is not None or self.options.output_type is not None:
+                raise ValueError(
+                    "ask: a crash-durable run (durable=True) has no typed result yet; "
+                    "give no output_type"
+                )
             return await _durable_ask(self, self._store, prompt, toolkit, id=id, on_text=on_text)
-        return await _ask(self, self._store, prompt, toolkit, id=id, on_text=on_text)
+        return await _ask(self, self._store, prompt, toolkit, id=id, on_text=on_text, output=output)
 
     async def recover(self, id: str, toolkit: Toolkit) -> RunResult:
         """Continue the durable run *id* whose owner died, from its last checkpoint.
@@ -492,8 +542,13 @@ class Client(ToolCalls):
     # -- the loop -----------------------------------------------------------
 
     def _new_run(
-        self, prompt: Prompt, toolkit: Toolkit | None, history: Sequence[Message] | None
+        self,
+        prompt: Prompt,
+        toolkit: Toolkit | None,
+        history: Sequence[Message] | None,
+        typed: Typed | None = None,
     ) -> _Run:
+        output = output_for(self.options, typed, toolkit) if typed is not None else None
         content, summaries = prompt_content(prompt, self.options.max_part_bytes)
         messages: list[Message] = list(history) if history else []
         if not messages:
@@ -501,10 +556,15 @@ class Client(ToolCalls):
             # left out when empty (no system message at all when both are).
             catalog = toolkit.skills_prompt() if toolkit is not None else ""
             system = "\n\n".join(p for p in (self.options.system_prompt, catalog) if p)
+            if output is not None and output.mode == "prompted":
+                system = "\n\n".join(p for p in (system, output.instructions()) if p)
             if system:
                 messages.append({"role": "system", "content": system})
+        elif output is not None and output.mode == "prompted":
+            messages.append({"role": "system", "content": output.instructions()})
         messages.append({"role": "user", "content": content})
-        return _Run(toolkit=toolkit, messages=messages, parts=PartLedger(summaries=summaries))
+        parts = PartLedger(summaries=summaries)
+        return _Run(toolkit=toolkit, messages=messages, output=output, parts=parts)
 
     async def _drive(
         self,
@@ -589,8 +649,10 @@ class Client(ToolCalls):
             pending=run.suspended[0].request if halted else None,
             limit=run.limit,
             suspended=tuple(run.suspended) if halted else (),
+            output=output_value(run),
             cost=run.cost if self._prices else None,
             toolkit=run.toolkit,
+            output_state=run.output if halted else None,
         )
 
     async def _loop(self, run: _Run) -> None:
@@ -601,6 +663,9 @@ class Client(ToolCalls):
                 return
             turn = run.turns
             tools = self._source.tools_for(run.toolkit)
+            out = run.output
+            if out is not None and out.mode == "tool":
+                tools = [*tools, out.declaration()]
             model = opts.model
             if self._hooks.before_llm is not None:
                 change = await self._llm_hook(
@@ -614,6 +679,7 @@ class Client(ToolCalls):
                         tools = list(change["tools"])
                     if change.get("model"):
                         model = str(change["model"])
+            native = out.response_format() if out is not None and out.mode == "native" else None
             if run.parts.error is not None:
                 raise run.parts.error
             run.model = model
@@ -623,6 +689,7 @@ class Client(ToolCalls):
                     messages=run.messages,
                     tools=tools or None,
                     turn=turn,
+                    response_format=native,
                     parts=run.parts.by_call or None,
                 ),
                 run.emit,
@@ -663,6 +730,13 @@ class Client(ToolCalls):
                 await run.checkpoint.responded(run, calls)
             # A streamed turn already sent its text as deltas.
             text = "" if produced.streamed else response.content
+            if out is not None and settles(out, calls):
+                if text and run.emit is not None:
+                    await run.emit({"type": "text", "delta": text})
+                await typed_turn(run, out, calls, response.content)
+                if out.settled:
+                    return
+                continue
             if not calls:
                 if text and run.emit is not None:
                     await run.emit({"type": "text", "delta": text})

@@ -28,7 +28,7 @@ Rules shared by :func:`ask` and :class:`Conversation`:
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterable, Callable, Sequence
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -60,6 +60,10 @@ class ConversationClient(Protocol):
         toolkit: Toolkit | None = None,
         *,
         history: Sequence[Message] | None = None,
+        output_type: Any = None,
+        output_mode: Any = None,
+        output_retries: int | None = None,
+        output_validators: Any = None,
     ) -> RunResult:
         """Run the loop, continuing *history*; see :meth:`Client.run`."""
         ...
@@ -70,6 +74,10 @@ class ConversationClient(Protocol):
         toolkit: Toolkit | None = None,
         *,
         history: Sequence[Message] | None = None,
+        output_type: Any = None,
+        output_mode: Any = None,
+        output_retries: int | None = None,
+        output_validators: Any = None,
     ) -> AbstractAsyncContextManager[AsyncIterable[dict[str, Any]]]:
         """The same run as a stream of events; see :meth:`Client.stream`."""
         ...
@@ -83,6 +91,7 @@ async def ask(
     *,
     id: str | None = None,
     on_text: OnText | None = None,
+    output: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """One turn of a stored thread (SPEC §8 ``ask``); returns the :class:`RunResult`.
 
@@ -93,13 +102,14 @@ async def ask(
     assistant text delta as it arrives; without it nothing streams. The rules on what
     is saved and on concurrent turns are in the module docs: a run that returned is
     saved whatever its status, one that raised saves nothing, and turns on one id run
-    one at a time.
+    one at a time. *output* holds the ``output_*`` keywords of :meth:`Client.run`.
     """
+    output = output or {}
     if id is None:
-        return await _turn(client, prompt, toolkit, None, on_text)
+        return await _turn(client, prompt, toolkit, None, on_text, output)
     async with _thread_lock(store, id):
         history = await store.get(id)
-        result = await _turn(client, prompt, toolkit, history, on_text)
+        result = await _turn(client, prompt, toolkit, history, on_text, output)
         if result.status == "pending" and isinstance(store, PendingStore):
             await store.save_pending(id, result.messages, PendingState.of(result))
         else:
@@ -113,11 +123,13 @@ async def _turn(
     toolkit: Toolkit | None,
     history: Sequence[Message] | None,
     on_text: OnText | None,
+    output: Mapping[str, Any] | None = None,
 ) -> RunResult:
+    output = output or {}
     if on_text is None:
-        return await client.run(prompt, toolkit, history=history)
+        return await client.run(prompt, toolkit, history=history, **output)
     result: RunResult | None = None
-    async with client.stream(prompt, toolkit, history=history) as events:
+    async with client.stream(prompt, toolkit, history=history, **output) as events:
         async for event in events:
             kind = event.get("type")
             if kind == "text":

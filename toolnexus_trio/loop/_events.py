@@ -31,8 +31,9 @@ from .._cancel import CancelToken
 from .._toolkit import Toolkit
 from .._wire import Answer, Request
 from ._client import Client
+from ._output import TOOL_ARGS_DELTA
 from ._results import Message, RunResult
-from ._turns import REASONING_DELTA, TOOL_ARGS_DELTA
+from ._turns import REASONING_DELTA
 
 
 @attrs.frozen
@@ -247,7 +248,8 @@ async def stream_events(
         elif kind == REASONING_DELTA:
             await send(ReasoningDelta(agent, event["delta"]))
         elif kind == TOOL_ARGS_DELTA:
-            await send(ToolCallArgs(agent, event["id"], event["delta"], event["name"]))
+            if event.get("id"):  # a call whose id came first (else it comes whole, started)
+                await send(ToolCallArgs(agent, event["id"], event["delta"], event["name"]))
         elif kind == "tool_call":
             arguments = json.dumps(event["args"], separators=(",", ":"))
             await send(ToolCallStarted(agent, event["id"], event["name"], arguments))

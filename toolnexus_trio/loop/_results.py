@@ -12,6 +12,7 @@ from .._toolkit import Toolkit
 from .._tools import ToolResult
 from .._wire import Answer, Request
 from ..stores._base import ConversationStore
+from ._output import OutputInvalid, OutputMode, OutputRun, OutputValidator, output_spec
 from ._records import InDoubtCall, RunStatus, SuspendedCall, ToolCallRecord
 from ._runjson import run_result_fields, run_result_to_json
 
@@ -58,6 +59,9 @@ class GenerateRequest:
     tools: list[dict[str, Any]] | None
     turn: int
     max_tokens: int | None = None
+    response_format: dict[str, Any] | None = None
+    """Native typed output (``output_mode="native"``): OpenAI's ``{"type": "json_schema",
+    "json_schema": {"name", "schema", "strict"}}``; ``None`` otherwise."""
     parts: Mapping[str, tuple[ContentPart, ...]] | None = None
 
 
@@ -125,6 +129,9 @@ class InProcessOptions:
     (0 = unbounded). ``on_metric`` receives ``llm``, ``tool`` and ``run`` events (and
     ``progress`` / ``log`` from Tesseron tools). ``store`` keeps the transcripts of
     :meth:`Client.ask` by id (default: a new in-memory store per client).
+    ``output_type``, ``output_mode``, ``output_retries`` and ``output_validators`` are
+    the defaults of :meth:`Client.run`'s keywords of the same names (see "Typed
+    results" in the docs).
     ``max_part_bytes`` caps a content part's decoded bytes as for
     :class:`~toolnexus_trio.ClientOptions`.
     ``durable`` makes each :meth:`Client.ask` with an id a crash-durable run (the
@@ -149,6 +156,10 @@ class InProcessOptions:
     max_part_bytes: int | None = None
     timeout_ms: int | None = None
     """toolnexus 0.21's name for ``run_timeout_ms`` (either may be given)."""
+    output_type: Any = None
+    output_mode: OutputMode = "tool"
+    output_retries: int = 1
+    output_validators: Sequence[OutputValidator] = ()
     durable: bool = False
     lease_ms: int = 30_000
     on_in_doubt: InDoubtPolicy | None = None
@@ -176,6 +187,11 @@ class RunResult:
     override, or a fallback provider's), else the configured one. ``trace_parent``: the
     span of a pending run while tracing is on (kept by :meth:`to_json`), so that
     :meth:`Client.resume` links its span to it.
+
+    ``output`` is the typed value of a run with an ``output_type`` (``None`` without
+    one); a run that ran out of ``output_retries`` ends ``"incomplete"`` with
+    ``limit="output"`` and keeps the last invalid value, as the model sent it (decoded
+    JSON), in ``output``.
     """
 
     text: str
@@ -188,10 +204,15 @@ class RunResult:
     pending: Request | None = None
     limit: str | None = None
     suspended: tuple[SuspendedCall, ...] = ()
+    output: Any = None
     cost: float | None = None
     _toolkit: Toolkit | None = attrs.field(default=None, repr=False, eq=False, alias="toolkit")
     # The W3C traceparent of a pending run's span (tracing on only): a resume links to it.
     trace_parent: str | None = attrs.field(default=None, repr=False, eq=False)
+    # A pending typed run's output state, for Client.resume in this process.
+    _output_state: OutputRun | None = attrs.field(
+        default=None, repr=False, eq=False, alias="output_state"
+    )
 
     @property
     def tool_call_count(self) -> int:
@@ -204,7 +225,8 @@ class RunResult:
         It holds what :meth:`Client.resume` needs (transcript, tool-call records, turns,
         usage, model, status, and each suspended call with its ``Request`` and where its
         placeholder sits), never the toolkit or another live object. Every key is
-        written (``null`` when empty). Tool metadata values that are not JSON become
+        written (``null`` when empty), except ``output``, written only when the run
+        has one (its JSON form). Tool metadata values that are not JSON become
         their ``repr``; a transcript, arguments or a ``Request`` that are not JSON
         raise :class:`ValueError`, and so does a result that :meth:`from_json` would
         refuse (a negative usage count, a suspended call that does not point at its
@@ -213,15 +235,26 @@ class RunResult:
         return run_result_to_json(self)
 
     @classmethod
-    def from_json(cls, data: Any) -> RunResult:
+    def from_json(cls, data: Any, *, output_type: Any = None) -> RunResult:
         """Read a :meth:`to_json` document (after ``json.loads``, in any process).
 
         A newer version, a missing or unknown key, a value of the wrong JSON kind or
         parts that disagree (a suspended call that does not point at its own tool
         message) raise :class:`ValueError` saying which and why. The result has no
         toolkit: pass ``toolkit=`` to :meth:`Client.resume`.
+
+        ``output`` is saved as JSON; with *output_type* (the run's), a ``done`` result's
+        output is built back into that type (a value that no longer fits raises
+        :class:`ValueError`); without, it stays the decoded JSON. A document written
+        before typed results (no ``output`` key) reads as ``output=None``.
         """
-        return cls(**run_result_fields(data))
+        fields = run_result_fields(data)
+        if output_type is not None and fields["output"] is not None and fields["status"] == "done":
+            try:
+                fields["output"] = output_spec(output_type).build(fields["output"])
+            except OutputInvalid as exc:
+                raise ValueError(f"RunResult.from_json: output: {exc}") from None
+        return cls(**fields)
 
 
 class RunTimeout(TimeoutError):

@@ -1,7 +1,8 @@
 """The JSON form of a :class:`~toolnexus_trio.RunResult`: versioned, JSON-safe, read strictly.
 
 ``RunResult.to_json()`` writes every key, ``null`` where there is no value, so a
-document with a key missing is damaged, not old. ``RunResult.from_json()`` checks the
+document with a key missing is damaged, not old (``output``, added with typed results,
+is the one key written only when it has a value). ``RunResult.from_json()`` checks the
 version first (a newer one is refused with a message that says so), then the shape
 with the project's strict converter (``"false"`` is not a boolean, ``"3"`` not an
 integer, unknown keys are refused), then that the parts agree: a pending result has
@@ -73,6 +74,7 @@ class _RunDoc:
     # The suspended run's span (W3C traceparent), written only when tracing saw one,
     # so that a resume in another process links to it.
     trace_parent: str | None = None
+    output: Any = None
 
 
 # Attribute names as keys (snake_case), unknown keys refused, value kinds strict.
@@ -152,6 +154,7 @@ def run_result_to_json(result: RunResult) -> dict[str, Any]:
             for i, s in enumerate(result.suspended)
         ]
         usage = _json_value(result.usage, "usage", lenient=False)
+        output = _json_value(_dumped(result.output), "output", lenient=False)
         pending = _json_value(result.pending, "pending", lenient=False)
     except _NotJson as exc:
         raise ValueError(f"RunResult.to_json: {exc}") from None
@@ -172,6 +175,10 @@ def run_result_to_json(result: RunResult) -> dict[str, Any]:
     }
     if result.trace_parent is not None:
         document["trace_parent"] = result.trace_parent
+    if output is not None:
+        # Only when there is one: a run without typed output writes the very document
+        # it wrote before typed results existed (older readers refuse unknown keys).
+        document["output"] = output
     # Whatever is written must load back: a result from_json would refuse (negative
     # usage, a suspended call pointing at the wrong message...) fails here, where it
     # can still be handled, not when a paused run is loaded to be answered.
@@ -275,7 +282,15 @@ def run_result_fields(data: Any) -> dict[str, Any]:
         "limit": doc.limit,
         "suspended": suspended,
         "trace_parent": doc.trace_parent,
+        "output": doc.output,
     }
+
+
+def _dumped(value: Any) -> Any:
+    """A typed output's JSON form (dataclasses, TypedDicts and pydantic models too)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return payloads.unstructure(value)
 
 
 def _check_suspended(doc: _RunDoc, suspended: tuple[SuspendedCall, ...]) -> None:

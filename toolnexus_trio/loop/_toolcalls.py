@@ -29,12 +29,14 @@ from .._tools import (
     ToolResult,
     ToolSource,
     describe_exception,
+    error_result,
     pending,
     pending_of,
 )
 from .._wire import Answer, Request
 from ._gate import _Gate, _gate_for, _is_relay, _raw_arguments, _relay_source
 from ._metrics import PrometheusRegistry
+from ._output import bounded_retry
 from ._parts import PartLedger
 from ._records import RunStatus, SuspendedCall, ToolCallRecord
 from ._results import HookFn, Hooks, InProcessOptions, Message
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     # The HTTP client's options: the models family sits above the loop.
     from ..models import ClientOptions
     from ._checkpoint import Checkpointer
+    from ._output import OutputRun
 
 logger = logging.getLogger("toolnexus_trio")
 
@@ -77,6 +80,8 @@ class _Run:
     # Set when a call of the current turn relayed (SPEC §10 relay addendum): only then
     # does the turn gather its relay calls, so a run without relay tools never looks.
     relayed: bool = False
+    output: OutputRun | None = None  # a run with an output_type (loop/_output.py)
+    tool_retries: dict[str, int] = attrs.field(factory=dict)  # RetryTool uses, per tool
     parts: PartLedger = attrs.field(factory=PartLedger)
     # The model the last turn was sent to (a before_llm hook may override it per turn):
     # what RunResult.model and the run metric report. None until a turn is sent.
@@ -193,6 +198,10 @@ class ToolCalls:
                 outcome = outcomes[i] = _Outcome(ToolResult.error("cancelled"), call.args)
             result = outcome.result
             if result.metadata is not None:  # pending_of's own first test, without a call
+                if result.metadata.get("retry") is True:
+                    result = outcome.result = bounded_retry(
+                        run.toolkit, run.tool_retries, call.name, result
+                    )
                 request = pending_of(result)
                 if request is not None:
                     run.suspended.append(
@@ -257,7 +266,7 @@ class ToolCalls:
                         value = await execute(args, ctx := ToolContext(token, call.id))
                         result = tool._value_result(value, native)
                     except Exception as exc:
-                        result = ToolResult.error(describe_exception(exc))
+                        result = error_result(exc)
                 metered = True
                 self._metric_tool(call.name, result, source, started)
                 request = pending_of(result)

@@ -33,31 +33,17 @@ from ._results import (
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 """Send one stream event to the consumer (waits for it: the channel has no buffer)."""
 
-TOOL_ARGS_DELTA = "tool_args_delta"
-"""The kind of an internal stream event, ``{type, id, name, delta}``: a piece of a tool
-call's JSON arguments as the provider streams them (before the call's ``tool_call``).
-Not part of the SPEC §8 stream: :meth:`Client.stream` drops it; the typed events
-(:func:`~toolnexus_trio.loop.stream_events`) send it as ``ToolCallArgs``."""
-
-
 REASONING_DELTA = "reasoning_delta"
 """The kind of an internal stream event, ``{type, delta}``: a piece of the model's
 reasoning as the provider streams it (Anthropic ``thinking_delta``, Responses reasoning
-summary deltas). Not part of the SPEC §8 stream: :meth:`Client.stream` drops it; the
-typed events send it as ``ReasoningDelta``."""
-
-INTERNAL_EVENTS = frozenset({TOOL_ARGS_DELTA, REASONING_DELTA})
-"""The stream event kinds only the typed events see."""
+summary deltas), like the tool-argument fragments of :mod:`._output`. Not part of the
+SPEC §8 stream: :meth:`Client.stream` drops it; the typed events send it as
+``ReasoningDelta``."""
 
 
 def reasoning_delta(delta: str) -> dict[str, Any]:
     """The :data:`REASONING_DELTA` event for one piece of reasoning."""
     return {"type": REASONING_DELTA, "delta": delta}
-
-
-def tool_args_delta(call_id: str, name: str, delta: str) -> dict[str, Any]:
-    """The :data:`TOOL_ARGS_DELTA` event for one argument fragment."""
-    return {"type": TOOL_ARGS_DELTA, "id": call_id, "name": name, "delta": delta}
 
 
 @attrs.frozen

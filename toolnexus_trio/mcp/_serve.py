@@ -50,6 +50,7 @@ from .._cancel import CancelToken
 from .._runctx import RunServices, current_run
 from .._sampling import depth_from_meta, sampling_depth
 from .._tools import Tool, ToolContext, ToolResult, ToolSource, pending_of
+from .._tracing import mark_mcp_session
 from .._wire import Answer, Request
 from ._elicit import answer_from_elicit_result, elicitation_from_request
 from ._hints import annotations_from_hints
@@ -94,6 +95,18 @@ class _ToolkitServer(Server[Any]):
         )
 
 
+async def _session_on_span(ctx: ServerRequestContext[Any], call_next: Any) -> Any:
+    """Server middleware after the SDK's OpenTelemetry one (so inside its SERVER span):
+    the MCP conventions' ``mcp.session.id``, which the SDK leaves out, on that span.
+
+    The lowlevel context has no public session id, but over streamable HTTP it carries
+    the HTTP request, whose ``Mcp-Session-Id`` header (sent on every request after
+    ``initialize``) is that id; stdio has none."""
+    headers = getattr(ctx.request, "headers", None)
+    mark_mcp_session(headers.get("mcp-session-id") if headers is not None else None)
+    return await call_next(ctx)
+
+
 class ServedToolkit:
     """The MCP server for *toolkit* (one per serve; many connections)."""
 
@@ -122,6 +135,8 @@ class ServedToolkit:
         self.server.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._initialized
         )
+        # Listed outermost-first: appended, it runs inside the SDK's span middleware.
+        self.server.middleware.append(_session_on_span)
 
     def init_options(self) -> InitializationOptions:
         """What ``initialize`` answers: our ``serverInfo``, ``tools.listChanged``."""
@@ -152,6 +167,7 @@ class ServedToolkit:
                         name=t.name,
                         description=t.description,
                         input_schema=t.input_schema,
+                        output_schema=t.output_schema,
                         annotations=annotations_from_hints(t.hints),
                     )
                     for t in exposed.values()
@@ -205,9 +221,7 @@ class ServedToolkit:
                 else:
                     result = await self._by_elicitation(ctx, tool, args, request)
         self._report(tool, started, result)
-        return types.CallToolResult(
-            content=mcp_content(result.output, result.parts), is_error=result.is_error
-        )
+        return _call_result(tool, result)
 
     async def _run(
         self,
@@ -352,9 +366,7 @@ class ServedToolkit:
                     return self._input_required(request, tool, args)
                 result = _unanswerable(result, request)
         self._report(tool, started, result)
-        return types.CallToolResult(
-            content=mcp_content(result.output, result.parts), is_error=result.is_error
-        )
+        return _call_result(tool, result)
 
     # ------------------------------------------------------------------ suspension
 
@@ -563,3 +575,23 @@ class _Forward:
             )
         )
         await self.ctx.session.send_notification(notification, self.ctx.request_id)
+
+
+def _call_result(tool: Tool, result: ToolResult) -> types.CallToolResult:
+    """The MCP result of a call: its text, and for a tool with an ``output_schema`` its
+    value as ``structuredContent`` (the text is that value's JSON, as the model sees it)."""
+    structured: dict[str, Any] | None = None
+    if tool.output_schema is not None and not result.is_error:
+        try:
+            value = json.loads(result.output)
+        except ValueError:
+            value = None  # a tool that returned text after all: no structured content
+        else:
+            structured = {"result": value} if tool.output_wrapped else value
+            if not isinstance(structured, dict):
+                structured = None
+    return types.CallToolResult(
+        content=mcp_content(result.output, result.parts),
+        structured_content=structured,
+        is_error=result.is_error,
+    )

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
-from ..loop._turns import TranslateCall, _usage, reasoning_delta, tool_args_delta
+from ..loop._turns import TranslateCall, _usage
 from ._parts import ToolParts, has_parts, tool_blocks, user_blocks
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
 from ._sse import SSEEvent
@@ -174,6 +174,18 @@ def body(
     return out
 
 
+def response_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
+    """Native typed output: OpenAI's ``response_format`` as Anthropic's
+    ``output_config.format`` (``{"type": "json_schema", "schema": ...}``; the Messages
+    API has no ``name`` or ``strict`` there: its JSON outputs are always constrained)."""
+    schema = (fmt.get("json_schema") or {}).get("schema")
+    if fmt.get("type") != "json_schema" or not isinstance(schema, Mapping):
+        raise GenerateError(
+            f"the Anthropic Messages API has no equivalent of response_format {fmt!r:.80}"
+        )
+    return {"output_config": {"format": {"type": "json_schema", "schema": dict(schema)}}}
+
+
 _EPHEMERAL = {"type": "ephemeral"}
 
 
@@ -251,13 +263,11 @@ class StreamAssembler:
         self._blocks: dict[int, dict[str, Any]] = {}
         self._usage: dict[str, Any] = {}
         self._reason: str | None = None
-        self._events: list[dict[str, Any]] = []
-
-    def take_events(self) -> list[dict[str, Any]]:
-        """The argument-fragment and reasoning events of the last ``feed`` (bounded by
-        one event)."""
-        events, self._events = self._events, []
-        return events
+        # (index, call id, tool name, piece) of the tool-call arguments, and the
+        # reasoning pieces, fed since the reader last took them (the typed events and
+        # streamed typed output read them as they come).
+        self.fragments: list[tuple[int, str, str, str]] = []
+        self.thoughts: list[str] = []
 
     def feed(self, event: SSEEvent) -> str:
         """Take one event; return its text delta (``""`` when none)."""
@@ -294,13 +304,19 @@ class StreamAssembler:
             if delta.get("type") == "thinking_delta":
                 thought = string(delta.get("thinking"), "a thinking_delta")
                 if thought:
-                    self._events.append(reasoning_delta(thought))
+                    self.thoughts.append(thought)
             if delta.get("type") == "input_json_delta":
                 piece = string(delta.get("partial_json"), "an input_json_delta")
                 found["parts"].append(piece)
-                call_id, name = found.get("id"), found.get("name")
-                if piece and isinstance(call_id, str) and call_id and isinstance(name, str):
-                    self._events.append(tool_args_delta(call_id, name, piece))
+                call_id = found.get("id")
+                self.fragments.append(
+                    (
+                        self._index(data),
+                        call_id if isinstance(call_id, str) else "",
+                        str(found.get("name") or ""),
+                        piece,
+                    )
+                )
         elif kind == "message_delta":
             delta = mapping(data.get("delta") or {}, "message_delta.delta")
             if isinstance(delta.get("stop_reason"), str):

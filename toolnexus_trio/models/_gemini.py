@@ -180,6 +180,24 @@ def body(
     return out
 
 
+def response_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
+    """Native typed output: OpenAI's ``response_format`` as Gemini's
+    ``generationConfig`` ``responseMimeType: "application/json"`` with the schema as
+    ``responseJsonSchema`` (full JSON Schema, as the tools' ``parametersJsonSchema``;
+    ``responseSchema`` takes only an OpenAPI subset, no ``$ref`` or
+    ``additionalProperties``). Gemini has no ``name`` or ``strict`` there."""
+    spec = fmt.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, Mapping) else None
+    if fmt.get("type") != "json_schema" or not isinstance(schema, Mapping):
+        raise GenerateError(f"the style 'gemini' has no equivalent of response_format {fmt!r:.80}")
+    return {
+        "generationConfig": {
+            "responseMimeType": "application/json",
+            "responseJsonSchema": dict(schema),
+        }
+    }
+
+
 def _user_part(block: object) -> dict[str, Any]:
     """A block of a user's content list as a Gemini part (its parts already mapped)."""
     if isinstance(block, Mapping) and "type" not in block:
@@ -236,10 +254,6 @@ class StreamAssembler:
         self._usage: Mapping[str, Any] | None = None
         self._reason: str | None = None
         self._last: Mapping[str, Any] = {}
-
-    def take_events(self) -> list[dict[str, Any]]:
-        """None: Gemini streams each function call whole (its arguments come with it)."""
-        return []
 
     def feed(self, event: SSEEvent) -> str:
         """Take one chunk; return its text delta (``""`` when none)."""

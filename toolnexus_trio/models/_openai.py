@@ -13,7 +13,7 @@ from typing import Any
 
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, Message
-from ..loop._turns import TranslateCall, _usage, encode_arguments, tool_args_delta
+from ..loop._turns import TranslateCall, _usage, encode_arguments
 from ._parts import ToolParts, openai_messages
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
 from ._sse import SSEEvent
@@ -67,6 +67,11 @@ def body(
         out["stream"] = True
         out["stream_options"] = {"include_usage": True}
     return out
+
+
+def response_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
+    """Native typed output: OpenAI's ``response_format`` (already in its shape)."""
+    return {"response_format": dict(fmt)}
 
 
 def translate_body(call: TranslateCall) -> dict[str, Any]:
@@ -125,12 +130,9 @@ class StreamAssembler:
         self._calls: dict[int, dict[str, Any]] = {}
         self._usage: Mapping[str, Any] | None = None
         self._reason: str | None = None
-        self._events: list[dict[str, Any]] = []
-
-    def take_events(self) -> list[dict[str, Any]]:
-        """The argument-fragment events of the last ``feed`` (bounded by one event)."""
-        events, self._events = self._events, []
-        return events
+        # (index, call id, tool name, piece) of the tool-call arguments fed since the
+        # reader last took them (the typed events and streamed typed output read them).
+        self.fragments: list[tuple[int, str, str, str]] = []
 
     def feed(self, event: SSEEvent) -> str:
         """Take one event; return its text delta (``""`` when none)."""
@@ -184,11 +186,13 @@ class StreamAssembler:
             slot["name"] += string(name, "a tool-call fragment name")
         arguments = function.get("arguments")
         if arguments:
-            slot["arguments"].append(string(arguments, "a tool-call fragment's arguments"))
-            if slot["streamed"] is None:  # decided once: a call streams whole or not at all
+            piece = string(arguments, "a tool-call fragment's arguments")
+            slot["arguments"].append(piece)
+            if slot["streamed"] is None:  # decided once: a call's id names all or none
                 slot["streamed"] = bool(slot["id"] and slot["name"])
-            if slot["streamed"]:
-                self._events.append(tool_args_delta(slot["id"], slot["name"], arguments))
+            self.fragments.append(
+                (index, slot["id"] if slot["streamed"] else "", slot["name"], piece)
+            )
 
     def result(self) -> Parsed:
         """The assembled answer; a stream that ended before ``[DONE]`` is an error."""

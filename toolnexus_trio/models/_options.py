@@ -10,6 +10,7 @@ import httpx2
 
 from .._http_client import safe_url
 from ..loop._cost import Prices
+from ..loop._output import OutputMode, OutputValidator
 from ..loop._results import (
     GenerateError,
     HookFn,
@@ -99,6 +100,9 @@ class ClientOptions:
       million tokens (cache prices default to the input price) giving
       ``RunResult.cost`` and a ``cost`` in the ``llm`` and ``run`` metric events;
       a model without a price makes the cost ``None``, never a guess.
+    - ``output_type``, ``output_mode``, ``output_retries``, ``output_validators``: the
+      defaults of :meth:`Client.run <toolnexus_trio.Client.run>`'s keywords of the same
+      names (typed results).
     - ``durable``, ``lease_ms``, ``on_in_doubt``: crash-durable runs, as for
       :class:`~toolnexus_trio.InProcessOptions` (off by default).
     - ``tracer_provider`` / ``meter_provider``: OpenTelemetry providers for this
@@ -136,6 +140,10 @@ class ClientOptions:
     prices: Prices | None = None
     timeout_ms: int | None = None
     """toolnexus 0.21's name for ``run_timeout_ms`` (either may be given)."""
+    output_type: Any = None
+    output_mode: OutputMode = "tool"
+    output_retries: int = 1
+    output_validators: Sequence[OutputValidator] = ()
     max_part_bytes: int | None = None
     on_unsupported_part: Literal["error", "text"] = "text"
     durable: bool = False

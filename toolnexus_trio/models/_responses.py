@@ -24,7 +24,7 @@ from typing import Any
 
 from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
-from ..loop._turns import TranslateCall, encode_arguments, reasoning_delta, tool_args_delta
+from ..loop._turns import TranslateCall, encode_arguments
 from ._openai import auth_headers as auth_headers
 from ._parts import ToolParts, has_parts, tool_blocks, tool_heading, user_blocks
 from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
@@ -153,6 +153,30 @@ def body(
     return out
 
 
+def response_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
+    """Native typed output: OpenAI's chat ``response_format`` as the Responses API's
+    ``text.format`` (``{"type": "json_schema", "name", "schema", "strict"}``, flattened:
+    the Responses API has no ``json_schema`` wrapper)."""
+    spec = fmt.get("json_schema")
+    if (
+        fmt.get("type") != "json_schema"
+        or not isinstance(spec, Mapping)
+        or not isinstance(spec.get("schema"), Mapping)
+    ):
+        raise GenerateError(
+            "the style 'responses' (OpenAI Responses API) has no equivalent of "
+            f"response_format {fmt!r:.80}"
+        )
+    out: dict[str, Any] = {
+        "type": "json_schema",
+        "name": spec.get("name"),
+        "schema": dict(spec["schema"]),
+    }
+    if spec.get("strict") is not None:
+        out["strict"] = bool(spec["strict"])
+    return {"text": {"format": out}}
+
+
 def translate_body(call: TranslateCall) -> dict[str, Any]:
     """§11: the caller's messages; ``system`` becomes ``instructions``, replacing theirs."""
     messages: Sequence[Message] = call.messages
@@ -215,14 +239,11 @@ class StreamAssembler:
         self.model = model
         self.done = False
         self._final: Mapping[str, Any] | None = None
-        self._calls: dict[str, tuple[str, str]] = {}  # item id: (call id, name)
-        self._events: list[dict[str, Any]] = []
-
-    def take_events(self) -> list[dict[str, Any]]:
-        """The argument-fragment and reasoning events of the last ``feed`` (bounded by
-        one event)."""
-        events, self._events = self._events, []
-        return events
+        self._calls: dict[str, tuple[int, str, str]] = {}  # item id: (index, call id, name)
+        # (index, call id, tool name, piece) of the tool-call arguments, and the
+        # reasoning summary pieces, fed since the reader last took them.
+        self.fragments: list[tuple[int, str, str, str]] = []
+        self.thoughts: list[str] = []
 
     def feed(self, event: SSEEvent) -> str:
         """Take one event; return its text delta (``""`` when none)."""
@@ -240,16 +261,16 @@ class StreamAssembler:
             if isinstance(item, Mapping) and item.get("type") == "function_call":
                 ids = (item.get("id"), item.get("call_id"), item.get("name"))
                 if all(isinstance(x, str) and x for x in ids):
-                    self._calls[str(ids[0])] = (str(ids[1]), str(ids[2]))
+                    self._calls[str(ids[0])] = (len(self._calls), str(ids[1]), str(ids[2]))
         elif kind == "response.reasoning_summary_text.delta":
             thought = data.get("delta")
             if isinstance(thought, str) and thought:
-                self._events.append(reasoning_delta(thought))
+                self.thoughts.append(thought)
         elif kind == "response.function_call_arguments.delta":
             known = self._calls.get(str(data.get("item_id")))
             piece = data.get("delta")
             if known is not None and isinstance(piece, str) and piece:
-                self._events.append(tool_args_delta(known[0], known[1], piece))
+                self.fragments.append((*known, piece))
         if kind in _TERMINAL:
             self._final = mapping(data.get("response"), f"{kind}.response")
             self.done = True

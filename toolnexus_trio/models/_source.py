@@ -25,8 +25,16 @@ import trio
 from .. import _tracing
 from .._http_client import body_chunks, close_response, redact, safe_url, split_credentials
 from .._toolkit import Toolkit
+from ..loop._output import TOOL_ARGS_DELTA
 from ..loop._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
-from ..loop._turns import Emit, TranslateCall, Turn, encode_arguments, finish_reason_for
+from ..loop._turns import (
+    Emit,
+    TranslateCall,
+    Turn,
+    encode_arguments,
+    finish_reason_for,
+    reasoning_delta,
+)
 from . import _anthropic, _gemini, _openai, _responses
 from ._http import MAX_RESPONSE_BYTES, Poster, read_bounded
 from ._options import ClientOptions
@@ -206,6 +214,14 @@ class HttpTurns:
             max_part_bytes=self.max_part_bytes,
             **self._body_options,
         )
+        if request.response_format is not None:
+            # Native typed output: the style's own JSON-schema answer format, merged one
+            # level deep (Gemini's goes inside a generationConfig the body may have).
+            for key, value in self.wire.response_format(request.response_format).items():
+                if isinstance(value, dict) and isinstance(body.get(key), dict):
+                    body[key] = {**body[key], **value}
+                else:
+                    body[key] = value
         content = await self._encode(body)
         url = self._url(request.model, stream)
         if emit is None:
@@ -348,8 +364,16 @@ class HttpTurns:
                             delta = assembler.feed(event)
                             if delta:
                                 await emit({"type": "text", "delta": delta})
-                            for extra in assembler.take_events():  # tool arguments
-                                await emit(extra)
+                            fragments = getattr(assembler, "fragments", None)
+                            while fragments:
+                                index, call_id, name, part = fragments.pop(0)
+                                await emit(
+                                    {"type": TOOL_ARGS_DELTA, "index": index, "id": call_id,
+                                     "name": name, "delta": part}
+                                )  # fmt: skip
+                            thoughts = getattr(assembler, "thoughts", None)
+                            while thoughts:
+                                await emit(reasoning_delta(thoughts.pop(0)))
                             if assembler.done:
                                 break
                         if assembler.done:
