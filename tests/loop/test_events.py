@@ -4,6 +4,7 @@ run's ``RunFailed``."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -114,3 +115,95 @@ async def test_a_failing_run_sends_run_failed() -> None:
         await stream_events(client, "go", send)
     assert seen == [RunStarted("root", "go"), RunFailed("root", seen[-1].message)]
     assert "model down" in seen[-1].message
+
+
+@pytest.mark.parametrize("style", ["openai", "anthropic", "responses"])
+async def test_tool_arguments_stream_as_the_provider_streams_them(style: str) -> None:
+    from toolnexus_trio.loop import ToolCallArgs
+    from toolnexus_trio.models import ClientOptions, create_client
+    from toolnexus_trio.testing import open_fake_provider
+
+    ran.clear()
+    script: list[dict[str, Any]] = [
+        {
+            "tool_calls": [
+                {"name": "note", "arguments": {"text": "first"}, "id": "c1"},
+                {"name": "note", "arguments": {"text": "second"}, "id": "c2"},
+            ]
+        },
+        {"text": "noted both"},
+    ]
+    seen: list[RunEvent] = []
+
+    async def send(event: RunEvent) -> None:
+        seen.append(event)
+
+    with trio.fail_after(20):
+        async with open_fake_provider(script) as provider:
+            options = ClientOptions(base_url=provider.base_url, style=style, model="m")
+            async with create_client(options) as client:
+                result = await stream_events(client, "go", send, Toolkit([note]))
+    assert result.status == "done" and sorted(ran) == ["first", "second"]
+    pieces: dict[str, list[str]] = {}
+    for event in seen:
+        if isinstance(event, ToolCallArgs):
+            assert event.name == "note"
+            pieces.setdefault(event.id, []).append(event.delta)
+    assert {k: len(v) > 1 for k, v in pieces.items()} == {"c1": True, "c2": True}
+    started = {e.id: e for e in seen if isinstance(e, ToolCallStarted)}
+    for call, parts in pieces.items():
+        joined = json.loads("".join(parts))
+        assert joined == json.loads(started[call].arguments)
+        # Every fragment came before the call started (and so before it ran).
+        last = max(i for i, e in enumerate(seen) if isinstance(e, ToolCallArgs) and e.id == call)
+        assert last < seen.index(started[call])
+    assert isinstance(seen[1], TurnStarted)  # the fragments open the turn
+
+
+async def test_the_spec_8_stream_carries_no_argument_fragments() -> None:
+    from toolnexus_trio.models import ClientOptions, create_client
+    from toolnexus_trio.testing import open_fake_provider
+
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "note", "arguments": {"text": "x"}, "id": "c1"}]},
+        {"text": "ok"},
+    ]
+    with trio.fail_after(20):
+        async with open_fake_provider(script) as provider:
+            options = ClientOptions(base_url=provider.base_url, style="openai", model="m")
+            async with (
+                create_client(options) as client,
+                client.stream("go", Toolkit([note])) as events,
+            ):
+                kinds = [event["type"] async for event in events]
+    assert "tool_args_delta" not in kinds
+    assert kinds[0] == "tool_call" and kinds[-2:] == ["usage", "done"]
+
+
+@pytest.mark.parametrize("style", ["anthropic", "responses"])
+async def test_reasoning_streams_where_the_provider_streams_it(style: str) -> None:
+    from toolnexus_trio.loop import ReasoningDelta
+    from toolnexus_trio.models import ClientOptions, create_client
+    from toolnexus_trio.testing import open_fake_provider
+
+    step = {"text": "the answer", "reasoning": "think it through"}
+    script: list[dict[str, Any]] = [step, step]
+    seen: list[RunEvent] = []
+
+    async def send(event: RunEvent) -> None:
+        seen.append(event)
+
+    with trio.fail_after(20):
+        async with open_fake_provider(script) as provider:
+            options = ClientOptions(base_url=provider.base_url, style=style, model="m")
+            async with create_client(options) as client:
+                result = await stream_events(client, "go", send, Toolkit([note]))
+                async with client.stream("go again") as events:
+                    kinds = [event["type"] async for event in events]
+    assert result.text == "the answer"
+    thoughts = [e.delta for e in seen if isinstance(e, ReasoningDelta)]
+    assert len(thoughts) == 2 and "".join(thoughts) == "think it through"
+    first_text = next(i for i, e in enumerate(seen) if isinstance(e, TextDelta))
+    last_thought = max(i for i, e in enumerate(seen) if isinstance(e, ReasoningDelta))
+    assert isinstance(seen[1], TurnStarted) and last_thought < first_text
+    assert "reasoning_delta" not in kinds  # the SPEC §8 stream is as it was

@@ -67,8 +67,21 @@ async def test_streamed_text_and_two_tool_calls() -> None:
     ]
     results = {f["toolCallId"]: f["content"] for f in frames if f["type"] == "TOOL_CALL_RESULT"}
     assert results == {"c1": "echo:a", "c2": "echo:b"}
-    args = {f["toolCallId"]: f["delta"] for f in frames if f["type"] == "TOOL_CALL_ARGS"}
-    assert args == {"c1": '{"text":"a"}', "c2": '{"text":"b"}'}
+    # The arguments as the provider streamed them: two fragments each, each call opened
+    # by its first fragment and closed before it runs.
+    pieces: dict[str, list[str]] = {}
+    for f in frames:
+        if f["type"] == "TOOL_CALL_ARGS":
+            pieces.setdefault(f["toolCallId"], []).append(f["delta"])
+    assert {k: len(v) for k, v in pieces.items()} == {"c1": 2, "c2": 2}
+    assert {k: json.loads("".join(v)) for k, v in pieces.items()} == {
+        "c1": {"text": "a"},
+        "c2": {"text": "b"},
+    }
+    for call in ("c1", "c2"):
+        mine = [f["type"] for f in frames if f.get("toolCallId") == call]
+        assert mine == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_ARGS", "TOOL_CALL_END",
+                        "TOOL_CALL_RESULT"]  # fmt: skip
     deltas = [f["delta"] for f in frames if f["type"] == "TEXT_MESSAGE_CONTENT"]
     assert len(deltas) > 1 and "".join(deltas) == "both echoes are back"  # streamed
     assert frames[-1]["result"] == {"status": "done", "text": "both echoes are back"}
@@ -290,3 +303,21 @@ async def test_stopping_a_parked_run_ends_what_runs_beside_its_approval(tmp_path
                 host = {"host": urlsplit(served.url).netloc}
                 assert await _status(served.url + "interrupt", host, stop) == 200
                 await until(lambda: not agent.live_runs() and not live_group_members(pgid))
+
+
+@pytest.mark.parametrize("style", ["anthropic", "responses"])
+async def test_reasoning_streams_as_agui_reasoning_events(style: str) -> None:
+    script = [{"text": "the answer", "reasoning": "think it through"}]
+    with trio.fail_after(20):
+        async with open_fake_provider(script) as provider:
+            options = ClientOptions(base_url=provider.base_url, style=style, model="m")
+            async with UiServing(AguiAgent(options)) as served:
+                frames = await run_to_end(served.url + "agui", run_input("rz", "r1", "why"))
+    types = _types(frames)  # each one validated against the ag-ui-protocol models
+    thoughts = [f["delta"] for f in frames if f["type"] == "REASONING_MESSAGE_CONTENT"]
+    assert "".join(thoughts) == "think it through" and len(thoughts) == 2
+    assert types.index("REASONING_START") < types.index("REASONING_MESSAGE_START")
+    assert types.index("REASONING_END") < types.index("TEXT_MESSAGE_START")
+    (thinking,) = {f["messageId"] for f in frames if f["type"].startswith("REASONING")}
+    assert thinking.startswith("think-")
+    assert frames[-1]["result"] == {"status": "done", "text": "the answer"}

@@ -71,6 +71,7 @@ from ._results import (
 from ._toolcalls import ToolCalls, _Call, _call_hook, _ms, _Run
 from ._traced import traced_call, traced_run
 from ._turns import (
+    REASONING_DELTA,
     Emit,
     InProcessTurns,
     TranslateCall,
@@ -273,7 +274,7 @@ class Client(ToolCalls):
         run = self._new_run(prompt, toolkit, history, typed)
 
         async def emit(event: dict[str, Any]) -> None:
-            if event["type"] != TOOL_ARGS_DELTA:  # for typed output only, never sent on
+            if event["type"] not in (TOOL_ARGS_DELTA, REASONING_DELTA):  # never sent on
                 await send.send(event)
 
         run.emit = emit if run.output is None else partial_emitter(run.output, emit)

@@ -9,10 +9,12 @@ reading slows the run, nothing is queued), and the consumer that leaves cancels 
 
 :func:`stream_events` runs one agent's loop and sends its typed events, translated from
 the §8 stream: run started / finished / failed, turn started / finished, text deltas,
-tool call started (with its arguments as one delta) and finished (result, error or
+tool call arguments as the provider streams them, tool call started (with its whole
+arguments) and finished (result, error or
 cancelled), usage. The sub-agent, approval and reasoning events are sent by whoever
-runs those (the AG-UI endpoint in :mod:`toolnexus_trio.ui`); the loop does not stream
-reasoning yet, so :class:`ReasoningDelta` is declared for providers that will.
+runs those (the AG-UI endpoint in :mod:`toolnexus_trio.ui`). :class:`ReasoningDelta`
+comes where the provider streams its reasoning (Anthropic thinking, Responses reasoning
+summaries).
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from .._cancel import CancelToken
 from .._toolkit import Toolkit
 from .._wire import Answer, Request
 from ._client import Client
+from ._output import TOOL_ARGS_DELTA
 from ._results import Message, RunResult
+from ._turns import REASONING_DELTA
 
 
 @attrs.frozen
@@ -85,7 +89,8 @@ class TextDelta:
 
 @attrs.frozen
 class ReasoningDelta:
-    """A piece of the model's reasoning, where the provider streams it."""
+    """A piece of the model's reasoning, where the provider streams it (Anthropic
+    ``thinking_delta``, the Responses API's reasoning summary text deltas)."""
 
     agent: str
     delta: str
@@ -93,8 +98,8 @@ class ReasoningDelta:
 
 @attrs.frozen
 class ToolCallStarted:
-    """A tool call began; *arguments* is its JSON text (streamed as
-    :class:`ToolCallArgs` deltas by consumers that want them)."""
+    """A tool call began (it is about to run); *arguments* is its whole JSON text. When
+    the provider streamed the arguments, its :class:`ToolCallArgs` came before."""
 
     agent: str
     id: str
@@ -104,11 +109,15 @@ class ToolCallStarted:
 
 @attrs.frozen
 class ToolCallArgs:
-    """A piece of a started tool call's JSON arguments."""
+    """A piece of a tool call's JSON arguments, as the provider streams them (the HTTP
+    wire styles that stream fragments: OpenAI chat, Anthropic, Responses). The pieces of
+    one call, joined, are the provider's argument text; they come before the call's
+    :class:`ToolCallStarted`. *name* is the tool's."""
 
     agent: str
     id: str
     delta: str
+    name: str = ""
 
 
 @attrs.frozen
@@ -231,11 +240,16 @@ async def stream_events(
     async def emit(event: dict[str, Any]) -> None:
         nonlocal turn, in_turn
         kind = event["type"]
-        if kind in ("text", "tool_call") and not in_turn:
+        if kind in ("text", "tool_call", TOOL_ARGS_DELTA, REASONING_DELTA) and not in_turn:
             in_turn = True
             await send(TurnStarted(agent, turn))
         if kind == "text":
             await send(TextDelta(agent, event["delta"]))
+        elif kind == REASONING_DELTA:
+            await send(ReasoningDelta(agent, event["delta"]))
+        elif kind == TOOL_ARGS_DELTA:
+            if event.get("id"):  # a call whose id came first (else it comes whole, started)
+                await send(ToolCallArgs(agent, event["id"], event["delta"], event["name"]))
         elif kind == "tool_call":
             arguments = json.dumps(event["args"], separators=(",", ":"))
             await send(ToolCallStarted(agent, event["id"], event["name"], arguments))

@@ -395,8 +395,10 @@ Emit = Callable[[dict[str, Any]], Awaitable[None]]
 
 TOOL_ARGS_DELTA: Final = "tool_args_delta"
 """An event a streaming model source sends for each fragment of a tool call's
-arguments (``{index, name, delta}``); only the typed-output emitter reads it, and it
-never reaches a stream's consumer."""
+arguments (``{index, id, name, delta}``; ``id`` is ``""`` when the provider had not
+named the call yet); the typed-output emitter and the typed events
+(:func:`~toolnexus_trio.loop.stream_events`, as ``ToolCallArgs``) read it, and it never
+reaches a SPEC §8 stream's consumer."""
 
 
 def partial_emitter(out: OutputRun, emit: Emit) -> Emit:

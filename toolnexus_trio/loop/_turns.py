@@ -33,6 +33,18 @@ from ._results import (
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 """Send one stream event to the consumer (waits for it: the channel has no buffer)."""
 
+REASONING_DELTA = "reasoning_delta"
+"""The kind of an internal stream event, ``{type, delta}``: a piece of the model's
+reasoning as the provider streams it (Anthropic ``thinking_delta``, Responses reasoning
+summary deltas), like the tool-argument fragments of :mod:`._output`. Not part of the
+SPEC §8 stream: :meth:`Client.stream` drops it; the typed events send it as
+``ReasoningDelta``."""
+
+
+def reasoning_delta(delta: str) -> dict[str, Any]:
+    """The :data:`REASONING_DELTA` event for one piece of reasoning."""
+    return {"type": REASONING_DELTA, "delta": delta}
+
 
 @attrs.frozen
 class Turn:

@@ -263,9 +263,11 @@ class StreamAssembler:
         self._blocks: dict[int, dict[str, Any]] = {}
         self._usage: dict[str, Any] = {}
         self._reason: str | None = None
-        # (index, tool name, piece) of the tool-call arguments fed since the reader
-        # last took them (streamed typed output parses them as they come).
-        self.fragments: list[tuple[int, str, str]] = []
+        # (index, call id, tool name, piece) of the tool-call arguments, and the
+        # reasoning pieces, fed since the reader last took them (the typed events and
+        # streamed typed output read them as they come).
+        self.fragments: list[tuple[int, str, str, str]] = []
+        self.thoughts: list[str] = []
 
     def feed(self, event: SSEEvent) -> str:
         """Take one event; return its text delta (``""`` when none)."""
@@ -299,10 +301,22 @@ class StreamAssembler:
             delta = mapping(data.get("delta"), "content_block_delta.delta")
             if delta.get("type") == "text_delta":
                 return self._add(found, string(delta.get("text"), "a text_delta"))
+            if delta.get("type") == "thinking_delta":
+                thought = string(delta.get("thinking"), "a thinking_delta")
+                if thought:
+                    self.thoughts.append(thought)
             if delta.get("type") == "input_json_delta":
                 piece = string(delta.get("partial_json"), "an input_json_delta")
                 found["parts"].append(piece)
-                self.fragments.append((self._index(data), str(found.get("name") or ""), piece))
+                call_id = found.get("id")
+                self.fragments.append(
+                    (
+                        self._index(data),
+                        call_id if isinstance(call_id, str) else "",
+                        str(found.get("name") or ""),
+                        piece,
+                    )
+                )
         elif kind == "message_delta":
             delta = mapping(data.get("delta") or {}, "message_delta.delta")
             if isinstance(delta.get("stop_reason"), str):

@@ -130,9 +130,9 @@ class StreamAssembler:
         self._calls: dict[int, dict[str, Any]] = {}
         self._usage: Mapping[str, Any] | None = None
         self._reason: str | None = None
-        # (index, tool name, piece) of the tool-call arguments fed since the reader
-        # last took them (streamed typed output parses them as they come).
-        self.fragments: list[tuple[int, str, str]] = []
+        # (index, call id, tool name, piece) of the tool-call arguments fed since the
+        # reader last took them (the typed events and streamed typed output read them).
+        self.fragments: list[tuple[int, str, str, str]] = []
 
     def feed(self, event: SSEEvent) -> str:
         """Take one event; return its text delta (``""`` when none)."""
@@ -175,7 +175,9 @@ class StreamAssembler:
         index = fragment.get("index", len(self._calls))
         if not isinstance(index, int) or isinstance(index, bool):
             raise GenerateError(f"a tool-call fragment has index {index!r}")
-        slot = self._calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+        slot = self._calls.setdefault(
+            index, {"id": "", "name": "", "arguments": [], "streamed": None}
+        )
         if fragment.get("id"):
             slot["id"] = string(fragment["id"], "a tool-call fragment id")
         function = mapping(fragment.get("function") or {}, "a tool-call fragment function")
@@ -186,7 +188,11 @@ class StreamAssembler:
         if arguments:
             piece = string(arguments, "a tool-call fragment's arguments")
             slot["arguments"].append(piece)
-            self.fragments.append((index, slot["name"], piece))
+            if slot["streamed"] is None:  # decided once: a call's id names all or none
+                slot["streamed"] = bool(slot["id"] and slot["name"])
+            self.fragments.append(
+                (index, slot["id"] if slot["streamed"] else "", slot["name"], piece)
+            )
 
     def result(self) -> Parsed:
         """The assembled answer; a stream that ended before ``[DONE]`` is an error."""

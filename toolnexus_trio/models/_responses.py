@@ -239,6 +239,11 @@ class StreamAssembler:
         self.model = model
         self.done = False
         self._final: Mapping[str, Any] | None = None
+        self._calls: dict[str, tuple[int, str, str]] = {}  # item id: (index, call id, name)
+        # (index, call id, tool name, piece) of the tool-call arguments, and the
+        # reasoning summary pieces, fed since the reader last took them.
+        self.fragments: list[tuple[int, str, str, str]] = []
+        self.thoughts: list[str] = []
 
     def feed(self, event: SSEEvent) -> str:
         """Take one event; return its text delta (``""`` when none)."""
@@ -251,6 +256,21 @@ class StreamAssembler:
         kind = data.get("type", event.event)
         if kind == "response.output_text.delta":
             return string(data.get("delta"), "an output_text delta")
+        if kind == "response.output_item.added":
+            item = data.get("item")
+            if isinstance(item, Mapping) and item.get("type") == "function_call":
+                ids = (item.get("id"), item.get("call_id"), item.get("name"))
+                if all(isinstance(x, str) and x for x in ids):
+                    self._calls[str(ids[0])] = (len(self._calls), str(ids[1]), str(ids[2]))
+        elif kind == "response.reasoning_summary_text.delta":
+            thought = data.get("delta")
+            if isinstance(thought, str) and thought:
+                self.thoughts.append(thought)
+        elif kind == "response.function_call_arguments.delta":
+            known = self._calls.get(str(data.get("item_id")))
+            piece = data.get("delta")
+            if known is not None and isinstance(piece, str) and piece:
+                self.fragments.append((*known, piece))
         if kind in _TERMINAL:
             self._final = mapping(data.get("response"), f"{kind}.response")
             self.done = True

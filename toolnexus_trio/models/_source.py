@@ -27,7 +27,14 @@ from .._http_client import body_chunks, close_response, redact, safe_url, split_
 from .._toolkit import Toolkit
 from ..loop._output import TOOL_ARGS_DELTA
 from ..loop._results import GenerateError, GenerateRequest, TranslatedToolCall, TranslateResult
-from ..loop._turns import Emit, TranslateCall, Turn, encode_arguments, finish_reason_for
+from ..loop._turns import (
+    Emit,
+    TranslateCall,
+    Turn,
+    encode_arguments,
+    finish_reason_for,
+    reasoning_delta,
+)
 from . import _anthropic, _gemini, _openai, _responses
 from ._http import MAX_RESPONSE_BYTES, Poster, read_bounded
 from ._options import ClientOptions
@@ -359,11 +366,14 @@ class HttpTurns:
                                 await emit({"type": "text", "delta": delta})
                             fragments = getattr(assembler, "fragments", None)
                             while fragments:
-                                index, name, part = fragments.pop(0)
+                                index, call_id, name, part = fragments.pop(0)
                                 await emit(
-                                    {"type": TOOL_ARGS_DELTA, "index": index, "name": name,
-                                     "delta": part}
+                                    {"type": TOOL_ARGS_DELTA, "index": index, "id": call_id,
+                                     "name": name, "delta": part}
                                 )  # fmt: skip
+                            thoughts = getattr(assembler, "thoughts", None)
+                            while thoughts:
+                                await emit(reasoning_delta(thoughts.pop(0)))
                             if assembler.done:
                                 break
                         if assembler.done:

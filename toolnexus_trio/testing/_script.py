@@ -56,7 +56,9 @@ class Step:
     ``event_delay_ms`` waits between streamed events.
 
     ``reasoning`` (Responses and Gemini wires) adds a reasoning item with that summary
-    (Responses) or a thought signature on the first call (Gemini). ``usage`` may also
+    (Responses; streamed as summary text deltas) or a thought signature on the first
+    call (Gemini); a streamed Anthropic answer starts with a ``thinking`` block of it
+    (``thinking_delta`` events). ``usage`` may also
     give ``cache_read_tokens`` and ``cache_write_tokens`` (of the prompt tokens).
     """
 
@@ -251,16 +253,28 @@ def _anthropic_events(step: Step, model: str, serial: int) -> list[bytes]:
                "usage": _anthropic_usage(step, 1)}  # fmt: skip
     events = [event("message_start", {"message": message}), event("ping", {})]
     index = 0
-    deltas = _deltas(step)
-    if deltas:
-        opening = {"index": 0, "content_block": {"type": "text", "text": ""}}
-        events.append(event("content_block_start", opening))
-        events += [
-            event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": d}})
-            for d in deltas
-        ]
+    if step.reasoning:
+        thinking = {"type": "thinking", "thinking": "", "signature": ""}
+        events.append(event("content_block_start", {"index": 0, "content_block": thinking}))
+        for piece in _halves(step.reasoning):
+            delta = {"type": "thinking_delta", "thinking": piece}
+            events.append(event("content_block_delta", {"index": 0, "delta": delta}))
+        signed = {"type": "signature_delta", "signature": "fake-signature"}
+        events.append(event("content_block_delta", {"index": 0, "delta": signed}))
         events.append(event("content_block_stop", {"index": 0}))
         index = 1
+    deltas = _deltas(step)
+    if deltas:
+        opening = {"index": index, "content_block": {"type": "text", "text": ""}}
+        events.append(event("content_block_start", opening))
+        events += [
+            event(
+                "content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": d}}
+            )
+            for d in deltas
+        ]
+        events.append(event("content_block_stop", {"index": index}))
+        index += 1
     for call_id, c in zip(_ids(step, serial), step.tool_calls, strict=True):
         block = {"type": "tool_use", "id": call_id, "name": c.name, "input": {}}
         events.append(event("content_block_start", {"index": index, "content_block": block}))

@@ -157,6 +157,19 @@ def responses_events(step: Step, model: str, serial: int) -> list[bytes]:
                     },
                 )
             )
+        elif kind == "reasoning":
+            # The summary streamed in two halves, as the API streams its text.
+            opened = {**item, "summary": []}
+            events.append(
+                event("response.output_item.added", {"output_index": index, "item": opened})
+            )
+            where = {"item_id": item["id"], "output_index": index, "summary_index": 0}
+            summary = item["summary"][0]["text"]
+            events += [
+                event("response.reasoning_summary_text.delta", {**where, "delta": piece})
+                for piece in _halves(summary)
+            ]
+            events.append(event("response.reasoning_summary_text.done", {**where, "text": summary}))
         else:
             events.append(
                 event("response.output_item.added", {"output_index": index, "item": item})

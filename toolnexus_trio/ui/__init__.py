@@ -14,12 +14,13 @@ toolnexus_trio``.
 The same tree's typed events without AG-UI: :func:`stream_tree`.
 
 Modules: ``_agui`` (runs and the translation of :mod:`toolnexus_trio.loop._events` to
-AG-UI) and ``_app`` (the ASGI app, the Host and Origin checks, the server).
+AG-UI), ``_tree`` (one agent tree's typed events: :func:`stream_tree`) and ``_app`` (the
+ASGI app, the Host and Origin checks, the server).
 """
 
 from ._agui import AguiAgent as AguiAgent
-from ._agui import stream_tree as stream_tree
 from ._app import UiApp as UiApp
 from ._app import UiServing as UiServing
+from ._tree import stream_tree as stream_tree
 
 __all__ = ["AguiAgent", "UiApp", "UiServing", "stream_tree"]

@@ -13,27 +13,30 @@ slow browser slows the run and nothing is queued.
   thread carries ``resume: [{interruptId, status, payload: {approved}}]`` and streams
   the rest of the same run. Unanswered for :attr:`AguiAgent.approval_ttl` seconds, the
   run is cancelled (nobody is there to read it).
+- With a *store* (a :class:`~toolnexus_trio.stores.PendingStore`: SQLite or
+  PostgreSQL), a root approval is durable: the run halts, its pending state is saved
+  under the thread id before the client hears of the interrupt, and the ``resume`` may
+  come to any worker sharing the store, which answers it with :meth:`Client.answer`
+  (take-once: a second answer gets ``RUN_ERROR``). A sub-agent's approval still waits
+  in the serving process.
 - The agent tree is the AG-UI state: ``STATE_SNAPSHOT`` at the start of each response,
   then ``STATE_DELTA`` (JSON Patch) as sub-agents spawn, run and finish.
 """
 
 from __future__ import annotations
 
-import contextvars
-import json
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any, Final
 
 import attrs
 import trio
 
-from .._toolkit import Toolkit
-from .._tools import Tool, ToolContext, ToolResult, ToolSource
+from .._tools import Tool
 from .._wire import Answer, Request
-from ..agents import AgentDef, AgentRuntime, Budget, open_agent_runtime
+from ..agents import AgentRuntime, Budget
 from ..loop._events import (
     AgentFinished,
     AgentSpawned,
@@ -44,35 +47,23 @@ from ..loop._events import (
     RunEvent,
     RunFailed,
     RunFinished,
-    SendEvent,
     TextDelta,
+    ToolCallArgs,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
     TurnStarted,
     Usage,
-    stream_events,
 )
-from ..loop._results import Hooks, Message, RunResult
-from ..models import ClientOptions, create_client
+from ..loop._results import Message
+from ..models import ClientOptions
+from ..stores._base import PendingState, PendingStore
+from ._tree import stream_tree
 
 logger = logging.getLogger("toolnexus_trio.ui")
 
 MAX_THREADS: Final = 64
 """Threads kept (their transcripts); the least recently used idle one goes first."""
-
-HELPER: Final = "helper"
-"""The sub-agent the ``delegate`` tool spawns."""
-
-_SUB_AGENT: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar(
-    "toolnexus_trio_ui_agent"
-)
-"""Which sub-agent runs in this task: set around ``spawn``, whose service task copies
-the context, so the helper's hooks and approvals know their handle id."""
-
-
-def _budget_dict(budget: Budget) -> dict[str, Any]:
-    return {k: v for k, v in attrs.asdict(budget).items() if v is not None}
 
 
 @attrs.define
@@ -96,7 +87,9 @@ class _Thread:
 class AguiAgent:
     """The agent an AG-UI endpoint serves: a model (*llm*, the HTTP client's options),
     *tools* for it and for its sub-agents (``helper``, spawned by a ``delegate`` tool
-    with *helper_budget*), and what a run may wait for a person.
+    with *helper_budget*), and what a run may wait for a person: *approval_ttl* seconds
+    in this process, or, with *store* (a :class:`~toolnexus_trio.stores.PendingStore`),
+    as long as the store keeps it, answered by any worker sharing the store.
 
     ``await handle(body, send_frame, disconnected)`` is one ``POST /agui``;
     :class:`~toolnexus_trio.ui.UiServing` serves it over HTTP. Run ``await
@@ -111,12 +104,14 @@ class AguiAgent:
         system_prompt: str | None = None,
         helper_budget: Budget | None = None,
         approval_ttl: float = 600.0,
+        store: PendingStore | None = None,
     ) -> None:
         self.llm = llm
         self.tools = list(tools)
         self.system_prompt = system_prompt
         self.helper_budget = helper_budget or Budget(max_turns=20, max_tool_calls=50)
         self.approval_ttl = approval_ttl
+        self.store = store
         self._threads: OrderedDict[str, _Thread] = OrderedDict()
         self._nursery: trio.Nursery | None = None
 
@@ -176,25 +171,26 @@ class AguiAgent:
         messages = body.get("messages") or []
         run = thread.run
         yield {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
-        refused = _refusal(run, resume)
+        durable = self.store is not None and bool(resume) and run is None
+        refused = None if durable else _refusal(run, resume)
         if refused is not None:
             yield {"type": "RUN_ERROR", "message": refused}
             return
-        if run is None:
+        if durable:
+            # The pending run is in the store, saved here or by another worker.
+            answers = {str(e.get("interruptId")): _answer_of(e) for e in resume}
+            run = self._start(thread, thread_id, None, answers)
+        elif run is None:
             prompt = _last_user_text(messages if isinstance(messages, list) else [])
             if prompt is None:
                 yield {"type": "RUN_ERROR", "message": "no user message to answer"}
                 return
-            run = self._start(thread, prompt)
-        else:
+            run = self._start(thread, thread_id, prompt)
+        elif resume:
             for entry in resume:
                 slot = run.answers.get(str(entry.get("interruptId")))
                 if slot is not None and not slot[1]:
-                    payload = entry.get("payload") or {}
-                    ok = entry.get("status") == "resolved" and bool(
-                        isinstance(payload, dict) and payload.get("approved")
-                    )
-                    slot[1].append(Answer(str(entry.get("interruptId")), ok))
+                    slot[1].append(_answer_of(entry))
                     slot[0].set()
         yield {"type": "STATE_SNAPSHOT", "snapshot": {"agents": dict(thread.agents)}}
         translator = _Translator(thread, run, thread_id, run_id)
@@ -214,26 +210,38 @@ class AguiAgent:
             if not parked:
                 run.scope.cancel()
 
-    def _start(self, thread: _Thread, prompt: str) -> _Run:
+    def _start(
+        self,
+        thread: _Thread,
+        thread_id: str,
+        prompt: str | None,
+        answers: dict[str, Answer] | None = None,
+    ) -> _Run:
         assert self._nursery is not None, "start the agent's service first (nursery.start)"
         # Size 0: the run waits for the request streaming it, so nothing is queued.
         send, receive = trio.open_memory_channel[RunEvent](0)
         run = _Run(trio.CancelScope(), receive)
         thread.run = run
         thread.agents = {"root": {"parent": None, "state": "running", "budget": {}}}
-        self._nursery.start_soon(self._drive, thread, run, prompt, send)
+        self._nursery.start_soon(self._drive, thread, thread_id, run, prompt, answers, send)
         return run
 
     async def _drive(
         self,
         thread: _Thread,
+        thread_id: str,
         run: _Run,
-        prompt: str,
+        prompt: str | None,
+        answers: dict[str, Answer] | None,
         send: trio.MemorySendChannel[RunEvent],
     ) -> None:
         try:
             with run.scope, send:
-                await self._body(thread, run, prompt, send)
+                if self.store is None:
+                    assert prompt is not None
+                    await self._body(thread, run, prompt, send)
+                else:
+                    await self._durable_body(thread_id, run, prompt, answers, send)
         except Exception:
             logger.exception("an AG-UI run failed")  # the client got RUN_ERROR
         finally:
@@ -277,111 +285,73 @@ class AguiAgent:
         )
         thread.history = list(result.messages)
 
+    async def _durable_body(
+        self,
+        thread_id: str,
+        run: _Run,
+        prompt: str | None,
+        answers: dict[str, Answer] | None,
+        send: trio.MemorySendChannel[RunEvent],
+    ) -> None:
+        store = self.store
+        assert store is not None
 
-async def stream_tree(
-    llm: ClientOptions,
-    prompt: str,
-    send: SendEvent,
-    tools: Sequence[Tool] = (),
-    *,
-    wait_for: Callable[[str, Request], Awaitable[Answer]],
-    history: Sequence[Message] | None = None,
-    system_prompt: str | None = None,
-    helper_budget: Budget | None = None,
-    on_runtime: Callable[[AgentRuntime], None] | None = None,
-) -> RunResult:
-    """Run an agent tree on *prompt*: one stream of typed events for all of it.
+        async def tell(event: RunEvent) -> None:
+            # Saved before the client hears of the interrupt: its resume may come to
+            # another worker at once. (An answer's own outcome is saved by answer.)
+            if (
+                isinstance(event, RunFinished)
+                and event.agent == "root"
+                and answers is None
+                and event.result is not None
+            ):
+                result = event.result
+                if result.status == "pending":
+                    await store.save_pending(thread_id, result.messages, PendingState.of(result))
+                else:
+                    await store.save(thread_id, result.messages)
+            await send.send(event)
 
-    The root agent (*llm*, *tools* and a ``delegate`` tool) runs the loop
-    (:func:`~toolnexus_trio.loop.stream_events`); each ``delegate`` call spawns a
-    ``helper`` sub-agent (the same tools, *helper_budget*) in an agent runtime opened for
-    this run. Every event of the tree goes to *send*, awaited in the task where it
-    happens: the root's, and the helpers' ``AgentSpawned``, ``AgentStateChanged``
-    (``running``, ``suspended`` while asking), ``AgentFinished`` and their tool calls
-    (ids prefixed with the helper's id). A tool's §10 request, anywhere in the tree, is
-    sent as :class:`ApprovalRequested`, then answered by ``wait_for(agent id, request)``
-    (then :class:`ApprovalAnswered`). *on_runtime* is told the runtime once it is open (its
-    ``interrupt`` stops one helper). Cancelling the caller's scope ends the whole tree.
-    """
+        async def wait_for(agent: str, request: Request) -> Answer:
+            # A sub-agent's approval: its runtime lives here, so it waits here.
+            done, got = run.answers.setdefault(request.id, (trio.Event(), []))
+            try:
+                with trio.move_on_after(self.approval_ttl):
+                    await done.wait()
+                if not got:
+                    run.scope.cancel()
+                    await trio.lowlevel.checkpoint()
+                return got[0]
+            finally:
+                run.answers.pop(request.id, None)
 
-    async def ask(request: Request) -> Answer:
-        box = _SUB_AGENT.get(None)
-        agent = box["agent"] if box is not None else "root"
-        if agent != "root":  # the tree shows who waits
-            await send(AgentStateChanged(agent, "suspended"))
-        await send(ApprovalRequested(agent, request))
-        answer = await wait_for(agent, request)
-        await send(ApprovalAnswered(agent, answer))
-        if agent != "root":
-            await send(AgentStateChanged(agent, "running"))
-        return answer
+        def opened(runtime: AgentRuntime) -> None:
+            run.runtime = runtime
 
-    def sub_agent() -> str:
-        box = _SUB_AGENT.get(None)
-        return box["agent"] if box is not None else "?"
-
-    async def before_tool(event: dict[str, Any]) -> None:
-        agent = sub_agent()
-        args = json.dumps(event["args"], separators=(",", ":"))
-        await send(ToolCallStarted(agent, f"{agent}:{event['id']}", event["name"], args))
-
-    async def after_tool(event: dict[str, Any]) -> None:
-        agent = sub_agent()
-        result: ToolResult = event["result"]
-        outcome = "error" if result.is_error else "result"
-        call = f"{agent}:{event['id']}"
-        await send(ToolCallFinished(agent, call, event["name"], result.output, outcome))
-
-    helper = AgentDef(
-        name=HELPER,
-        description="a helper that does one self-contained task with the same tools",
-        system_prompt="Do the task you are given and answer with the result.",
-        model="inherit",
-        budget=helper_budget or Budget(max_turns=20, max_tool_calls=50),
-        tools=list(tools),
-        wait_for=ask,
-        hooks=Hooks(before_tool=before_tool, after_tool=after_tool),
-    )
-    async with open_agent_runtime({HELPER: helper}, llm=llm) as runtime:
-        if on_runtime is not None:
-            on_runtime(runtime)
-        toolkit = Toolkit([*tools, _delegate_tool(runtime, send)])
-        options = attrs.evolve(llm, wait_for=ask, system_prompt=system_prompt)
-        async with create_client(options) as client:
-            return await stream_events(client, prompt, send, toolkit, history=history)
-
-
-def _delegate_tool(runtime: AgentRuntime, send: SendEvent) -> Tool:
-    async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        box = {"agent": "?"}
-        token = _SUB_AGENT.set(box)
-        try:
-            h = runtime.spawn(runtime.root, HELPER)
-        finally:
-            _SUB_AGENT.reset(token)
-        box["agent"] = h.id
-        await send(AgentSpawned(h.id, "root", HELPER, _budget_dict(h.budget)))
-        runtime.wake(h, str(args["prompt"]))
-        await send(AgentStateChanged(h.id, "running"))
-        result = await runtime.wait(h)
-        await send(
-            AgentFinished(h.id, result.status, result.text, result.total_tokens, result.turns)
+        history = None if answers is not None else await store.get(thread_id)
+        await stream_tree(
+            attrs.evolve(self.llm, store=store),
+            prompt or "",
+            tell,
+            self.tools,
+            wait_for=wait_for,
+            history=history or None,
+            system_prompt=self.system_prompt,
+            helper_budget=self.helper_budget,
+            on_runtime=opened,
+            halt=True,
+            answer=(thread_id, answers) if answers is not None else None,
         )
-        return ToolResult(result.text, result.is_error or result.status != "done")
 
-    return Tool(
-        name="delegate",
-        description="Give a self-contained task to a helper agent (same tools) and get its "
-        "answer. Calls in one turn run in parallel.",
-        input_schema={
-            "type": "object",
-            "properties": {"prompt": {"type": "string", "description": "the task"}},
-            "required": ["prompt"],
-            "additionalProperties": False,
-        },
-        source=ToolSource.CUSTOM,
-        execute=execute,
+
+def _answer_of(entry: dict[str, Any]) -> Answer:
+    """An AG-UI ``resume`` entry as our :class:`Answer`: approved only when resolved
+    with ``payload.approved`` true."""
+    payload = entry.get("payload") or {}
+    ok = entry.get("status") == "resolved" and bool(
+        isinstance(payload, dict) and payload.get("approved")
     )
+    return Answer(str(entry.get("interruptId")), ok)
 
 
 def _refusal(run: _Run | None, resume: list[Any]) -> str | None:
@@ -427,6 +397,7 @@ class _Translator:
         self.interrupted = False
         self.finished = False
         self.steps: list[str] = []
+        self.streamed: set[str] = set()  # calls whose arguments came as ToolCallArgs
 
     def _close_text(self) -> list[dict[str, Any]]:
         frames: list[dict[str, Any]] = []
@@ -461,6 +432,30 @@ class _Translator:
                 {"op": "replace", "path": f"{_pointer(agent)}/{key}", "value": value}
                 for key, value in change.items()
             ],
+        }
+
+    def _interrupt(self, agent: str, requests: list[Request]) -> dict[str, Any]:
+        interrupts = []
+        for request in requests:
+            show = request.data.get("show") if isinstance(request.data, dict) else None
+            interrupts.append(
+                {
+                    "id": request.id,
+                    "reason": request.kind or "approval",
+                    "message": request.prompt,
+                    "metadata": {"agent": agent, "show": show if show is not None else ""},
+                    "responseSchema": {
+                        "type": "object",
+                        "properties": {"approved": {"type": "boolean"}},
+                        "required": ["approved"],
+                    },
+                }
+            )
+        return {
+            "type": "RUN_FINISHED",
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+            "outcome": {"type": "interrupt", "interrupts": interrupts},
         }
 
     def frames(self, event: RunEvent) -> list[dict[str, Any]]:
@@ -499,12 +494,23 @@ class _Translator:
                     "delta": event.delta or " ",
                 }
             )
+        elif isinstance(event, ToolCallArgs):
+            if event.id not in self.streamed:
+                out += self._close_text()
+                self.streamed.add(event.id)
+                out.append(
+                    {"type": "TOOL_CALL_START", "toolCallId": event.id, "toolCallName": event.name}
+                )
+            out.append({"type": "TOOL_CALL_ARGS", "toolCallId": event.id, "delta": event.delta})
         elif isinstance(event, ToolCallStarted):
             out += self._close_text()
-            out.append(
-                {"type": "TOOL_CALL_START", "toolCallId": event.id, "toolCallName": event.name}
-            )
-            out.append({"type": "TOOL_CALL_ARGS", "toolCallId": event.id, "delta": event.arguments})
+            if event.id not in self.streamed:  # else they went out as the provider sent them
+                out.append(
+                    {"type": "TOOL_CALL_START", "toolCallId": event.id, "toolCallName": event.name}
+                )
+                out.append(
+                    {"type": "TOOL_CALL_ARGS", "toolCallId": event.id, "delta": event.arguments}
+                )
             out.append({"type": "TOOL_CALL_END", "toolCallId": event.id})
         elif isinstance(event, ToolCallFinished):
             out += self._close_text()
@@ -553,37 +559,22 @@ class _Translator:
             )
         elif isinstance(event, ApprovalRequested):
             out += self._close_all()
-            request = event.request
             # Its answer's slot exists before the client can be told of it.
-            self.run.answers.setdefault(request.id, (trio.Event(), []))
-            show = request.data.get("show") if isinstance(request.data, dict) else None
-            out.append(
-                {
-                    "type": "RUN_FINISHED",
-                    "threadId": self.thread_id,
-                    "runId": self.run_id,
-                    "outcome": {
-                        "type": "interrupt",
-                        "interrupts": [
-                            {
-                                "id": request.id,
-                                "reason": request.kind or "approval",
-                                "message": request.prompt,
-                                "metadata": {
-                                    "agent": event.agent,
-                                    "show": show if show is not None else "",
-                                },
-                                "responseSchema": {
-                                    "type": "object",
-                                    "properties": {"approved": {"type": "boolean"}},
-                                    "required": ["approved"],
-                                },
-                            }
-                        ],
-                    },
-                }
-            )
+            self.run.answers.setdefault(event.request.id, (trio.Event(), []))
+            out.append(self._interrupt(event.agent, [event.request]))
             self.interrupted = True
+        elif (
+            isinstance(event, RunFinished)
+            and event.agent == "root"
+            and event.status == "pending"
+            and event.result is not None
+            and event.result.suspended
+        ):  # durable: the run halted, its pending state is in the store
+            out += self._close_all()
+            self.thread.agents["root"]["state"] = "suspended"
+            out.append(self._tree("root", {"state": "suspended"}))
+            out.append(self._interrupt("root", [s.request for s in event.result.suspended]))
+            self.finished = True
         elif isinstance(event, Usage) and event.agent == "root":
             out.append(self._tree("root", {"tokens": int(event.usage.get("total_tokens", 0))}))
         elif isinstance(event, ApprovalAnswered):
