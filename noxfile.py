@@ -121,8 +121,9 @@ def bench(session: nox.Session) -> None:
     """
     install(session, "-e", ".", "toolnexus==0.21.0", "tesseron==0.2.0")
     install(session, "matplotlib")  # optional chart; the bench runs without it
-    # Scenario 20 (tracing overhead): the API (the [otel] extra) and the SDK.
-    install(session, "-e", ".[otel]", "opentelemetry-sdk>=1.30,<2")
+    # Scenario 22 (tracing overhead): the API (the [otel] extra) and the SDK; scenario 23
+    # (the AG-UI endpoint) serves on hypercorn (the [ui] extra).
+    install(session, "-e", ".[otel,ui]", "opentelemetry-sdk>=1.30,<2")
     # Scenario 8 (MCP): toolnexus 0.21 pins mcp<2 (it gets 1.30 here, in the session's
     # virtualenv), while our [mcp] extra needs mcp>=2.3. So our MCP side runs from a
     # second virtualenv next to this one (.nox/bench-mcp-ours) and the peer from this one;
