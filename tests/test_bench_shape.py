@@ -64,3 +64,15 @@ def test_no_import_cycles_in_the_benchmarks() -> None:
 
 def test_rows_import_nothing_of_the_benchmarks() -> None:
     assert GRAPH["benchmarks.rows"] == set()
+
+
+def test_the_scenario_list_is_numbered_in_order() -> None:
+    """docs/performance.rst lists the scenarios as one enumerated list, which docutils ends
+    (with a warning, fatal under ``sphinx -W``) at a number that does not follow the last."""
+    import re
+
+    from benchmarks import report
+
+    page = report._rst([], "machine", {}, "date", "command", None)
+    numbers = [int(m) for m in re.findall(r"^(\d+)\. \*\*", page, flags=re.MULTILINE)]
+    assert numbers == list(range(1, len(numbers) + 1)), numbers
