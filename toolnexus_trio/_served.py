@@ -8,6 +8,7 @@ A2A server class whether or not the extra that brings hypercorn is installed.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import logging
 from types import TracebackType
@@ -21,7 +22,7 @@ SHUTDOWN_GRACE: Final = 1.0
 """Seconds open HTTP streams get to finish when serving stops."""
 
 
-class HttpServed:
+class HttpServed(abc.ABC):
     """The lifecycle of one served toolkit: subclasses set :attr:`_url` once listening,
     serve in ``__call__`` until ``self._stop`` is set, and set ``self._stopped`` (in a
     ``finally``) when they are done."""
@@ -35,8 +36,9 @@ class HttpServed:
         self._stopped = trio.Event()
         self._stack: contextlib.AsyncExitStack | None = None
 
+    @abc.abstractmethod
     async def __call__(self, *, task_status: trio.TaskStatus[Any]) -> None:
-        raise NotImplementedError
+        """Serve until ``self._stop`` is set; ``task_status.started()`` once listening."""
 
     async def aclose(self) -> None:
         """Stop serving (open streams get :data:`SHUTDOWN_GRACE` to finish). Idempotent."""
