@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import attrs
 
@@ -104,6 +104,27 @@ async def _evaluate(
         return await classifier.evaluate(state, questions), None
     except ClassifierError as exc:
         return None, str(exc) or "classifier error"
+
+
+_K = TypeVar("_K")
+
+
+def _partition_pairs(
+    decision: Decision | None, on_error: OnErrorMode, low: float, keys: list[tuple[str, _K]]
+) -> tuple[list[_K], list[_K]]:
+    """Keys kept and dropped, in order, each judged by its question's answer: only a
+    confident no (p below *low*) drops one. With no decision (the classifier failed),
+    every key is kept (``on_error="open"``) or every one dropped."""
+    if decision is None:
+        every = [key for _, key in keys]
+        return (every, []) if on_error == "open" else ([], every)
+    kept: list[_K] = []
+    dropped: list[_K] = []
+    for question, key in keys:
+        answer = decision.answers.get(question)
+        no = isinstance(answer, NoulAnswer) and answer.noul < low
+        (dropped if no else kept).append(key)
+    return kept, dropped
 
 
 async def _chain(next_hook: Hook | None, event: dict[str, Any]) -> Any:
@@ -271,16 +292,10 @@ class _Relevance:
             questions.setdefault(name, self._question(name, _field(item, "description")))
         state = {"user_request": prompt, "role": self._role}
         decision, error = await _evaluate(self.classifier, state, questions)
+        keys = [(name, name) for name in names]  # (a repeated name is judged once)
+        selected, dropped = _partition_pairs(decision, self.on_error, self.bands.low, keys)
         if decision is None:
-            if self.on_error == "open":
-                return RelevanceVerdict(names, [], False, error)
-            return RelevanceVerdict([], names, False, error)
-        selected: list[str] = []
-        dropped: list[str] = []
-        for name in names:
-            answer = decision.answers.get(name)
-            no = isinstance(answer, NoulAnswer) and answer.noul < self.bands.low
-            (dropped if no else selected).append(name)
+            return RelevanceVerdict(selected, dropped, False, error)
         return RelevanceVerdict(selected, dropped, decision.calibrated)
 
 
@@ -378,16 +393,10 @@ class ToolResultFilterClassifier:
             for i in indices
         }
         decision, error = await _evaluate(self.classifier, state, questions)
+        keys = [(str(i), i) for i in indices]
+        kept, dropped = _partition_pairs(decision, self.on_error, self.bands.low, keys)
         if decision is None:
-            if self.on_error == "open":
-                return FilterVerdict(indices, [], False, error)
-            return FilterVerdict([], indices, False, error)
-        kept: list[int] = []
-        dropped: list[int] = []
-        for i in indices:
-            answer = decision.answers.get(str(i))
-            no = isinstance(answer, NoulAnswer) and answer.noul < self.bands.low
-            (dropped if no else kept).append(i)
+            return FilterVerdict(kept, dropped, False, error)
         return FilterVerdict(kept, dropped, decision.calibrated)
 
     def as_hook(self, next: Hook | None = None) -> Hook:
