@@ -78,3 +78,30 @@ async def test_a_cancel_of_the_call_sends_tasks_cancel(tmp_path: Path) -> None:
         cancels = [line.split()[1] for line in lines(ledger) if line.startswith("cancel ")]
         assert len(created) == 1 and cancels == created
     assert "done two" not in lines(ledger)
+
+
+async def test_a_cancel_while_the_create_is_answered_still_cancels_the_task(
+    tmp_path: Path,
+) -> None:
+    """The server created the task and started the tool, its answer is on its way when
+    the call is cancelled: the create's answer is still awaited (a bounded shield), so
+    the task gets its ``tasks/cancel`` instead of running on unobserved."""
+    ledger = tmp_path / "ledger"
+    options = ToolkitOptions(mcp=peer_config(ledger), builtins=False)
+    async with open_toolkit(options) as toolkit:
+        token = CancelToken()
+        out: list[Any] = []
+
+        async def call() -> None:
+            out.append(await toolkit.execute("peer_slow", {"label": "held"}, ToolContext(token)))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call)
+            await wait_for_line(ledger, "start held")
+            token.cancel()  # the peer has not answered the create yet
+            (tmp_path / "ledger.answer").touch()
+        assert out[0].is_error and "cancelled" in out[0].output
+        created = [line.split()[1] for line in lines(ledger) if line.startswith("created ")]
+        cancels = [line.split()[1] for line in lines(ledger) if line.startswith("cancel ")]
+        assert len(created) == 1 and cancels == created
+    assert "done held" not in lines(ledger)

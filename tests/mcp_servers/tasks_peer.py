@@ -19,7 +19,8 @@ is anyio).
 - The ledger file (outside every process) gets ``created <task id>`` when a task is
   created, ``start <label>`` when the tool starts,
   ``cancel <task id>`` when ``tasks/cancel`` arrives, ``done <label>`` when it
-  finishes. ``slow`` waits until the file ``LEDGER.release`` exists (the test's
+  finishes. A task of a label starting with ``held`` is answered only once the file
+  ``LEDGER.answer`` exists. ``slow`` waits until the file ``LEDGER.release`` exists (the test's
   signal), then answers ``slow done: <label>``.
 """
 
@@ -147,7 +148,15 @@ def build(ledger: Path) -> tuple[MCPServer, _Tasks]:
     async def middleware(ctx: Any, call_next: Any) -> Any:
         params = dict(ctx.params or {})
         if ctx.method == "tools/call" and params.get("task") is not None:
-            return tasks.create(params["name"], dict(params.get("arguments") or {}))
+            arguments = dict(params.get("arguments") or {})
+            created = tasks.create(params["name"], arguments)
+            if str(arguments.get("label", "")).startswith("held"):
+                # Answer only once the test says so: its cancel comes while this
+                # answer is still on its way (the task already created and running).
+                answer = ledger.with_name(ledger.name + ".answer")
+                while not answer.exists():  # noqa: ASYNC110 - the signal is a file from the test
+                    await trio.sleep(0.02)
+            return created
         result = await call_next(ctx)
         if ctx.method == "initialize" and isinstance(result, dict):
             caps = result.setdefault("capabilities", {})

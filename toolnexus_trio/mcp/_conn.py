@@ -50,7 +50,7 @@ from ._limits import MAX_LISTING_BYTES, MAX_MESSAGE_BYTES, MAX_TOOLS, size_text
 from ._parts import parts_of
 from ._progress import CallProgress, ReadTap
 from ._stdio import StdioTransport, open_stdio
-from ._tasks import TaskCall, server_runs_tasks, task_capable
+from ._tasks import TaskCall, server_runs_tasks, task_support
 from ._types import McpStatus, McpToolInfo
 
 logger = logging.getLogger("toolnexus_trio.mcp")
@@ -130,7 +130,7 @@ class ServerConn:
         self._elicits = wait_for is not None or relay_to_client
         self._desk = Desk()
         self._dispatcher: JSONRPCDispatcher[Any] | None = None
-        self._task_tools: frozenset[str] = frozenset()  # tools declaring taskSupport
+        self._task_tools: dict[str, str] = {}  # tool -> its taskSupport (optional, required)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -353,7 +353,7 @@ class ServerConn:
         :data:`MAX_TOOLS` tools and :data:`MAX_LISTING_BYTES` (each page, as any message,
         to the message cap): pagination must not add up to more than one answer may."""
         infos: list[McpToolInfo] = []
-        tasks: set[str] = set()
+        tasks: dict[str, str] = {}
         cursor: str | None = None
         seen: set[str] = set()
         size = 0
@@ -379,10 +379,10 @@ class ServerConn:
                 )
                 for t in page.tools
             ]
-            tasks.update(t.name for t in page.tools if task_capable(t))
+            tasks.update((t.name, support) for t in page.tools if (support := task_support(t)))
             cursor = page.next_cursor
             if not cursor:
-                self._task_tools = frozenset(tasks)
+                self._task_tools = tasks
                 return infos
             if cursor in seen:
                 raise LoadError(f"tools/list returned cursor {cursor!r:.40} twice")
@@ -437,7 +437,14 @@ class ServerConn:
         depth = sampling_depth.get()
         # Inside a sampling request: the server we call learns how deep it is.
         call_meta: dict[str, Any] = {DEPTH_META: depth} if depth else {}
-        as_task = tool in self._task_tools and server_runs_tasks(session)
+        support = self._task_tools.get(tool)
+        # An optional task is a plain call when the server may ask us things (sampling,
+        # elicitation): a task's questions would need its input_required round trips,
+        # which few servers (serve included) offer, and a plain call keeps them working.
+        asks = self._sampling is not None or self._elicits
+        as_task = server_runs_tasks(session) and (
+            support == "required" or (support == "optional" and not asks)
+        )
         try:
             async with self._call_desk():
                 if as_task:
@@ -461,7 +468,8 @@ class ServerConn:
             opts: Any = {"headers": {MCP_PROTOCOL_VERSION_HEADER: version}}
             return await dispatcher.send_raw_request(method, params, opts)
 
-        return TaskCall(session, send_raw, self.config.name, tool, current_resume.get())
+        resume = current_resume.get()
+        return TaskCall(session, send_raw, self.config.name, tool, resume, self.bound)
 
     def _call_desk(self) -> contextlib.AbstractAsyncContextManager[ActiveCall | None]:
         """The call's place on the desk, when this server may ask us things."""

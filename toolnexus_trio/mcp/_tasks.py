@@ -1,13 +1,18 @@
 """MCP Tasks (the 2025-11-25 revision's task-augmented ``tools/call``), client side.
 
-A connected server's tool is called as a task when the tool declares
-``execution.taskSupport`` (``"optional"`` or ``"required"``) and the server advertises
-``capabilities.tasks.requests.tools.call``: :class:`TaskCall` sends ``tools/call``
-with a ``task`` field, gets a ``CreateTaskResult`` (the task id), polls ``tasks/get``
-(honouring the server's ``pollInterval``, clamped to :data:`MIN_POLL_S` ..
-:data:`MAX_POLL_S`; Trio time, so cancellable) until the task is terminal (or needs
-input), then fetches the payload with ``tasks/result``. A cancel of the calling scope
-sends ``tasks/cancel`` under a bounded shield before it propagates.
+A connected server's tool is called as a task when the server advertises
+``capabilities.tasks.requests.tools.call`` and the tool declares
+``execution.taskSupport: "required"``, or ``"optional"`` and the connection does not
+answer the server's questions (sampling, elicitation: a plain call keeps them working,
+where a task would need ``input_required`` round trips few servers offer).
+:class:`TaskCall` sends ``tools/call`` with a ``task`` field, gets a
+``CreateTaskResult`` (the task id), polls ``tasks/get`` (honouring the server's
+``pollInterval``, clamped to :data:`MIN_POLL_S` .. :data:`MAX_POLL_S`; Trio time, so
+cancellable) until the task is terminal (or needs input), then fetches the payload
+with ``tasks/result``. A cancel of the calling scope sends ``tasks/cancel`` under a
+bounded shield before it propagates; the create itself is shielded (bounded by the
+server's ``timeout``), so a cancel while its answer is on its way still knows the task
+to cancel.
 
 Inside a durable run the task id is saved in the call's checkpoint
 (:class:`~toolnexus_trio._runctx.ResumePoint`) before the first poll: a run recovered
@@ -53,10 +58,12 @@ TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
 SendRaw = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
-def task_capable(tool: types.Tool) -> bool:
-    """Whether *tool* (from ``tools/list``) may be called as a task."""
+def task_support(tool: types.Tool) -> str | None:
+    """*tool*'s ``taskSupport`` when it may be called as a task (``"optional"`` or
+    ``"required"``), else ``None``."""
     execution = tool.execution
-    return execution is not None and execution.task_support in ("optional", "required")
+    support = execution.task_support if execution is not None else None
+    return support if support in ("optional", "required") else None
 
 
 def server_runs_tasks(session: ClientSession) -> bool:
@@ -93,8 +100,10 @@ class TaskCall:
         server: str,
         tool: str,
         resume: ResumePoint | None,
+        create_bound: float,
     ) -> None:
         self.session = session
+        self.create_bound = create_bound
         self.send_raw = send_raw
         self.server = server
         self.tool = tool
@@ -120,7 +129,17 @@ class TaskCall:
             }
             if meta:
                 params["_meta"] = meta
-            raw = await self.send_raw("tools/call", params)
+            # Shielded (bounded by the server's timeout): the server may create the task
+            # and start the tool before its answer reaches us, and a cancel that dropped
+            # that answer would leave a task we could not cancel.
+            with trio.move_on_after(self.create_bound, shield=True) as bound:
+                raw = await self.send_raw("tools/call", params)
+            if bound.cancelled_caught:
+                raise MCPError(
+                    code=types.REQUEST_TIMEOUT,
+                    message=f"tools/call: the server created no task within "
+                    f"{self.create_bound * 1000:g}ms",
+                )
             if "task" not in raw:
                 # A server may answer an optional task at once, with the plain result.
                 try:
@@ -134,6 +153,7 @@ class TaskCall:
             task_id = created.task.task_id
             interval = created.task.poll_interval
         try:
+            await trio.lowlevel.checkpoint_if_cancelled()  # a cancel during the create
             if not resumed and self.resume is not None:
                 # Flushed before the first wait: from here a recovery polls this task.
                 await self.resume.save(
