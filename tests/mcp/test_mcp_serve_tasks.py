@@ -15,6 +15,7 @@ pytest.importorskip("mcp")
 
 import mcp_types as types
 import trio
+import trio.testing
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -28,6 +29,7 @@ from toolnexus_trio import (
     define_tool,
     open_toolkit,
 )
+from toolnexus_trio.mcp._taskboard import MAX_TASKS, TaskBoard
 
 HEADERS = {"headers": {"mcp-protocol-version": "2025-11-25"}}
 
@@ -158,3 +160,50 @@ async def test_our_client_calls_our_served_tool_as_a_task() -> None:
     assert out[0].output == "slow done: four" and not out[0].is_error
     # Run as a task: the tool's call id is the task's id, not a JSON-RPC request id.
     assert len(probe.call_ids) == 1 and not str(probe.call_ids[0]).isdigit()
+
+
+async def test_the_board_keeps_tasks_bounded_and_drops_them_after_their_ttl(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """serve's task board on its own (no transport): a task past its ttl is cancelled
+    and dropped; at most MAX_TASKS are kept, the oldest finished one making room, and
+    a new one is refused when all of them run."""
+    probe = Probe()
+    toolkit = await toolkit_for(probe)
+    runs: list[str] = []
+
+    async def run(tool: Any, args: dict[str, Any], task_id: str) -> types.CallToolResult:
+        runs.append(task_id)
+        result = await tool.call(args, ToolContext(call_id=task_id))
+        return types.CallToolResult(content=[types.TextContent(type="text", text=result.output)])
+
+    async with trio.open_nursery() as nursery:
+        board = TaskBoard(lambda: toolkit._current(), run, lambda: nursery)
+
+        def create(label: str, ttl: int | None = None) -> str:
+            task: dict[str, Any] = {} if ttl is None else {"ttl": ttl}
+            raw = {"name": "slow", "arguments": {"label": label}, "task": task}
+            created: str = board._create(raw)["task"]["taskId"]
+            return created
+
+        short = create("short", ttl=1000)
+        await trio.sleep(2)  # past its ttl: cancelled and dropped at the next look
+        with pytest.raises(MCPError, match="unknown or expired"):
+            board._find(short)
+        await trio.testing.wait_all_tasks_blocked()  # the cancelled tool unwinds
+        assert probe.cancelled == ["short"]
+
+        first = create("first")
+        probe.release.set()
+        await trio.sleep(1)  # `first` completes
+        probe.release = trio.Event()
+        others = [create(f"t{i}") for i in range(MAX_TASKS - 1)]
+        assert len(board._tasks) == MAX_TASKS
+        newest = create("newest")  # the oldest finished one (`first`) made room
+        assert first not in board._tasks and newest in board._tasks
+        with pytest.raises(MCPError, match="too many tasks running"):
+            create("refused")  # all 256 run
+        assert len(board._tasks) == MAX_TASKS and others[0] in board._tasks
+        with pytest.raises(MCPError, match="Unknown tool"):
+            board._create({"name": "nope", "arguments": {}, "task": {}})
+        nursery.cancel_scope.cancel()
