@@ -1,5 +1,5 @@
-"""A child process for tests/mcp/test_mcp_task_crash.py: a durable agent on a SQLite
-store whose one tool call is an MCP task of the peer at URL (tests/mcp_servers/
+"""A child process for tests/loop/test_mcp_task_crash.py: a durable agent on a shared
+store (DB: a SQLite file, or a ``postgresql://`` DSN) whose one tool call is an MCP task of the peer at URL (tests/mcp_servers/
 tasks_peer.py, started by the test over streamable HTTP, so it outlives this process).
 
     task_crash_child.py DB URL ask ID [--pause POINT]

@@ -2,7 +2,7 @@
 tool call, an MCP task of a real peer (the official SDK's MCPServer, a streamable HTTP
 subprocess that outlives the run's process), is running; a second process recovers the
 run and polls the *same* task. The peer's ledger, outside every process, shows the tool
-started exactly once and its result reached the recovered run (tests/
+started exactly once and its result reached the recovered run; on SQLite and on PostgreSQL (tests/
 task_crash_child.py; the process handling follows tests/loop/test_crash_processes.py)."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ pytest.importorskip("mcp")
 
 import trio
 from mcp_helpers import SERVERS
+from test_crash_processes import where
 from test_durable_processes import LIMIT_S, spawn
 
 CHILD = Path(__file__).resolve().parents[1] / "task_crash_child.py"
@@ -62,10 +63,11 @@ def lines(ledger: Path) -> list[str]:
     return ledger.read_text().splitlines() if ledger.exists() else []
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_a_run_killed_during_an_mcp_task_polls_the_same_task_after_recovery(
-    tmp_path: Path,
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    db, ledger = str(tmp_path / "runs.db"), tmp_path / "ledger"
+    db, ledger = where(backend, tmp_path, request), tmp_path / "ledger"
     with trio.fail_after(LIMIT_S):
         async with http_peer(ledger) as url:
             async with spawn(tmp_path, db, url, "ask", "t", "--pause", "resume", child=CHILD) as a:
