@@ -2,8 +2,9 @@
 tool call, an MCP task of a real peer (the official SDK's MCPServer, a streamable HTTP
 subprocess that outlives the run's process), is running; a second process recovers the
 run and polls the *same* task. The peer's ledger, outside every process, shows the tool
-started exactly once and its result reached the recovered run; on SQLite and on PostgreSQL (tests/
-task_crash_child.py; the process handling follows tests/loop/test_crash_processes.py)."""
+started exactly once and its result reached the recovered run; on SQLite and on
+PostgreSQL (tests/task_crash_child.py; the process handling follows
+tests/loop/test_crash_processes.py)."""
 
 from __future__ import annotations
 
