@@ -40,3 +40,26 @@ class RunServices:
 
 current_run: ContextVar[RunServices | None] = ContextVar("toolnexus_trio_run", default=None)
 """The services of the run whose task is asking (``None`` outside a run)."""
+
+
+@attrs.frozen
+class ResumePoint:
+    """A durable run's place for one tool call to keep what it needs to resume.
+
+    Set (in :data:`current_resume`) while a durable run's tool call runs. A tool that
+    starts work that outlives it on another side (an MCP task) calls :attr:`save`
+    with a small JSON object (the task id) before it waits; the checkpoint store has
+    it, flushed, when ``save`` returns. When the run's process dies and
+    :meth:`Client.recover <toolnexus_trio.Client.recover>` runs the call again,
+    :attr:`token` is that object, and the tool picks its work up instead of starting
+    it again (a call with a saved token is not in doubt: the other side holds its
+    state). ``token`` is ``None`` on a first run.
+    """
+
+    token: dict[str, Any] | None
+    save: Callable[[dict[str, Any]], Awaitable[None]]
+
+
+current_resume: ContextVar[ResumePoint | None] = ContextVar("toolnexus_trio_resume", default=None)
+"""The resume point of the durable tool call whose task is asking (``None`` when the
+call is not part of a durable run)."""

@@ -38,6 +38,7 @@ import trio
 
 from .._cancel import CancelToken
 from .._groups import collapse_groups
+from .._runctx import ResumePoint
 from .._tools import ToolResult
 from ..stores._base import CheckpointStore, ConversationStore, PendingState
 from ._conversation import _thread_lock
@@ -61,7 +62,7 @@ _FINISH_GRACE_S = 30.0
 
 _pause_hook: Callable[[str], Awaitable[None]] | None = None
 """Tests only: awaited after each checkpoint write with its kind (``"start"``,
-``"responded"``, ``"started"``, ``"result"``, ``"step"``, ``"finished"``), so a test
+``"responded"``, ``"started"``, ``"resume"``, ``"result"``, ``"step"``, ``"finished"``), so a test
 can kill the process exactly there."""
 
 
@@ -207,6 +208,24 @@ class Checkpointer:
         self._state["results"][str(index)] = {"started": True}
         await self._write(durable=True)
         await _pause("started")
+
+    def resume_point(self, index: int) -> ResumePoint:
+        """Call *index*'s :class:`~toolnexus_trio._runctx.ResumePoint`: the token an
+        earlier process saved for it (recovery), and how to save one."""
+        saved = self._state["results"].get(str(index)) or {}
+        token = saved.get("resume") if "output" not in saved else None
+
+        async def save(value: dict[str, Any]) -> None:
+            await self.tool_resume(index, value)
+
+        return ResumePoint(token if isinstance(token, dict) else None, save)
+
+    async def tool_resume(self, index: int, token: dict[str, Any]) -> None:
+        """Call *index* started work elsewhere that it can pick up again with *token*
+        (an MCP task id): flushed, so a recovery resumes it instead of calling again."""
+        self._state["results"][str(index)] = {"started": True, "resume": dict(token)}
+        await self._write(durable=True)
+        await _pause("resume")
 
     async def tool_done(self, index: int, outcome: _Outcome | None) -> None:
         """Call *index* of the turn ended with *outcome* (a suspension is not an end:
@@ -417,6 +436,10 @@ def _known_outcomes(
         done = results.get(str(i))
         if done is not None and "output" in done and not done.get("suspended"):
             known.append(_Outcome(ToolResult(done["output"], bool(done["is_error"])), call.args))
+        elif done is not None and isinstance(done.get("resume"), dict) and call.error is None:
+            # Not in doubt: the call saved how to pick its work up (an MCP task id);
+            # run it again and it resumes that work instead of starting it anew.
+            known.append(None)
         elif done is not None and done.get("started") and call.error is None:
             tool = toolkit.get(call.name)
             idempotent = tool is not None and tool.hints is not None and tool.hints.idempotent

@@ -22,6 +22,7 @@ import trio
 from .. import _tracing
 from .._cancel import CancelToken
 from .._relay import RELAY_KIND, relay_call, relay_request, relay_result
+from .._runctx import current_resume
 from .._toolkit import Toolkit
 from .._tools import (
     Tool,
@@ -304,7 +305,12 @@ class ToolCalls:
                 await gate.wait_turn(index)
             await checkpoint.tool_started(index)
             await trio.lowlevel.checkpoint_if_cancelled()  # a fenced-off write stops here
-            await self._call_task(run, call, index, turn, token, None, outcomes)
+            # The tool (an MCP task) may save a resume token into this call's checkpoint.
+            reset = current_resume.set(checkpoint.resume_point(index))
+            try:
+                await self._call_task(run, call, index, turn, token, None, outcomes)
+            finally:
+                current_resume.reset(reset)
         finally:
             if gate is not None:
                 gate.done[index].set()

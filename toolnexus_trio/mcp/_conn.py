@@ -32,9 +32,11 @@ from mcp.client.session import ClientRequestContext, ClientSession, IncomingMess
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
 from .._groups import collapse_groups
-from .._runctx import current_run
+from .._runctx import current_resume, current_run
 from .._sampling import DEPTH_META, Sampler, SamplingLimits, sampling_depth
 from .._tools import Tool, ToolContext, ToolHints, ToolResult, ToolSource
 from .._version import __version__
@@ -48,6 +50,7 @@ from ._limits import MAX_LISTING_BYTES, MAX_MESSAGE_BYTES, MAX_TOOLS, size_text
 from ._parts import parts_of
 from ._progress import CallProgress, ReadTap
 from ._stdio import StdioTransport, open_stdio
+from ._tasks import TaskCall, server_runs_tasks, task_support
 from ._types import McpStatus, McpToolInfo
 
 logger = logging.getLogger("toolnexus_trio.mcp")
@@ -126,6 +129,8 @@ class ServerConn:
         )
         self._elicits = wait_for is not None or relay_to_client
         self._desk = Desk()
+        self._dispatcher: JSONRPCDispatcher[Any] | None = None
+        self._task_tools: dict[str, str] = {}  # tool -> its taskSupport (optional, required)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -135,9 +140,12 @@ class ServerConn:
         return self.config.timeout_ms / 1000
 
     def _client(self, read: Any, write: Any) -> ClientSession:
+        # Our own dispatcher (the SDK's public one, as the session would build it): a
+        # task-augmented tools/call goes through it, because the session checks every
+        # tools/call answer against CallToolResult and a CreateTaskResult is not one.
+        self._dispatcher = JSONRPCDispatcher(ReadTap(read, self._progress), write)
         return ClientSession(
-            ReadTap(read, self._progress),
-            write,
+            dispatcher=self._dispatcher,
             elicitation_callback=self._elicit if self._elicits else None,
             sampling_callback=self._sample if self._sampling is not None else None,
             message_handler=self._on_message,
@@ -345,6 +353,7 @@ class ServerConn:
         :data:`MAX_TOOLS` tools and :data:`MAX_LISTING_BYTES` (each page, as any message,
         to the message cap): pagination must not add up to more than one answer may."""
         infos: list[McpToolInfo] = []
+        tasks: dict[str, str] = {}
         cursor: str | None = None
         seen: set[str] = set()
         size = 0
@@ -370,8 +379,10 @@ class ServerConn:
                 )
                 for t in page.tools
             ]
+            tasks.update((t.name, support) for t in page.tools if (support := task_support(t)))
             cursor = page.next_cursor
             if not cursor:
+                self._task_tools = tasks
                 return infos
             if cursor in seen:
                 raise LoadError(f"tools/list returned cursor {cursor!r:.40} twice")
@@ -426,9 +437,20 @@ class ServerConn:
         depth = sampling_depth.get()
         # Inside a sampling request: the server we call learns how deep it is.
         call_meta: dict[str, Any] = {DEPTH_META: depth} if depth else {}
+        support = self._task_tools.get(tool)
+        # An optional task is a plain call when the server may ask us things (sampling,
+        # elicitation): a task's questions would need its input_required round trips,
+        # which few servers (serve included) offer, and a plain call keeps them working.
+        asks = self._sampling is not None or self._elicits
+        as_task = server_runs_tasks(session) and (
+            support == "required" or (support == "optional" and not asks)
+        )
         try:
             async with self._call_desk():
-                result = await self._call_tool(session, tool, public_name, args, ctx, call_meta)
+                if as_task:
+                    result = await self._task_call(session, tool).run(args, call_meta)
+                else:
+                    result = await self._call_tool(session, tool, public_name, args, ctx, call_meta)
         except MCPError as exc:
             reason = self._explain(exc)
             if reason is not None:
@@ -436,6 +458,18 @@ class ServerConn:
             return ToolResult.error(exc.error.message or str(exc), meta)
         output, is_error = result_text(result)
         return ToolResult(output, is_error, meta, parts_of(result.content))
+
+    def _task_call(self, session: ClientSession, tool: str) -> TaskCall:
+        assert self._dispatcher is not None  # set with the session
+        dispatcher = self._dispatcher
+
+        async def send_raw(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            version = session.protocol_version or ""
+            opts: Any = {"headers": {MCP_PROTOCOL_VERSION_HEADER: version}}
+            return await dispatcher.send_raw_request(method, params, opts)
+
+        resume = current_resume.get()
+        return TaskCall(session, send_raw, self.config.name, tool, resume, self.bound)
 
     def _call_desk(self) -> contextlib.AbstractAsyncContextManager[ActiveCall | None]:
         """The call's place on the desk, when this server may ask us things."""

@@ -1,5 +1,8 @@
 """A toolkit's MCP server face (SPEC §7C): list, call, cancel, progress, suspension.
 
+Long because the ways a call is answered (plain, by elicitation, parked between
+``input_required`` rounds, as an MCP task) share its helpers here.
+
 :class:`ServedToolkit` builds the SDK's low-level ``Server`` for a toolkit; the
 transports (streamable HTTP on hypercorn, stdio) live in :mod:`._serving`.
 
@@ -21,6 +24,8 @@ transports (streamable HTTP on hypercorn, stdio) live in :mod:`._serving`.
   to the client that advertised the capability (:mod:`._relay`): as a request on a
   handshake-era connection, as an ``InputRequiredResult`` round on a 2026-07-28 one,
   where the call is parked between rounds (:mod:`._park`).
+- A ``tools/call`` with a ``task`` field (MCP Tasks, 2025-11-25) runs the tool as a
+  task in the server's nursery (:mod:`._taskboard`).
 - A change of ``toolkit.tools()`` (seen through ``Toolkit.wait_changed``, no polling)
   sends ``notifications/tools/list_changed`` to every connection (and to
   ``subscriptions/listen`` streams).
@@ -57,6 +62,7 @@ from ._hints import annotations_from_hints
 from ._park import Park
 from ._parts import mcp_content
 from ._relay import Relay, can_elicit, can_sample
+from ._taskboard import TASKS_CAPABILITY, TaskBoard
 from ._types import CallInfo, MCPServeConfig, OnCall
 
 if TYPE_CHECKING:
@@ -72,6 +78,7 @@ _LOG_LEVELS: Final = frozenset(
     {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 )
 _ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+_AS_TASK = types.ToolExecution(task_support="optional")
 
 
 def _args_digest(args: dict[str, Any]) -> str:
@@ -88,11 +95,14 @@ class _ToolkitServer(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
-        return super().create_initialization_options(
+        options = super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True),
             experimental_capabilities,
             extensions,
         )
+        # MCP Tasks (2025-11-25): our tools run as tasks for a client that asks.
+        options.capabilities = options.capabilities.model_copy(update={"tasks": TASKS_CAPABILITY})
+        return options
 
 
 async def _session_on_span(ctx: ServerRequestContext[Any], call_next: Any) -> Any:
@@ -137,6 +147,7 @@ class ServedToolkit:
         )
         # Listed outermost-first: appended, it runs inside the SDK's span middleware.
         self.server.middleware.append(_session_on_span)
+        TaskBoard(self.exposed, self._run_task, lambda: self.nursery).install(self.server)
 
     def init_options(self) -> InitializationOptions:
         """What ``initialize`` answers: our ``serverInfo``, ``tools.listChanged``."""
@@ -169,6 +180,7 @@ class ServedToolkit:
                         input_schema=t.input_schema,
                         output_schema=t.output_schema,
                         annotations=annotations_from_hints(t.hints),
+                        execution=None if t.source is ToolSource.RELAY else _AS_TASK,
                     )
                     for t in exposed.values()
                 ]
@@ -252,6 +264,28 @@ class ServedToolkit:
             raise
         finally:
             current_run.reset(reset)
+
+    async def _run_task(
+        self, tool: Tool, args: dict[str, Any], task_id: str
+    ) -> types.CallToolResult:
+        """A call run as an MCP task (:mod:`._taskboard`): its request is answered, so
+        nothing is relayed to the client, and a suspension ends it with what it asked."""
+        started = trio.current_time()
+        token = CancelToken()
+        try:
+            result = await tool.call(args, ToolContext(cancel=token, call_id=task_id))
+        except trio.Cancelled:
+            token.cancel("cancelled by the MCP client (tasks/cancel)")
+            raise
+        request = pending_of(result)
+        if request is not None:
+            result = ToolResult.error(
+                f"{result.output}\n\nThe tool is waiting for {request.kind}: {request.prompt}. "
+                "A tool run as an MCP task cannot be answered; call it without a task.",
+                {"pending": request},
+            )
+        self._report(tool, started, result)
+        return _call_result(tool, result)
 
     def _report(self, tool: Tool, started: float, result: ToolResult) -> None:
         if self.on_call is None:
