@@ -115,6 +115,59 @@ async def test_an_approval_answered_at_another_worker_over_the_store(place: str)
                 assert transcript is not None and transcript[-1]["content"] == "launched"
 
 
+async def test_a_durable_continuation_streams_as_a_live_run(tmp_path: Path) -> None:
+    @tool
+    async def launch(ctx: ToolContext, target: str) -> ToolResult:
+        """Launch at *target*, once a person approves."""
+        if ctx.answer is None:
+            return pending(Request(kind="approval", prompt=f"launch at {target}?"))
+        return ToolResult.ok(f"launched {target}")
+
+    @tool
+    async def track(target: str) -> str:
+        """Track what went to *target*."""
+        return f"tracking {target}"
+
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "launch", "arguments": {"target": "moon"}, "id": "c1"}]},
+        {"tool_calls": [{"name": "track", "arguments": {"target": "moon"}, "id": "c2"}]},
+        {"text": "the rocket is on its way"},
+    ]
+    with trio.fail_after(60):
+        async with (
+            open_fake_provider(script) as provider,
+            _store(str(tmp_path / "t.db")) as store_a,
+            _store(str(tmp_path / "t.db")) as store_b,
+        ):
+            options = ClientOptions(
+                base_url=provider.base_url, style="openai", model="m", api_key="k"
+            )
+            worker_a = AguiAgent(options, [launch, track], store=store_a)
+            worker_b = AguiAgent(options, [launch, track], store=store_b)
+            async with UiServing(worker_a) as a, UiServing(worker_b) as b:
+                first = await run_to_end(a.url + "agui", run_input("s1", "r1", "go"))
+                (interrupt,) = first[-1]["outcome"]["interrupts"]
+                resume = [
+                    {
+                        "interruptId": interrupt["id"],
+                        "status": "resolved",
+                        "payload": {"approved": True},
+                    }
+                ]
+                second = await run_to_end(b.url + "agui", run_input("s1", "r2", resume=resume))
+    kinds = [f["type"] for f in second]
+    # The answered call's result first, then the next turns as the provider streamed them.
+    calls = [k for k in kinds if k.startswith("TOOL_CALL")]
+    assert calls == ["TOOL_CALL_RESULT", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_ARGS",
+                     "TOOL_CALL_END", "TOOL_CALL_RESULT"]  # fmt: skip
+    fragments = [f["delta"] for f in second if f["type"] == "TOOL_CALL_ARGS"]
+    assert "".join(fragments) == '{"target":"moon"}'
+    text = [f["delta"] for f in second if f["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert text == ["the ", "rocket ", "is ", "on ", "its ", "way"]  # one per provider delta
+    assert kinds.index("TEXT_MESSAGE_START") > kinds.index("TOOL_CALL_RESULT")
+    assert second[-1]["result"] == {"status": "done", "text": "the rocket is on its way"}
+
+
 async def test_a_declined_durable_approval_runs_nothing(tmp_path: Path) -> None:
     ran: list[str] = []
 

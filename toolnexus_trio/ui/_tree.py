@@ -10,32 +10,25 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 import attrs
-import trio
 
 from .._toolkit import Toolkit
 from .._tools import Tool, ToolContext, ToolResult, ToolSource
 from .._wire import Answer, Request
 from ..agents import AgentDef, AgentRuntime, Budget, open_agent_runtime
-from ..loop._client import Client
 from ..loop._events import (
     AgentFinished,
     AgentSpawned,
     AgentStateChanged,
     ApprovalAnswered,
     ApprovalRequested,
-    RunFailed,
-    RunFinished,
-    RunStarted,
     SendEvent,
-    TextDelta,
     ToolCallFinished,
     ToolCallStarted,
-    Usage,
+    answer_events,
     stream_events,
 )
 from ..loop._results import Hooks, Message, RunResult
 from ..models import ClientOptions, create_client
-from ..stores._base import PendingStore
 
 HELPER: Final = "helper"
 """The sub-agent the ``delegate`` tool spawns."""
@@ -49,51 +42,6 @@ the context, so the helper's hooks and approvals know their handle id."""
 
 def _budget_dict(budget: Budget) -> dict[str, Any]:
     return {k: v for k, v in attrs.asdict(budget).items() if v is not None}
-
-
-async def _answered(
-    client: Client, toolkit: Toolkit, send: SendEvent, id: str, answers: dict[str, Answer]
-) -> RunResult:
-    """Answer the stored pending run *id* (:meth:`Client.answer`, take-once) and send
-    its continuation: the answered calls' results, the calls and text that followed."""
-    await send(RunStarted("root", ""))
-    store = client.store
-    state = await store.get_pending(id) if isinstance(store, PendingStore) else None
-    halted = (
-        RunResult.from_json(state.result)
-        if state is not None and state.result is not None
-        else None
-    )
-    try:
-        result: RunResult = await client.answer(id, answers, toolkit=toolkit)
-    except Exception as exc:
-        with trio.move_on_after(1, shield=True):
-            await send(RunFailed("root", str(exc) or type(exc).__name__))
-        raise
-    assert halted is not None  # answer found it pending, so it was read above
-    names: dict[str, str] = {}
-    for s in halted.suspended:
-        names[s.id] = s.name
-        message = result.messages[s.message_index]
-        await send(
-            ToolCallFinished("root", s.id, s.name, str(message.get("content", "")), "result")
-        )
-    for message in result.messages[len(halted.messages) :]:
-        for call in message.get("tool_calls") or []:
-            fn = call.get("function", {})
-            names[call["id"]] = fn.get("name", "")
-            await send(
-                ToolCallStarted("root", call["id"], names[call["id"]], fn.get("arguments", ""))
-            )
-        if message.get("role") == "tool":
-            call_id = str(message.get("tool_call_id"))
-            content = str(message.get("content", ""))
-            await send(ToolCallFinished("root", call_id, names.get(call_id, ""), content, "result"))
-    if result.status != "pending" and result.text:
-        await send(TextDelta("root", result.text))
-    await send(Usage("root", dict(result.usage)))
-    await send(RunFinished("root", result.status, result.text, result))
-    return result
 
 
 async def stream_tree(
@@ -173,8 +121,9 @@ async def stream_tree(
         toolkit = Toolkit([*tools, _delegate_tool(runtime, send)])
         options = attrs.evolve(llm, wait_for=None if halt else ask, system_prompt=system_prompt)
         async with create_client(options) as client:
-            if answer is not None:
-                return await _answered(client, toolkit, send, *answer)
+            if answer is not None:  # streamed as a live run is
+                id, answers = answer
+                return await answer_events(client, id, answers, send, toolkit)
             return await stream_events(client, prompt, send, toolkit, history=history)
 
 
