@@ -20,6 +20,7 @@ import trio
 from agui_helpers import run_input, run_to_end
 
 from toolnexus_trio import Request, ToolContext, ToolResult, pending, tool
+from toolnexus_trio.builtins._guard import ask_tools
 from toolnexus_trio.models import ClientOptions
 from toolnexus_trio.stores import PendingStore
 from toolnexus_trio.testing import open_fake_provider
@@ -113,6 +114,70 @@ async def test_an_approval_answered_at_another_worker_over_the_store(place: str)
                 assert state is not None and state.status == "answered"
                 transcript = await store_a.get("d1")
                 assert transcript is not None and transcript[-1]["content"] == "launched"
+
+
+async def test_a_sub_agents_approval_answered_at_another_worker(place: str, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    command = "echo ran >> out.txt; echo ok"
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "delegate", "arguments": {"prompt": "run it"}, "id": "d1"}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": command}, "id": "b1"}]},
+        {"text": "helper: it ran"},
+        {"text": "the helper ran it"},
+    ]
+    # bash as the ui command has it: each call asks first (the approval shows the command).
+    bash = [t for t in ask_tools(str(work), confirm=True) if t.name == "bash"]
+    with trio.fail_after(60):
+        async with (
+            open_fake_provider(script) as provider,
+            _store(place) as store_a,
+            _store(place) as store_b,
+        ):
+            options = ClientOptions(
+                base_url=provider.base_url, style="openai", model="m", api_key="k"
+            )
+            worker_a = AguiAgent(options, bash, store=store_a)
+            worker_b = AguiAgent(options, bash, store=store_b)
+            async with UiServing(worker_a) as a, UiServing(worker_b) as b:
+                first = await run_to_end(a.url + "agui", run_input("t1", "r1", "go"))
+                outcome = first[-1]["outcome"]
+                assert first[-1]["type"] == "RUN_FINISHED" and outcome["type"] == "interrupt"
+                (interrupt,) = outcome["interrupts"]
+                # The interrupt is the sub-agent's own request, named by its agent id.
+                assert interrupt["metadata"] == {"agent": "root/helper.1", "show": command}
+                states = [
+                    op["value"]
+                    for f in first
+                    if f["type"] == "STATE_DELTA"
+                    for op in f["delta"]
+                    if op["path"] == "/agents/root~1helper.1/state"
+                ]
+                assert states[-1] == "suspended"
+                # Nothing of the tree waits in worker A: it is in the store only.
+                assert worker_a.live_runs() == 0
+                assert not (work / "out.txt").exists()
+                resume = [
+                    {
+                        "interruptId": interrupt["id"],
+                        "status": "resolved",
+                        "payload": {"approved": True},
+                    }
+                ]
+                second = await run_to_end(b.url + "agui", run_input("t1", "r2", resume=resume))
+                assert (work / "out.txt").read_text() == "ran\n"
+                results = {
+                    f["toolCallId"]: f["content"] for f in second if f["type"] == "TOOL_CALL_RESULT"
+                }
+                assert results == {"root/helper.1:b1": "ok\n", "d1": "helper: it ran"}
+                assert second[-1]["result"] == {"status": "done", "text": "the helper ran it"}
+                # The same answer again, at either worker: taken once, nothing runs.
+                for url in (a.url, b.url):
+                    again = await run_to_end(url + "agui", run_input("t1", "r3", resume=resume))
+                    assert again[-1]["type"] == "RUN_ERROR"
+                    assert "already answered" in again[-1]["message"]
+                assert worker_a.live_runs() == worker_b.live_runs() == 0
+    assert (work / "out.txt").read_text() == "ran\n"  # once
 
 
 async def test_a_durable_continuation_streams_as_a_live_run(tmp_path: Path) -> None:
