@@ -20,11 +20,13 @@ import trio
 from agui_helpers import run_input, run_to_end
 
 from toolnexus_trio import Request, ToolContext, ToolResult, pending, tool
+from toolnexus_trio.agents._durable import pending_id
 from toolnexus_trio.builtins._guard import ask_tools
 from toolnexus_trio.models import ClientOptions
 from toolnexus_trio.stores import PendingStore
 from toolnexus_trio.testing import open_fake_provider
 from toolnexus_trio.ui import AguiAgent, UiServing
+from toolnexus_trio.ui._scoped import scoped
 
 
 @asynccontextmanager
@@ -178,6 +180,68 @@ async def test_a_sub_agents_approval_answered_at_another_worker(place: str, tmp_
                     assert "already answered" in again[-1]["message"]
                 assert worker_a.live_runs() == worker_b.live_runs() == 0
     assert (work / "out.txt").read_text() == "ran\n"  # once
+
+
+async def _halted_on_a_helper(url: str, thread: str) -> dict[str, Any]:
+    first = await run_to_end(url, run_input(thread, "r1", "go"))
+    (interrupt,) = first[-1]["outcome"]["interrupts"]
+    assert interrupt["metadata"]["agent"] == "root/helper.1"
+    return dict(interrupt)
+
+
+async def _helper_record(store: PendingStore, thread: str, request_id: str) -> str:
+    state = await store.get_pending(scoped(thread, pending_id(request_id)))
+    assert state is not None
+    return state.status
+
+
+async def test_a_declined_sub_agent_approval_and_a_thread_that_moves_on(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    call = {"name": "bash", "arguments": {"command": "echo ran >> out.txt"}, "id": "b1"}
+    delegate = {"name": "delegate", "arguments": {"prompt": "run it"}, "id": "d1"}
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [delegate]},
+        {"tool_calls": [call]},
+        {"text": "it was declined"},  # the root, told the helper's call was declined
+        {"tool_calls": [delegate]},
+        {"tool_calls": [call]},
+        {"text": "something else then"},  # the root, on the thread's next prompt
+    ]
+    bash = [t for t in ask_tools(str(work), confirm=True) if t.name == "bash"]
+    with trio.fail_after(60):
+        async with (
+            open_fake_provider(script) as provider,
+            _store(str(tmp_path / "t.db")) as store,
+        ):
+            options = ClientOptions(
+                base_url=provider.base_url, style="openai", model="m", api_key="k"
+            )
+            async with UiServing(AguiAgent(options, bash, store=store)) as served:
+                url = served.url + "agui"
+                # Declined: the helper's call never runs; the tree lets the helper go.
+                asked = await _halted_on_a_helper(url, "n1")
+                denied = [{"interruptId": asked["id"], "status": "cancelled"}]
+                second = await run_to_end(url, run_input("n1", "r2", resume=denied))
+                assert second[-1]["result"] == {"status": "done", "text": "it was declined"}
+                assert await _helper_record(store, "n1", asked["id"]) == "superseded"
+                # A new prompt instead of an answer: the old approval is superseded.
+                asked = await _halted_on_a_helper(url, "n2")
+                moved = await run_to_end(url, run_input("n2", "r2", "something else"))
+                assert moved[-1]["result"] == {"status": "done", "text": "something else then"}
+                assert await _helper_record(store, "n2", asked["id"]) == "superseded"
+                resume = [
+                    {
+                        "interruptId": asked["id"],
+                        "status": "resolved",
+                        "payload": {"approved": True},
+                    }
+                ]
+                late = await run_to_end(url, run_input("n2", "r3", resume=resume))
+                assert late[-1]["type"] == "RUN_ERROR"
+                reserved = await run_to_end(url, run_input("agui-tree:1:n:x", "r1", "go"))
+                assert reserved[-1]["type"] == "RUN_ERROR" and "reserved" in reserved[-1]["message"]
+    assert not (work / "out.txt").exists()
 
 
 async def test_a_durable_continuation_streams_as_a_live_run(tmp_path: Path) -> None:

@@ -147,8 +147,15 @@ async def stream_tree(
         async with create_client(options) as client:
             if answer is not None:  # streamed as a live run is
                 id, answers = answer
-                return await answer_events(client, id, answers, send, toolkit)
-            return await stream_events(client, prompt, send, toolkit, history=history)
+                result = await answer_events(client, id, answers, send, toolkit)
+            else:
+                result = await stream_events(client, prompt, send, toolkit, history=history)
+        if durable_tree and result.status != "pending":
+            # The run is over: a helper still open is one no answer will reach (its
+            # approval declined, so its call never ran again): the stored tree lets it go.
+            for h in list(runtime.root.children):
+                await runtime.close(h)
+        return result
 
 
 def _suspended_on(runtime: AgentRuntime, request_id: str) -> Handle | None:
