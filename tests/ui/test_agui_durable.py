@@ -182,6 +182,52 @@ async def test_a_sub_agents_approval_answered_at_another_worker(place: str, tmp_
     assert (work / "out.txt").read_text() == "ran\n"  # once
 
 
+async def test_two_sub_agents_approvals_answered_together_at_another_worker(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    call = {"name": "bash", "arguments": {"command": "echo ran >> out.txt"}, "id": "b1"}
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "delegate", "arguments": {"prompt": "one"}, "id": "d1"},
+                        {"name": "delegate", "arguments": {"prompt": "two"}, "id": "d2"}]},
+        {"tool_calls": [call]},
+        {"tool_calls": [call]},
+        {"text": "a helper is done"},
+        {"text": "a helper is done"},
+        {"text": "both are done"},
+    ]  # fmt: skip
+    bash = [t for t in ask_tools(str(work), confirm=True) if t.name == "bash"]
+    with trio.fail_after(60):
+        async with (
+            open_fake_provider(script) as provider,
+            _store(str(tmp_path / "t.db")) as store_a,
+            _store(str(tmp_path / "t.db")) as store_b,
+        ):
+            options = ClientOptions(
+                base_url=provider.base_url, style="openai", model="m", api_key="k"
+            )
+            async with (
+                UiServing(AguiAgent(options, bash, store=store_a)) as a,
+                UiServing(AguiAgent(options, bash, store=store_b)) as b,
+            ):
+                first = await run_to_end(a.url + "agui", run_input("p1", "r1", "go"))
+                interrupts = first[-1]["outcome"]["interrupts"]
+                agents = sorted(i["metadata"]["agent"] for i in interrupts)
+                assert agents == ["root/helper.1", "root/helper.2"]
+                resume = [
+                    {"interruptId": i["id"], "status": "resolved", "payload": {"approved": True}}
+                    for i in interrupts
+                ]
+                second = await run_to_end(b.url + "agui", run_input("p1", "r2", resume=resume))
+    # Each helper's call ran once, each result told under its own helper (resumed
+    # together, in one process that restored both).
+    assert (work / "out.txt").read_text() == "ran\nran\n"
+    results = sorted(f["toolCallId"] for f in second if f["type"] == "TOOL_CALL_RESULT")
+    assert results == ["d1", "d2", "root/helper.1:b1", "root/helper.2:b1"]
+    assert second[-1]["result"] == {"status": "done", "text": "both are done"}
+
+
 async def _halted_on_a_helper(url: str, thread: str) -> dict[str, Any]:
     first = await run_to_end(url, run_input(thread, "r1", "go"))
     (interrupt,) = first[-1]["outcome"]["interrupts"]
