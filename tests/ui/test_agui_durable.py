@@ -395,7 +395,8 @@ async def _ui_process(base_url: str, store: Path, work: Path) -> tuple[trio.Proc
     return ui, first.decode().strip()
 
 
-async def test_two_ui_processes_share_a_store_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("asker", ["root", "root/helper.1"])
+async def test_two_ui_processes_share_a_store_file(tmp_path: Path, asker: str) -> None:
     work = tmp_path / "work"
     work.mkdir()
     store = tmp_path / "approvals.db"
@@ -403,6 +404,9 @@ async def test_two_ui_processes_share_a_store_file(tmp_path: Path) -> None:
         {"tool_calls": [{"name": "bash", "arguments": {"command": "echo ran >> out.txt"}}]},
         {"text": "bash done"},
     ]
+    if asker != "root":  # the root delegates; its helper asks, and answers the root
+        delegate = {"name": "delegate", "arguments": {"prompt": "run it"}}
+        script = [{"tool_calls": [delegate]}, *script, {"text": "bash done"}]
     processes: list[trio.Process] = []
     try:
         with trio.fail_after(60):
@@ -413,7 +417,7 @@ async def test_two_ui_processes_share_a_store_file(tmp_path: Path) -> None:
                 processes.append(ui_b)
                 first = await run_to_end(url_a + "agui", run_input("p1", "r1", "run it"))
                 (interrupt,) = first[-1]["outcome"]["interrupts"]
-                assert interrupt["metadata"]["show"] == "echo ran >> out.txt"
+                assert interrupt["metadata"] == {"agent": asker, "show": "echo ran >> out.txt"}
                 assert not (work / "out.txt").exists()
                 resume = [
                     {
