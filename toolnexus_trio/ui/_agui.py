@@ -57,6 +57,7 @@ from ..loop._events import (
     TurnStarted,
     Usage,
 )
+from ..loop._records import SuspendedCall
 from ..loop._results import Message
 from ..models import ClientOptions
 from ..stores._base import PendingState, PendingStore
@@ -78,6 +79,9 @@ class _Run:
     answers: dict[str, tuple[trio.Event, list[Answer]]] = attrs.Factory(dict)
     runtime: AgentRuntime | None = None
     streaming: bool = False
+
+    def opened(self, runtime: AgentRuntime) -> None:  # its sub-agents' (interrupt)
+        self.runtime = runtime
 
 
 @attrs.define
@@ -274,9 +278,6 @@ class AguiAgent:
             finally:
                 run.answers.pop(request.id, None)
 
-        def opened(runtime: AgentRuntime) -> None:
-            run.runtime = runtime
-
         result = await stream_tree(
             self.llm,
             prompt,
@@ -286,7 +287,7 @@ class AguiAgent:
             history=thread.history or None,
             system_prompt=self.system_prompt,
             helper_budget=self.helper_budget,
-            on_runtime=opened,
+            on_runtime=run.opened,
         )
         thread.history = list(result.messages)
 
@@ -317,9 +318,6 @@ class AguiAgent:
                     await store.save(thread_id, result.messages)
             await send.send(event)
 
-        def opened(runtime: AgentRuntime) -> None:
-            run.runtime = runtime
-
         history = None if answers is not None else await store.get(thread_id)
         # The thread's sub-agents keep their tree in the store too: a sub-agent's
         # approval halts the tree as the root's does, and any worker resumes it.
@@ -331,7 +329,7 @@ class AguiAgent:
             history=history or None,
             system_prompt=self.system_prompt,
             helper_budget=self.helper_budget,
-            on_runtime=opened,
+            on_runtime=run.opened,
             halt=True,
             answer=(thread_id, answers) if answers is not None else None,
             tree_store=TreeStore(store, thread_id),
@@ -372,6 +370,15 @@ def _last_user_text(messages: list[Any]) -> str | None:
             if isinstance(content, list):  # AG-UI input content parts: the text ones
                 return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return None
+
+
+def _asker(call: SuspendedCall) -> str:
+    """Who asks in a halted tree: the root, or for a ``delegate`` call its sub-agent,
+    named by the ``data.path`` the runtime stamps on the request it relays."""
+    path = call.request.data.get("path") if isinstance(call.request.data, dict) else None
+    if call.name != "delegate" or not isinstance(path, list) or path[:1] != ["root"]:
+        return "root"
+    return "/".join(path) if all(isinstance(p, str) for p in path) else "root"
 
 
 def _pointer(agent: str) -> str:
@@ -428,15 +435,11 @@ class _Translator:
             ],
         }
 
-    def _interrupt(self, agent: str | None, requests: list[Request]) -> dict[str, Any]:
-        """``RUN_FINISHED`` with the interrupts of *requests*, asked by *agent* (``None``:
-        a halted tree's, each named by its request's ``data.path``)."""
+    def _interrupt(self, asks: list[tuple[str, Request]]) -> dict[str, Any]:
+        """``RUN_FINISHED`` with the interrupts of *asks* (the agent asking, its request)."""
         interrupts = []
-        for request in requests:
-            data = request.data if isinstance(request.data, dict) else {}
-            show = data.get("show")
-            path = data.get("path")
-            who = agent or ("/".join(path) if isinstance(path, list) and path else "root")
+        for who, request in asks:
+            show = request.data.get("show") if isinstance(request.data, dict) else None
             interrupts.append(
                 {
                     "id": request.id,
@@ -560,7 +563,7 @@ class _Translator:
             out += self._close_all()
             # Its answer's slot exists before the client can be told of it.
             self.run.answers.setdefault(event.request.id, (trio.Event(), []))
-            out.append(self._interrupt(event.agent, [event.request]))
+            out.append(self._interrupt([(event.agent, event.request)]))
             self.interrupted = True
         elif (
             isinstance(event, RunFinished)
@@ -572,7 +575,7 @@ class _Translator:
             out += self._close_all()
             self.thread.agents["root"]["state"] = "suspended"
             out.append(self._tree("root", {"state": "suspended"}))
-            out.append(self._interrupt(None, [s.request for s in event.result.suspended]))
+            out.append(self._interrupt([(_asker(s), s.request) for s in event.result.suspended]))
             self.finished = True
         elif isinstance(event, Usage) and event.agent == "root":
             out.append(self._tree("root", {"tokens": int(event.usage.get("total_tokens", 0))}))
