@@ -11,8 +11,18 @@ import pytest
 import trio
 import trio.testing
 
-from toolnexus_trio import Toolkit, tool
+from toolnexus_trio import (
+    Answer,
+    InMemoryConversationStore,
+    Request,
+    ToolContext,
+    Toolkit,
+    ToolResult,
+    pending,
+    tool,
+)
 from toolnexus_trio.loop import (
+    AlreadyAnswered,
     GenerateRequest,
     InProcessOptions,
     InProcessResponse,
@@ -27,6 +37,7 @@ from toolnexus_trio.loop import (
     TurnFinished,
     TurnStarted,
     Usage,
+    answer_events,
     create_in_process_client,
     stream_events,
 )
@@ -207,3 +218,47 @@ async def test_reasoning_streams_where_the_provider_streams_it(style: str) -> No
     last_thought = max(i for i, e in enumerate(seen) if isinstance(e, ReasoningDelta))
     assert isinstance(seen[1], TurnStarted) and last_thought < first_text
     assert "reasoning_delta" not in kinds  # the SPEC §8 stream is as it was
+
+
+async def test_answer_events_stream_a_stored_pending_runs_continuation() -> None:
+    @tool
+    async def launch(ctx: ToolContext, target: str) -> ToolResult:
+        """Launch at *target*, once a person approves."""
+        if ctx.answer is None:
+            return pending(Request(kind="approval", prompt=f"launch at {target}?"))
+        return ToolResult.ok(f"launched {target}")
+
+    async def model(request: GenerateRequest) -> InProcessResponse:
+        if request.turn == 0:
+            call = InProcessToolCall("c1", "launch", {"target": "moon"})
+            return InProcessResponse(content="", tool_calls=[call])
+        return InProcessResponse(content="on its way")
+
+    store = InMemoryConversationStore()
+    options = InProcessOptions(model="m", generate=model, store=store)
+    toolkit = Toolkit([launch])
+    client = create_in_process_client(options)
+    halted = await client.ask("go", toolkit, id="t")
+    assert halted.status == "pending" and halted.pending is not None
+    seen: list[RunEvent] = []
+
+    async def send(event: RunEvent) -> None:
+        seen.append(event)
+
+    answer = {halted.pending.id: Answer(halted.pending.id, True)}
+    result = await answer_events(client, "t", answer, send, toolkit)
+    assert result.text == "on its way"
+    assert seen == [
+        RunStarted("root", ""),
+        ToolCallFinished("root", "c1", "launch", "launched moon", "result"),
+        TurnStarted("root", 1),  # the halted run's turns go on
+        TextDelta("root", "on its way"),
+        TurnFinished("root", 1),
+        Usage("root", dict(result.usage)),
+        RunFinished("root", "done", "on its way", result),
+    ]
+    # Taken once: a second answer runs nothing and is told as RunFailed.
+    seen.clear()
+    with pytest.raises(AlreadyAnswered):
+        await answer_events(client, "t", answer, send, toolkit)
+    assert [type(e) for e in seen] == [RunStarted, RunFailed]

@@ -1,9 +1,12 @@
 // Drives our AG-UI endpoint with the official TypeScript client (@ag-ui/client).
-// argv: <node_modules prefix> <endpoint url> <mode: run | approve | abort>
+// argv: <node_modules prefix> <endpoint url> <mode: run | approve | abort> [ready file]
 // Prints one JSON line per event it saw ({"event": ...}), then {"done": ...}.
+// abort: once a bash call started and the ready file holds something (the shell wrote
+// it: it runs), abort the run (the abort must meet a running shell, not race its start).
+import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 
-const [prefix, url, mode] = process.argv.slice(2);
+const [prefix, url, mode, ready] = process.argv.slice(2);
 const require = createRequire(prefix + "/node_modules/");
 const { HttpAgent } = require("@ag-ui/client");
 
@@ -16,8 +19,15 @@ const subscriber = {
   onEvent({ event }) {
     out({ event });
     if (mode === "abort" && event.type === "TOOL_CALL_START" && event.toolCallName === "bash") {
-      out({ aborting: event.toolCallId });
-      agent.abortRun();
+      const id = event.toolCallId;
+      // The shell has no event of its own to wait on: poll its file (as the test does).
+      const poll = setInterval(() => {
+        if (existsSync(ready) && readFileSync(ready, "utf8").trim()) {
+          clearInterval(poll);
+          out({ aborting: id });
+          agent.abortRun();
+        }
+      }, 10);
     }
   },
   onRunFinishedEvent({ event }) {

@@ -41,6 +41,7 @@ from ._runtime import open_agent_runtime as _open_agent_runtime
 from ._soul import BOOTSTRAP_ORDER as BOOTSTRAP_ORDER
 from ._soul import HEARTBEAT_OK as HEARTBEAT_OK
 from ._soul import compose_soul as compose_soul
+from ._turn import current_handle as current_handle
 from ._types import LIMIT_MAX_CHILDREN as LIMIT_MAX_CHILDREN
 from ._types import LIMIT_MAX_CONCURRENT as LIMIT_MAX_CONCURRENT
 from ._types import LIMIT_MAX_DEPTH as LIMIT_MAX_DEPTH
@@ -113,6 +114,7 @@ __all__ = [
     "agent_from_dir",
     "all_todos_done",
     "compose_soul",
+    "current_handle",
     "guarded_hooks",
     "harness",
     "loop_unsupported",

@@ -76,6 +76,15 @@ _TURN_HANDLE: contextvars.ContextVar[Handle] = contextvars.ContextVar("toolnexus
 serves every handle of a def, and its gated source meters the handle it runs for."""
 
 
+def current_handle() -> Handle | None:
+    """The handle whose turn runs in the calling task (its tools, hooks and ``wait_for``
+    included), or ``None`` outside any agent's turn (the host, a root agent's own loop).
+
+    One def's hooks serve all its handles: this tells them which one they run for, also
+    for a handle restored from a store."""
+    return _TURN_HANDLE.get(None)
+
+
 class _GatedTurns:
     """A :class:`TurnSource` that gates and meters another one for the handle whose turn
     is running (:data:`_TURN_HANDLE`)."""

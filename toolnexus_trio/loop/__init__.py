@@ -43,6 +43,7 @@ from ._events import ToolCallStarted as ToolCallStarted
 from ._events import TurnFinished as TurnFinished
 from ._events import TurnStarted as TurnStarted
 from ._events import Usage as Usage
+from ._events import answer_events as answer_events
 from ._events import stream_events as stream_events
 from ._output import RetryOutput as RetryOutput
 from ._records import RUN_STATUSES as RUN_STATUSES
@@ -107,6 +108,7 @@ __all__ = [
     "TurnFinished",
     "TurnStarted",
     "Usage",
+    "answer_events",
     "compactor",
     "create_in_process_client",
     "estimate_tokens",

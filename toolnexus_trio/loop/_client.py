@@ -331,6 +331,23 @@ class Client(ToolCalls):
         options' ``output_type`` and friends. For answers that must not be
         replayed, see :meth:`answer`.
         """
+        return await self._resume(
+            result, answers, toolkit=toolkit, cancel=cancel, resuspend=resuspend
+        )
+
+    async def _resume(
+        self,
+        result: RunResult,
+        answers: Mapping[str, Answer] | Iterable[Answer],
+        *,
+        toolkit: Toolkit | None = None,
+        cancel: CancelToken | None = None,
+        resuspend: bool = False,
+        emit: Emit | None = None,
+    ) -> RunResult:
+        """:meth:`resume`, its run sending §8 events to *emit* as :meth:`stream`'s do
+        (the answered calls' ``tool_result`` first): the seam of the typed events of a
+        durable continuation (:func:`~toolnexus_trio.loop.answer_events`)."""
         if result.status != "pending":
             raise ValueError(f"resume needs a pending result, not status={result.status!r}")
         if toolkit is None and result._toolkit is None:
@@ -357,6 +374,7 @@ class Client(ToolCalls):
             cost=result.cost if result.cost is not None else (0.0 if result.turns == 0 else None),
             model=result.model,
         )
+        run.emit = emit
 
         async def body() -> None:
             await self._resume_turn(run, result.suspended, by_id, resuspend)

@@ -41,6 +41,7 @@ from ._results import Message, RunError, RunResult, RunTimeout
 if TYPE_CHECKING:
     from .._toolkit import Toolkit
     from ._client import Client
+    from ._turns import Emit
 
 _SAVE_GRACE_S = 30.0
 """How long the outcome's save may take once the answer's scope is cancelled."""
@@ -170,8 +171,10 @@ async def answer(
     *,
     toolkit: Toolkit,
     cancel: CancelToken | None = None,
+    emit: Emit | None = None,
 ) -> RunResult:
-    """See :meth:`Client.answer`."""
+    """See :meth:`Client.answer`; *emit* gets the resumed run's §8 events (as
+    :meth:`Client.stream`'s) as they happen."""
     if not isinstance(store, PendingStore):
         raise TypeError(
             f"{type(store).__name__} keeps no pending state: Client.answer needs a "
@@ -208,7 +211,9 @@ async def answer(
             raise AlreadyAnswered(id, "taken", in_doubt=mine)
         await _pause("taken")
         try:
-            result = await client.resume(halted, effective, toolkit=toolkit, cancel=cancel)
+            result = await client._resume(
+                halted, effective, toolkit=toolkit, cancel=cancel, emit=emit
+            )
         except (RunError, RunTimeout) as exc:
             # The calls ran; what the run produced before failing beats "interrupted".
             if exc.result is not None:

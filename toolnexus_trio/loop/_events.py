@@ -10,18 +10,18 @@ reading slows the run, nothing is queued), and the consumer that leaves cancels 
 :func:`stream_events` runs one agent's loop and sends its typed events, translated from
 the §8 stream: run started / finished / failed, turn started / finished, text deltas,
 tool call arguments as the provider streams them, tool call started (with its whole
-arguments) and finished (result, error or
-cancelled), usage. The sub-agent, approval and reasoning events are sent by whoever
-runs those (the AG-UI endpoint in :mod:`toolnexus_trio.ui`). :class:`ReasoningDelta`
-comes where the provider streams its reasoning (Anthropic thinking, Responses reasoning
-summaries).
+arguments) and finished (result, error or cancelled), usage. :func:`answer_events` does
+the same for the continuation of a stored pending run (:meth:`Client.answer`). The
+sub-agent, approval and reasoning events are sent by whoever runs those (the AG-UI
+endpoint in :mod:`toolnexus_trio.ui`). :class:`ReasoningDelta` comes where the provider
+streams its reasoning (Anthropic thinking, Responses reasoning summaries).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -30,7 +30,9 @@ import trio
 from .._cancel import CancelToken
 from .._toolkit import Toolkit
 from .._wire import Answer, Request
+from ..stores._base import PendingStore
 from ._client import Client
+from ._durable import answer
 from ._output import TOOL_ARGS_DELTA
 from ._results import Message, RunResult
 from ._turns import REASONING_DELTA
@@ -213,6 +215,57 @@ SendEvent = Callable[[RunEvent], Awaitable[None]]
 """Where events go: the send side of a size-0 channel (``channel.send``)."""
 
 
+class _Typed:
+    """The §8 events of one agent's run as typed events, sent in the run's own task."""
+
+    def __init__(self, agent: str, send: SendEvent, turn: int = 0) -> None:
+        self.agent = agent
+        self.send = send
+        self.turn = turn
+        self.in_turn = False
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        agent, send = self.agent, self.send
+        kind = event["type"]
+        if kind in ("text", "tool_call", TOOL_ARGS_DELTA, REASONING_DELTA) and not self.in_turn:
+            self.in_turn = True
+            await send(TurnStarted(agent, self.turn))
+        if kind == "text":
+            await send(TextDelta(agent, event["delta"]))
+        elif kind == REASONING_DELTA:
+            await send(ReasoningDelta(agent, event["delta"]))
+        elif kind == TOOL_ARGS_DELTA:
+            if event.get("id"):  # a call whose id came first (else it comes whole, started)
+                await send(ToolCallArgs(agent, event["id"], event["delta"], event["name"]))
+        elif kind == "tool_call":
+            arguments = json.dumps(event["args"], separators=(",", ":"))
+            await send(ToolCallStarted(agent, event["id"], event["name"], arguments))
+        elif kind == "tool_result":
+            if self.in_turn:  # results come after the turn's calls have all ended
+                self.in_turn = False
+                await send(TurnFinished(agent, self.turn))
+                self.turn += 1
+            output = event["output"]
+            outcome = "error" if event["is_error"] else "result"
+            if outcome == "error" and output.startswith("cancelled"):
+                outcome = "cancelled"
+            await send(ToolCallFinished(agent, event["id"], event["name"], output, outcome))
+
+    async def failed(self, exc: Exception) -> None:
+        # Told under a bounded shield; a consumer already gone is not told.
+        with (
+            trio.move_on_after(1, shield=True),
+            contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError),
+        ):
+            await self.send(RunFailed(self.agent, str(exc) or type(exc).__name__))
+
+    async def finished(self, result: RunResult) -> None:
+        if self.in_turn:
+            await self.send(TurnFinished(self.agent, self.turn))
+        await self.send(Usage(self.agent, dict(result.usage)))
+        await self.send(RunFinished(self.agent, result.status, result.text, result))
+
+
 async def stream_events(
     client: Client,
     prompt: str,
@@ -234,51 +287,52 @@ async def stream_events(
     :class:`RunFinished`.
     """
     await send(RunStarted(agent, prompt))
-    turn = 0
-    in_turn = False
-
-    async def emit(event: dict[str, Any]) -> None:
-        nonlocal turn, in_turn
-        kind = event["type"]
-        if kind in ("text", "tool_call", TOOL_ARGS_DELTA, REASONING_DELTA) and not in_turn:
-            in_turn = True
-            await send(TurnStarted(agent, turn))
-        if kind == "text":
-            await send(TextDelta(agent, event["delta"]))
-        elif kind == REASONING_DELTA:
-            await send(ReasoningDelta(agent, event["delta"]))
-        elif kind == TOOL_ARGS_DELTA:
-            if event.get("id"):  # a call whose id came first (else it comes whole, started)
-                await send(ToolCallArgs(agent, event["id"], event["delta"], event["name"]))
-        elif kind == "tool_call":
-            arguments = json.dumps(event["args"], separators=(",", ":"))
-            await send(ToolCallStarted(agent, event["id"], event["name"], arguments))
-        elif kind == "tool_result":
-            if in_turn:  # results come after the turn's calls have all ended
-                in_turn = False
-                await send(TurnFinished(agent, turn))
-                turn += 1
-            output = event["output"]
-            outcome = "error" if event["is_error"] else "result"
-            if outcome == "error" and output.startswith("cancelled"):
-                outcome = "cancelled"
-            await send(ToolCallFinished(agent, event["id"], event["name"], output, outcome))
-
+    typed = _Typed(agent, send)
     # The loop's own run, with this emit: the family's seam that Client.stream uses too.
     run = client._new_run(prompt, toolkit, history)
-    run.emit = emit
+    run.emit = typed.emit
     try:
         result = await client._drive(run, cancel, client._loop(run))
     except Exception as exc:
-        # Told under a bounded shield; a consumer already gone is not told.
-        with (
-            trio.move_on_after(1, shield=True),
-            contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError),
-        ):
-            await send(RunFailed(agent, str(exc) or type(exc).__name__))
+        await typed.failed(exc)
         raise
-    if in_turn:
-        await send(TurnFinished(agent, turn))
-    await send(Usage(agent, dict(result.usage)))
-    await send(RunFinished(agent, result.status, result.text, result))
+    await typed.finished(result)
+    return result
+
+
+async def answer_events(
+    client: Client,
+    id: str,
+    answers: Mapping[str, Answer] | Iterable[Answer],
+    send: SendEvent,
+    toolkit: Toolkit,
+    *,
+    agent: str = "root",
+    cancel: CancelToken | None = None,
+) -> RunResult:
+    """Answer the pending run stored under *id* (:meth:`Client.answer`: taken once,
+    from any process) and send the continuation's typed events to *send* as they
+    happen, as :func:`stream_events` sends a live run's.
+
+    After :class:`RunStarted` (an empty prompt: the run goes on), the answered calls'
+    :class:`ToolCallFinished` come first, then the turns that follow, streamed as the
+    provider sends them (text deltas, tool-argument fragments), their turn numbers going
+    on from the halted run's. The same errors as :meth:`Client.answer` (an answer
+    already taken: :class:`AlreadyAnswered`, nothing ran), each sent as
+    :class:`RunFailed` first.
+    """
+    await send(RunStarted(agent, ""))
+    store = client.store
+    state = await store.get_pending(id) if isinstance(store, PendingStore) else None
+    halted = state.result if state is not None and state.result is not None else {}
+    turns = halted.get("turns", 0)
+    typed = _Typed(agent, send, turns if type(turns) is int else 0)
+    try:
+        result = await answer(
+            client, store, id, answers, toolkit=toolkit, cancel=cancel, emit=typed.emit
+        )
+    except Exception as exc:
+        await typed.failed(exc)
+        raise
+    await typed.finished(result)
     return result

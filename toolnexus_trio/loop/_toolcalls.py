@@ -661,6 +661,13 @@ class ToolCalls:
                         SuspendedCall(s.id, s.name, s.args, request, s.message_index,
                                       s.record_index)
                     )  # fmt: skip
+        if run.emit is not None:  # a streamed resume: the answered calls' results first
+            for s, result in zip(suspended, results, strict=True):
+                final = result or ToolResult.error("cancelled")
+                await run.emit(
+                    {"type": "tool_result", "id": s.id, "name": s.name,
+                     "output": final.output, "is_error": final.is_error}
+                )  # fmt: skip
 
     async def _relay_resumed(
         self,

@@ -14,8 +14,9 @@ toolnexus_trio``.
 The same tree's typed events without AG-UI: :func:`stream_tree`.
 
 Modules: ``_agui`` (runs and the translation of :mod:`toolnexus_trio.loop._events` to
-AG-UI), ``_tree`` (one agent tree's typed events: :func:`stream_tree`) and ``_app`` (the
-ASGI app, the Host and Origin checks, the server).
+AG-UI), ``_tree`` (one agent tree's typed events: :func:`stream_tree`), ``_scoped``
+(each thread's agent tree in the shared store) and ``_app`` (the ASGI app, the Host and
+Origin checks, the server).
 """
 
 from ._agui import AguiAgent as AguiAgent

@@ -14,11 +14,13 @@ slow browser slows the run and nothing is queued.
   the rest of the same run. Unanswered for :attr:`AguiAgent.approval_ttl` seconds, the
   run is cancelled (nobody is there to read it).
 - With a *store* (a :class:`~toolnexus_trio.stores.PendingStore`: SQLite or
-  PostgreSQL), a root approval is durable: the run halts, its pending state is saved
-  under the thread id before the client hears of the interrupt, and the ``resume`` may
-  come to any worker sharing the store, which answers it with :meth:`Client.answer`
-  (take-once: a second answer gets ``RUN_ERROR``). A sub-agent's approval still waits
-  in the serving process.
+  PostgreSQL), approvals are durable: the run halts, its pending state is saved under
+  the thread id before the client hears of the interrupt, and the ``resume`` may come
+  to any worker sharing the store, which answers it with :meth:`Client.answer`
+  (take-once: a second answer gets ``RUN_ERROR``) and streams the continuation. A
+  sub-agent's approval suspends the sub-agent in the thread's agent tree, kept in the
+  same store (:mod:`._scoped`); the root halts on the sub-agent's request, and the
+  resume restores the tree and answers it there.
 - The agent tree is the AG-UI state: ``STATE_SNAPSHOT`` at the start of each response,
   then ``STATE_DELTA`` (JSON Patch) as sub-agents spawn, run and finish.
 """
@@ -55,9 +57,11 @@ from ..loop._events import (
     TurnStarted,
     Usage,
 )
+from ..loop._records import SuspendedCall
 from ..loop._results import Message
 from ..models import ClientOptions
 from ..stores._base import PendingState, PendingStore
+from ._scoped import TreeStore, check_thread
 from ._tree import stream_tree
 
 logger = logging.getLogger("toolnexus_trio.ui")
@@ -75,6 +79,9 @@ class _Run:
     answers: dict[str, tuple[trio.Event, list[Answer]]] = attrs.Factory(dict)
     runtime: AgentRuntime | None = None
     streaming: bool = False
+
+    def opened(self, runtime: AgentRuntime) -> None:  # its sub-agents' (interrupt)
+        self.runtime = runtime
 
 
 @attrs.define
@@ -173,6 +180,8 @@ class AguiAgent:
         yield {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
         durable = self.store is not None and bool(resume) and run is None
         refused = None if durable else _refusal(run, resume)
+        if self.store is not None and refused is None:
+            refused = check_thread(thread_id)
         if refused is not None:
             yield {"type": "RUN_ERROR", "message": refused}
             return
@@ -269,9 +278,6 @@ class AguiAgent:
             finally:
                 run.answers.pop(request.id, None)
 
-        def opened(runtime: AgentRuntime) -> None:
-            run.runtime = runtime
-
         result = await stream_tree(
             self.llm,
             prompt,
@@ -281,7 +287,7 @@ class AguiAgent:
             history=thread.history or None,
             system_prompt=self.system_prompt,
             helper_budget=self.helper_budget,
-            on_runtime=opened,
+            on_runtime=run.opened,
         )
         thread.history = list(result.messages)
 
@@ -312,35 +318,21 @@ class AguiAgent:
                     await store.save(thread_id, result.messages)
             await send.send(event)
 
-        async def wait_for(agent: str, request: Request) -> Answer:
-            # A sub-agent's approval: its runtime lives here, so it waits here.
-            done, got = run.answers.setdefault(request.id, (trio.Event(), []))
-            try:
-                with trio.move_on_after(self.approval_ttl):
-                    await done.wait()
-                if not got:
-                    run.scope.cancel()
-                    await trio.lowlevel.checkpoint()
-                return got[0]
-            finally:
-                run.answers.pop(request.id, None)
-
-        def opened(runtime: AgentRuntime) -> None:
-            run.runtime = runtime
-
         history = None if answers is not None else await store.get(thread_id)
+        # The thread's sub-agents keep their tree in the store too: a sub-agent's
+        # approval halts the tree as the root's does, and any worker resumes it.
         await stream_tree(
             attrs.evolve(self.llm, store=store),
             prompt or "",
             tell,
             self.tools,
-            wait_for=wait_for,
             history=history or None,
             system_prompt=self.system_prompt,
             helper_budget=self.helper_budget,
-            on_runtime=opened,
+            on_runtime=run.opened,
             halt=True,
             answer=(thread_id, answers) if answers is not None else None,
+            tree_store=TreeStore(store, thread_id),
         )
 
 
@@ -378,6 +370,15 @@ def _last_user_text(messages: list[Any]) -> str | None:
             if isinstance(content, list):  # AG-UI input content parts: the text ones
                 return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return None
+
+
+def _asker(call: SuspendedCall) -> str:
+    """Who asks in a halted tree: the root, or for a ``delegate`` call its sub-agent,
+    named by the ``data.path`` the runtime stamps on the request it relays."""
+    path = call.request.data.get("path") if isinstance(call.request.data, dict) else None
+    if call.name != "delegate" or not isinstance(path, list) or path[:1] != ["root"]:
+        return "root"
+    return "/".join(path) if all(isinstance(p, str) for p in path) else "root"
 
 
 def _pointer(agent: str) -> str:
@@ -434,16 +435,17 @@ class _Translator:
             ],
         }
 
-    def _interrupt(self, agent: str, requests: list[Request]) -> dict[str, Any]:
+    def _interrupt(self, asks: list[tuple[str, Request]]) -> dict[str, Any]:
+        """``RUN_FINISHED`` with the interrupts of *asks* (the agent asking, its request)."""
         interrupts = []
-        for request in requests:
+        for who, request in asks:
             show = request.data.get("show") if isinstance(request.data, dict) else None
             interrupts.append(
                 {
                     "id": request.id,
                     "reason": request.kind or "approval",
                     "message": request.prompt,
-                    "metadata": {"agent": agent, "show": show if show is not None else ""},
+                    "metadata": {"agent": who, "show": show if show is not None else ""},
                     "responseSchema": {
                         "type": "object",
                         "properties": {"approved": {"type": "boolean"}},
@@ -561,7 +563,7 @@ class _Translator:
             out += self._close_all()
             # Its answer's slot exists before the client can be told of it.
             self.run.answers.setdefault(event.request.id, (trio.Event(), []))
-            out.append(self._interrupt(event.agent, [event.request]))
+            out.append(self._interrupt([(event.agent, event.request)]))
             self.interrupted = True
         elif (
             isinstance(event, RunFinished)
@@ -573,7 +575,7 @@ class _Translator:
             out += self._close_all()
             self.thread.agents["root"]["state"] = "suspended"
             out.append(self._tree("root", {"state": "suspended"}))
-            out.append(self._interrupt("root", [s.request for s in event.result.suspended]))
+            out.append(self._interrupt([(_asker(s), s.request) for s in event.result.suspended]))
             self.finished = True
         elif isinstance(event, Usage) and event.agent == "root":
             out.append(self._tree("root", {"tokens": int(event.usage.get("total_tokens", 0))}))
