@@ -107,8 +107,12 @@ async def test_two_recoverers_racing_one_wins(
             b.signal(signal.SIGUSR1)
             c.signal(signal.SIGUSR1)
             outcomes = sorted([await b.summary(), await c.summary()], key=lambda o: o[0])
+    # The loser's claim meets the winner's live lease ("running"), or, when the loser is
+    # slow to get there (a loaded machine), the run the winner has already finished.
+    loser = outcomes[1]
+    assert loser[1].get("status") in ("running", "done")
     assert outcomes == [
         (0, {"status": "done", "text": FINISHED}),
-        (3, {"error": "RunNotRecoverable", "status": "running"}),
+        (3, {"error": "RunNotRecoverable", "status": loser[1]["status"]}),
     ]
     assert sorted(ledger_lines(Path(ledger))) == ["charge a", "charge c", "lookup b"]
