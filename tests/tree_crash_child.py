@@ -53,7 +53,9 @@ async def generate(req: GenerateRequest) -> InProcessResponse:
             )
         return InProcessResponse(content="worker: " + "; ".join(outputs))
     if not outputs:  # the boss
-        call = InProcessToolCall(id="t1", name="task", arguments={"agent": "worker", "prompt": "pay"})
+        call = InProcessToolCall(
+            id="t1", name="task", arguments={"agent": "worker", "prompt": "pay"}
+        )
         return InProcessResponse(tool_calls=[call])
     return InProcessResponse(content="boss: " + "; ".join(outputs))
 
@@ -92,7 +94,9 @@ async def main(argv: list[str]) -> int:
         elif command == "recover":
             with trio.fail_after(WAIT_S):
                 # The dead owner's lease runs out on the store's clock: ask it.
-                while id not in await rt.orphaned_trees():
+                while True:
+                    if id in await rt.orphaned_trees():
+                        break
                     await trio.sleep(LEASE_MS / 4000)
             if "--ready" in rest:
                 await wait_for_go("ready")
