@@ -1,0 +1,113 @@
+"""Crash-durable agent trees in one process (the in-memory store, Trio's clock): what
+each agent's checkpoint records of the tree, ``AgentRuntime.recover`` of a tree whose
+runtime stopped mid-tool, ``orphaned_trees`` and the errors. The SIGKILL matrix across
+processes is tests/loop/test_tree_crash_processes.py."""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from crash_app import ledger_lines
+from tree_crash_child import generate, registry
+
+from toolnexus_trio import InMemoryConversationStore, InProcessOptions, create_in_process_client
+from toolnexus_trio.agents import AgentRuntime, open_agent_runtime
+from toolnexus_trio.loop import RunNotRecoverable
+
+FINISHED = "boss: worker: found b; charged a"
+
+
+async def _no_pause(point: str) -> None:
+    pass
+
+
+def runtime(
+    store: InMemoryConversationStore, ledger: Path, **kw: Any
+) -> AbstractAsyncContextManager[AgentRuntime]:
+    return open_agent_runtime(
+        registry(ledger, _no_pause), generate=generate, store=store, durable=True, **kw
+    )
+
+
+async def test_each_agent_checkpoints_the_tree_it_belongs_to(tmp_path: Path) -> None:
+    store = InMemoryConversationStore()
+    async with runtime(store, tmp_path / "ledger") as rt:
+        result = await rt.run("boss", "job", id="t")
+    assert (result.status, result.text) == ("done", FINISHED)
+    root = await store.load_checkpoint("t")
+    assert root is not None and root.status == "done"
+    tree = root.state["tree"]
+    assert (tree["agent"], tree["parent"]) == ("boss", None)
+    [(call_id, child)] = tree["children"].items()
+    assert call_id == "t1" and child["agent"] == "worker" and child["id"].startswith("t/worker.")
+    worker = await store.load_checkpoint(child["id"])
+    assert worker is not None and worker.status == "done"
+    assert (worker.state["tree"]["agent"], worker.state["tree"]["parent"]) == ("worker", "t")
+    assert ledger_lines(tmp_path / "ledger") == ["lookup b", "charge a"]
+
+
+async def test_a_tree_without_an_id_is_not_durable(tmp_path: Path) -> None:
+    store = InMemoryConversationStore()
+    async with runtime(store, tmp_path / "ledger") as rt:
+        result = await rt.run("boss", "job")
+    assert result.text == FINISHED
+    assert await store.orphaned_runs() == []
+    assert await store.load_checkpoint("t") is None  # nothing was checkpointed
+
+
+async def test_a_tree_stopped_inside_the_sub_agents_tool_is_recovered(tmp_path: Path) -> None:
+    store, ledger = InMemoryConversationStore(), tmp_path / "ledger"
+    with trio.CancelScope() as stop:
+
+        async def pause(point: str) -> None:
+            if point == "tool:charge a":
+                stop.cancel()  # the process stops here (a shutdown: leases given up)
+                await trio.sleep_forever()
+
+        async with open_agent_runtime(
+            registry(ledger, pause), generate=generate, store=store, durable=True
+        ) as rt:
+            await rt.run("boss", "job", id="t")
+    assert ledger_lines(ledger) == ["lookup b", "charge a"]
+    async with runtime(store, ledger) as rt:
+        assert await rt.orphaned_trees() == ["t"]  # the worker's run is left out
+        result = await rt.recover("t")
+        # The tree is the winner's: a second recovery is refused.
+        with pytest.raises(RunNotRecoverable) as refused:
+            await rt.recover("t")
+    assert refused.value.status == "done"
+    assert result.status == "done"
+    assert result.text.startswith("boss: worker: found b; in doubt: the call of 'charge'")
+    assert ledger_lines(ledger) == ["lookup b", "charge a"]  # nothing ran again
+    async with runtime(store, ledger) as rt:
+        assert await rt.orphaned_trees() == []
+
+
+async def test_recover_refuses_what_is_not_an_orphaned_tree(tmp_path: Path) -> None:
+    store = InMemoryConversationStore()
+    options = InProcessOptions(model="m", generate=generate, store=store, durable=True)
+    plain = create_in_process_client(options)
+    await plain.ask("hi", None, id="plain")
+    async with runtime(store, tmp_path / "ledger") as rt:
+        with pytest.raises(LookupError):
+            await rt.recover("nothing")
+        with pytest.raises(ValueError, match="not the root run of a durable agent tree"):
+            await rt.recover("plain")
+
+
+async def test_run_with_an_id_needs_a_durable_runtime(tmp_path: Path) -> None:
+    async with open_agent_runtime(registry(tmp_path / "l", _no_pause), generate=generate) as rt:
+        with pytest.raises(ValueError, match="durable=True"):
+            await rt.run("boss", "job", id="t")
+        with pytest.raises(TypeError, match="durable=True"):
+            await rt.recover("t")
+
+
+async def test_lease_ms_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="lease_ms"):
+        async with runtime(InMemoryConversationStore(), tmp_path / "l", lease_ms=0):
+            pass
