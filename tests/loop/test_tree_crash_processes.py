@@ -80,8 +80,11 @@ async def test_a_tree_killed_mid_turn_is_recovered_by_another_process(
         assert after.count("charge a") == 1
 
 
-async def test_two_recoverers_racing_for_one_tree_one_wins(tmp_path: Path) -> None:
-    db, ledger = str(tmp_path / "runs.db"), str(tmp_path / "ledger")
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_two_recoverers_racing_for_one_tree_one_wins(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    db, ledger = where(backend, tmp_path, request), str(tmp_path / "ledger")
     with trio.fail_after(LIMIT_S):
         await kill_at(tmp_path, db, ledger, "tool:lookup b")
         async with (

@@ -87,22 +87,29 @@ async def durable_turn(
         if cp.meta is not None:  # recovered: the record read back from the checkpoint
             h.tree_meta = cp.meta
 
-    if not h.recovering:
-        return await durable_ask(
-            client, store, text, toolkit, id=h.durable_id, cancel=token, meta=h.tree_meta, bind=bind
-        )
-    h.recovering = False
-    tries = 0
-    while True:
-        try:
-            return await recover_run(client, store, h.durable_id, toolkit, cancel=token, bind=bind)
-        except RunNotRecoverable as exc:
-            # A child's lease may outlive its parent's by up to one lease (the dead
-            # process renewed them at different times): wait for it, bounded.
-            tries += 1
-            if exc.status != "running" or h.parent is rt.root or tries > 3 * _CLAIM_LEASES:
-                raise
-            await trio.sleep(rt.lease_ms / 3000)
+    try:
+        if not h.recovering:
+            return await durable_ask(
+                client, store, text, toolkit, id=h.durable_id, cancel=token, meta=h.tree_meta,
+                bind=bind,
+            )  # fmt: skip
+        h.recovering = False
+        tries = 0
+        while True:
+            try:
+                return await recover_run(
+                    client, store, h.durable_id, toolkit, cancel=token, bind=bind
+                )
+            except RunNotRecoverable as exc:
+                # A child's lease may outlive its parent's by up to one lease (the dead
+                # process renewed them at different times): wait for it, bounded.
+                tries += 1
+                if exc.status != "running" or h.parent is rt.root or tries > 3 * _CLAIM_LEASES:
+                    raise
+                await trio.sleep(rt.lease_ms / 3000)
+    finally:
+        # Only a durable run in progress records children (a resumed turn is not one).
+        h.checkpointer = None
 
 
 async def durable_child(
@@ -164,6 +171,9 @@ async def recover_tree(rt: AgentRuntime, root_id: str) -> TaskResult:
         raise ValueError(f"the tree {root_id!r} was run by agent {agent!r}, unknown here")
     h = rt.spawn(rt.root, agent)
     h.durable_id, h.tree_meta, h.recovering = root_id, tree, True
+    if not durable(rt, h):
+        await rt.close(h, force=True, reason="error")
+        raise ValueError(f"the agent {agent!r} of {root_id!r} does not run durably here")
     # The wake's prompt is not used: the recovered run goes on from its checkpoint.
     woke = rt.wake(h, "(recovered)")
     assert woke.ok, woke.error

@@ -134,7 +134,7 @@ async def _delegate(
             result = await rt.wait(child)
     else:
         durable: tuple[str, bool] | None = None
-        if h.durable_id is not None and _recovery.durable(rt, h):
+        if h.checkpointer is not None:
             # A durable tree: the child's run id, recorded before it starts; a child
             # that finished before a crash gives its answer without running again.
             found = await _recovery.durable_child(rt, h, agent, ctx.call_id)
