@@ -71,6 +71,8 @@ async def test_a_tree_killed_mid_turn_is_recovered_by_another_process(
     assert after.count("lookup b") >= 1
     if "charge a" in before:  # it ran before the kill: never again
         assert after.count("charge a") == 1
+    if "lookup b" in before and point != "tool:lookup b":  # finished: not run again
+        assert after.count("lookup b") == 1
     if point in WORKER_DONE:  # a finished sub-agent is not run again
         assert after == before
     if point == "tool:charge a":  # in flight at the kill: in doubt, reported
