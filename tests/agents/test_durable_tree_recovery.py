@@ -14,7 +14,12 @@ import trio
 from crash_app import ledger_lines
 from tree_crash_child import generate, registry
 
-from toolnexus_trio import InMemoryConversationStore, InProcessOptions, create_in_process_client
+from toolnexus_trio import (
+    InMemoryConversationStore,
+    InProcessOptions,
+    Toolkit,
+    create_in_process_client,
+)
 from toolnexus_trio.agents import AgentRuntime, open_agent_runtime
 from toolnexus_trio.loop import RunNotRecoverable
 
@@ -73,6 +78,15 @@ async def test_a_tree_stopped_inside_the_sub_agents_tool_is_recovered(tmp_path: 
         ) as rt:
             await rt.run("boss", "job", id="t")
     assert ledger_lines(ledger) == ["lookup b", "charge a"]
+    plain = create_in_process_client(
+        InProcessOptions(model="m", generate=generate, store=store, durable=True)
+    )
+    orphans = await plain.orphaned_runs()
+    assert sorted(orphans)[0] == "t" and len(orphans) == 2  # the root and its worker
+    for id in orphans:  # a plain worker cannot take a tree's runs
+        with pytest.raises(RunNotRecoverable) as tree:
+            await plain.recover(id, Toolkit([]))
+        assert tree.value.status == "tree"
     async with runtime(store, ledger) as rt:
         assert await rt.orphaned_trees() == ["t"]  # the worker's run is left out
         result = await rt.recover("t")

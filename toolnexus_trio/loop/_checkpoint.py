@@ -87,7 +87,9 @@ class RunNotRecoverable(RuntimeError):
     """:meth:`Client.recover` could not take the run: ``status`` says why.
 
     ``"running"``: its owner's lease has not expired (it is alive, or another worker
-    recovered it first); ``"done"`` or ``"failed"``: it is finished. :meth:`Client.ask`
+    recovered it first); ``"done"`` or ``"failed"``: it is finished; ``"tree"``: it is
+    a run of a durable agent tree, which :meth:`AgentRuntime.recover
+    <toolnexus_trio.agents.AgentRuntime.recover>` recovers as a whole. :meth:`Client.ask`
     raises it too (``status="running"``) for an id whose durable run is still running
     or waits to be recovered.
     """
@@ -384,10 +386,22 @@ async def recover(
     bind: Callable[[Checkpointer], None] | None = None,
 ) -> RunResult:
     """See :meth:`Client.recover`; *cancel* and *bind* as :func:`durable_ask`'s (the
-    tree's record comes back from the checkpoint as the Checkpointer's ``meta``)."""
+    tree's record comes back from the checkpoint as the Checkpointer's ``meta``), and
+    only the agent runtime passes *bind*: a plain recovery refuses a tree's run."""
     checkpoints = _store_of(store)
     options = client.options
     policy = options.on_in_doubt or in_doubt_default
+    if bind is None:
+        # A tree's agent runs with its tree's tools and team and reports to its parent:
+        # a plain worker (Client.orphaned_runs lists these too) must leave it alone.
+        seen = await checkpoints.load_checkpoint(id)
+        if seen is not None and "tree" in seen.state:
+            raise RunNotRecoverable(
+                id,
+                "tree",
+                f"the durable run {id!r} belongs to an agent tree: AgentRuntime.recover "
+                "recovers its tree as a whole",
+            )
     # No in-process thread lock: the claim is the lock (a live run's lease refuses it).
     cp = Checkpointer(checkpoints, id, options.lease_ms, options.model)
     if not await checkpoints.claim_run(id, cp.owner, cp.lease_ms):
