@@ -15,8 +15,11 @@ from crash_app import ledger_lines
 from tree_crash_child import generate, registry
 
 from toolnexus_trio import (
+    GenerateRequest,
     InMemoryConversationStore,
     InProcessOptions,
+    InProcessResponse,
+    InProcessToolCall,
     Toolkit,
     create_in_process_client,
 )
@@ -125,3 +128,49 @@ async def test_lease_ms_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="lease_ms"):
         async with runtime(InMemoryConversationStore(), tmp_path / "l", lease_ms=0):
             pass
+
+
+async def pair(req: GenerateRequest) -> InProcessResponse:
+    """``boss`` delegates ``pay a`` and ``pay c`` in one turn (two children at once)."""
+    users = [str(m["content"]) for m in req.messages if m["role"] == "user"]
+    outputs = [str(m["content"]) for m in req.messages if m["role"] == "tool"]
+    if users and users[0].startswith("pay "):
+        v = users[0].split()[1]
+        if not outputs:
+            return InProcessResponse(tool_calls=[InProcessToolCall(f"w{v}", "charge", {"v": v})])
+        return InProcessResponse(content=f"worker {v}: {outputs[0]}")
+    if not outputs:
+        calls = [
+            InProcessToolCall(f"t{v}", "task", {"agent": "worker", "prompt": f"pay {v}"})
+            for v in "ac"
+        ]
+        return InProcessResponse(tool_calls=calls)
+    return InProcessResponse(content="boss: " + " | ".join(outputs))
+
+
+async def test_a_tree_with_two_children_in_flight_is_recovered(tmp_path: Path) -> None:
+    store, ledger = InMemoryConversationStore(), tmp_path / "ledger"
+    with trio.CancelScope() as stop:
+
+        async def pause(point: str) -> None:
+            if point == "tool:charge c":
+                stop.cancel()
+                await trio.sleep_forever()
+
+        async with open_agent_runtime(
+            registry(ledger, pause), generate=pair, store=store, durable=True
+        ) as rt:
+            await rt.run("boss", "job", id="t")
+    root = await store.load_checkpoint("t")
+    assert root is not None
+    assert sorted(root.state["tree"]["children"]) == ["ta", "tc"]  # both recorded
+    async with open_agent_runtime(
+        registry(ledger, _no_pause), generate=pair, store=store, durable=True
+    ) as rt:
+        result = await rt.recover("t")
+    assert result.status == "done"
+    worker_a, worker_c = result.text.removeprefix("boss: ").split(" | ")
+    assert worker_a.startswith("worker a: ")
+    assert worker_c.startswith("worker c: in doubt")  # in flight at the stop
+    after = ledger_lines(ledger)
+    assert after.count("charge a") == 1 and after.count("charge c") == 1
