@@ -173,4 +173,7 @@ async def test_a_tree_with_two_children_in_flight_is_recovered(tmp_path: Path) -
     assert worker_a.startswith("worker a: ")
     assert worker_c.startswith("worker c: in doubt")  # in flight at the stop
     after = ledger_lines(ledger)
-    assert after.count("charge a") == 1 and after.count("charge c") == 1
+    # Worker a may have been stopped before, inside or after its charge (the two
+    # children run at once): whatever it was, it ran at most once.
+    assert after.count("charge a") <= 1
+    assert after.count("charge c") == 1
