@@ -42,7 +42,7 @@ LEASE_MS = 400
 async def generate(req: GenerateRequest) -> InProcessResponse:
     users = [str(m["content"]) for m in req.messages if m["role"] == "user"]
     outputs = [str(m["content"]) for m in req.messages if m["role"] == "tool"]
-    if users and users[0] == "pay":  # the worker
+    if users and users[0].startswith("pay"):  # the worker
         if not outputs:
             return InProcessResponse(
                 tool_calls=[InProcessToolCall(id="w1", name="lookup", arguments={"v": "b"})]

@@ -21,10 +21,11 @@ from toolnexus_trio import (
     InProcessResponse,
     InProcessToolCall,
     Toolkit,
+    ToolResult,
     create_in_process_client,
 )
 from toolnexus_trio.agents import AgentRuntime, open_agent_runtime
-from toolnexus_trio.loop import RunNotRecoverable
+from toolnexus_trio.loop import InDoubtCall, RunNotRecoverable
 
 FINISHED = "boss: worker: found b; charged a"
 
@@ -50,8 +51,9 @@ async def test_each_agent_checkpoints_the_tree_it_belongs_to(tmp_path: Path) -> 
     assert root is not None and root.status == "done"
     tree = root.state["tree"]
     assert (tree["agent"], tree["parent"]) == ("boss", None)
-    [(call_id, child)] = tree["children"].items()
-    assert call_id == "t1" and child["agent"] == "worker" and child["id"].startswith("t/worker.")
+    [(key, child)] = tree["children"].items()
+    assert key.endswith(":t1") and child["agent"] == "worker"
+    assert child["id"].startswith("t/worker.")
     worker = await store.load_checkpoint(child["id"])
     assert worker is not None and worker.status == "done"
     assert (worker.state["tree"]["agent"], worker.state["tree"]["parent"]) == ("worker", "t")
@@ -163,7 +165,8 @@ async def test_a_tree_with_two_children_in_flight_is_recovered(tmp_path: Path) -
             await rt.run("boss", "job", id="t")
     root = await store.load_checkpoint("t")
     assert root is not None
-    assert sorted(root.state["tree"]["children"]) == ["ta", "tc"]  # both recorded
+    keys = sorted(k.split(":")[1] for k in root.state["tree"]["children"])
+    assert keys == ["ta", "tc"]  # both recorded before they started
     async with open_agent_runtime(
         registry(ledger, _no_pause), generate=pair, store=store, durable=True
     ) as rt:
@@ -177,3 +180,50 @@ async def test_a_tree_with_two_children_in_flight_is_recovered(tmp_path: Path) -
     # children run at once): whatever it was, it ran at most once.
     assert after.count("charge a") <= 1
     assert after.count("charge c") == 1
+
+
+async def again(req: GenerateRequest) -> InProcessResponse:
+    """As the child's model, but ``boss`` delegates ``pay`` then ``pay again``, one turn
+    after the other, under the same call id (models that number their calls per turn
+    do)."""
+    users = [str(m["content"]) for m in req.messages if m["role"] == "user"]
+    outputs = [str(m["content"]) for m in req.messages if m["role"] == "tool"]
+    if users[0].startswith("pay") or len(outputs) >= 2:
+        return await generate(req)
+    args = {"agent": "worker", "prompt": "pay" if not outputs else "pay again"}
+    return InProcessResponse(tool_calls=[InProcessToolCall("t1", "task", args)])
+
+
+async def test_a_call_id_reused_in_a_later_turn_makes_a_new_child(tmp_path: Path) -> None:
+    store, ledger = InMemoryConversationStore(), tmp_path / "ledger"
+    async with open_agent_runtime(
+        registry(ledger, _no_pause), generate=again, store=store, durable=True
+    ) as rt:
+        result = await rt.run("boss", "job", id="t")
+    assert result.text == "boss: worker: found b; charged a; worker: found b; charged a"
+    assert ledger_lines(ledger) == ["lookup b", "charge a"] * 2  # the second ran too
+
+
+async def test_an_in_doubt_policy_of_errors_still_recovers_the_children(tmp_path: Path) -> None:
+    store, ledger = InMemoryConversationStore(), tmp_path / "ledger"
+    with trio.CancelScope() as stop:
+
+        async def pause(point: str) -> None:
+            if point == "tool:lookup b":
+                stop.cancel()
+                await trio.sleep_forever()
+
+        async with open_agent_runtime(
+            registry(ledger, pause), generate=generate, store=store, durable=True
+        ) as rt:
+            await rt.run("boss", "job", id="t")
+
+    def never(call: InDoubtCall) -> ToolResult:
+        return ToolResult.error(f"{call.name} in doubt")
+
+    async with runtime(store, ledger, on_in_doubt=never) as rt:
+        result = await rt.recover("t")
+    # The boss's task call was in doubt too: it ran again and found the worker, whose
+    # lookup the policy reported (not run again).
+    assert result.text == "boss: worker: lookup in doubt; charged a"
+    assert ledger_lines(ledger) == ["lookup b", "charge a"]

@@ -10,7 +10,10 @@ module adds is the tree's shape, kept in each run's checkpoint under ``"tree"``
 (:func:`tree_record`)::
 
     {"agent": "<def name>", "parent": "<parent run id>" | None,
-     "children": {"<task call id>": {"id": "<child run id>", "agent": "<def name>"}}}
+     "children": {"<position>:<task call id>": {"id": "<child run id>", "agent": "<def name>"}}}
+
+(the position is the transcript's length at the model response that made the call, so
+a model that reuses call ids from turn to turn still names each call once).
 
 A ``task`` call records its child there, in a flushed write, *before* the child
 starts (:func:`durable_child`), so a recovery always finds a child that may have run.
@@ -37,11 +40,13 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
 import trio
 
 from .._tools import ToolResult
-from ..loop._checkpoint import Checkpointer, RunNotRecoverable, durable_ask
+from ..loop._checkpoint import Checkpointer, RunNotRecoverable, durable_ask, in_doubt_default
 from ..loop._checkpoint import recover as recover_run
+from ..loop._records import InDoubtCall
 from ..stores._base import CheckpointStore
 
 if TYPE_CHECKING:
@@ -50,7 +55,7 @@ if TYPE_CHECKING:
     from ..loop._client import Client
     from ..loop._results import RunResult
     from ._runtime import AgentRuntime
-    from ._types import Handle, TaskResult
+    from ._types import AgentDef, Handle, TaskResult
 
 _CLAIM_LEASES: Final = 3
 """How many leases a recovery waits for a child's lease to expire (it expires about
@@ -74,6 +79,20 @@ def durable(rt: AgentRuntime, h: Handle) -> bool:
     )
 
 
+def durable_options(rt: AgentRuntime, defn: AgentDef, options: Any) -> Any:
+    """*options* (an agent's ``InProcessOptions`` or ``ClientOptions``) in a durable
+    tree: the runtime's lease and in-doubt policy, under which a ``task`` call in doubt
+    is always run again (it finds the child it recorded)."""
+    inner = rt.on_in_doubt or in_doubt_default
+    if not defn.task_targets:
+        return attrs.evolve(options, lease_ms=rt.lease_ms, on_in_doubt=inner)
+
+    def on_in_doubt(call: InDoubtCall) -> ToolResult | None:
+        return None if call.name == "task" else inner(call)
+
+    return attrs.evolve(options, lease_ms=rt.lease_ms, on_in_doubt=on_in_doubt)
+
+
 async def durable_turn(
     rt: AgentRuntime, h: Handle, client: Client, text: str, toolkit: Toolkit, token: CancelToken
 ) -> RunResult:
@@ -89,6 +108,8 @@ async def durable_turn(
 
     try:
         if not h.recovering:
+            # A new run records its own children (a woken handle's earlier runs are over).
+            h.tree_meta = {**(h.tree_meta or {}), "children": {}}
             return await durable_ask(
                 client, store, text, toolkit, id=h.durable_id, cancel=token, meta=h.tree_meta,
                 bind=bind,
@@ -126,7 +147,8 @@ async def durable_child(
     if meta is None or call_id is None:
         raise RuntimeError(f"the durable run of {h.id} has no tree record or no call id")
     children = meta.setdefault("children", {})
-    known = children.get(call_id)
+    key = f"{cp.position}:{call_id}"
+    known = children.get(key)
     if isinstance(known, dict) and known.get("agent") == agent:
         child_id = str(known["id"])
         found = await store.load_checkpoint(child_id)
@@ -140,7 +162,7 @@ async def durable_child(
             )
         return child_id, True
     child_id = f"{h.durable_id}/{agent}.{uuid.uuid4().hex[:12]}"
-    children[call_id] = {"id": child_id, "agent": agent}
+    children[key] = {"id": child_id, "agent": agent}
     cp.meta = meta
     # Flushed before the child starts: a child that may have run is always found.
     await cp.note()

@@ -217,7 +217,7 @@ class Turns:
                 output_type=defn.output_type,
             )
             if rt.checkpoints is not None:  # a durable tree's runs (agents/_recovery.py)
-                options = attrs.evolve(options, lease_ms=rt.lease_ms, on_in_doubt=rt.on_in_doubt)
+                options = _recovery.durable_options(rt, defn, options)
             source = InProcessTurns(options)
         else:
             assert rt._llm is not None
@@ -234,7 +234,7 @@ class Turns:
                 output_type=defn.output_type,  # the def's, also when a restored run resumes
             )
             if rt.checkpoints is not None:  # a durable tree's runs (agents/_recovery.py)
-                options = attrs.evolve(options, lease_ms=rt.lease_ms, on_in_doubt=rt.on_in_doubt)
+                options = _recovery.durable_options(rt, defn, options)
             shared = rt._sources.get(model)
             if shared is None:
                 shared = rt._sources[model] = HttpTurns(attrs.evolve(rt._llm, model=model))

@@ -166,6 +166,14 @@ class Checkpointer:
             state["tree"] = self.meta
         return state
 
+    @property
+    def position(self) -> int:
+        """The transcript's length in the state last written: the same for every call
+        of one model response, in the run and in its recovery (which reads that state)."""
+        run = self._state.get("run")
+        messages = run.get("messages") if isinstance(run, dict) else None
+        return len(messages) if isinstance(messages, list) else 0
+
     async def note(self) -> None:
         """Write the current state again, flushed: :attr:`meta` changed (an agent tree
         recorded a child before starting it, so a recovery finds it)."""
