@@ -40,6 +40,13 @@ EXPECTED: dict[str, list[str]] = {
         "the model saw: invoice 1 charged; in doubt: the call of 'charge' was running",
         "the ledger still says: charged 1, charged 2\n",  # neither charge ran twice
     ],
+    "durable_tree_recover.py": [
+        "process A was killed inside the payer's charge(2); the ledger says:\n"
+        "  charged 1, charged 2\n",
+        "process B recovered the tree job-8: done\n",
+        "the lead says: the payer reports: invoice 1 charged; in doubt: the call of 'charge'",
+        "the ledger still says: charged 1, charged 2\n",  # neither charge ran twice
+    ],
     "seed_1_cancellation.py": [
         "calling slow (it waits five seconds)\ncancelling the call's token\n",
         "slow returned 'cancelled' (an error: True)\n",

@@ -33,10 +33,10 @@ from .._cancel import CancelToken
 from .._groups import collapse_groups
 from .._wire import Answer
 from ..loop._durable import AlreadyAnswered
-from ..loop._results import Generate, Hooks, OnMetric
-from ..stores._base import ConversationStore
+from ..loop._results import Generate, Hooks, InDoubtPolicy, OnMetric
+from ..stores._base import CheckpointStore, ConversationStore
 from ..stores._memory import InMemoryConversationStore
-from . import _budget, _snapshot
+from . import _budget, _recovery, _snapshot
 from ._durable import keep_durable
 from ._escalation import suspended_path
 from ._inbox import turn_input
@@ -67,6 +67,8 @@ DEFAULT_MAX_DEPTH = 32
 """The deepest a handle may be under the root (``open_agent_runtime(max_depth=...)``):
 a model that keeps delegating to its own agent stops there with a ``maxDepth`` refusal."""
 
+
+_Ids = list[str]  # (the class's own ``list`` verb shadows the builtin in its body)
 
 OnChange = Callable[["AgentRuntime", str, Handle], Awaitable[None]]
 """The persistence seam: awaited after a handle settles, suspends, resumes or closes."""
@@ -104,6 +106,9 @@ class AgentRuntime:
         hooks: Hooks | Any | None,
         on_metric: OnMetric | None,
         max_depth: int = DEFAULT_MAX_DEPTH,
+        durable: bool = False,
+        lease_ms: int = 30_000,
+        on_in_doubt: InDoubtPolicy | None = None,
     ) -> None:
         if (generate is None) == (llm is None):
             raise ValueError("open_agent_runtime needs exactly one of generate= or llm=")
@@ -129,6 +134,19 @@ class AgentRuntime:
         self._own_store = self._store if store is None else None
         self._hooks = hooks
         self._on_metric = on_metric
+        # A durable tree (agents/_recovery.py): the store its runs checkpoint in.
+        self.checkpoints: CheckpointStore | None = None
+        if durable:
+            if not isinstance(store, CheckpointStore):
+                raise TypeError(
+                    "open_agent_runtime(durable=True) needs a CheckpointStore (the "
+                    "in-memory, SQLite and PostgreSQL stores are)"
+                )
+            if type(lease_ms) is not int or lease_ms < 1:
+                raise ValueError("lease_ms must be a positive integer")
+            self.checkpoints = store
+        self.lease_ms = lease_ms
+        self.on_in_doubt = on_in_doubt
         # The turn gate: held only around a model call (SPEC §7D gate 3). A
         # CapacityLimiter is released by `async with` on any exit, cancellation included.
         self.turn_gate = trio.CapacityLimiter(max_concurrent_turns)
@@ -573,10 +591,21 @@ class AgentRuntime:
 
     # -- runs and resume ----------------------------------------------------------------
 
-    async def run(self, def_name: str, prompt: str, budget: Budget | None = None) -> TaskResult:
+    async def run(
+        self, def_name: str, prompt: str, budget: Budget | None = None, *, id: str | None = None
+    ) -> TaskResult:
         """Spawn *def_name* under the root, wake it with *prompt* and wait for its result
-        (the child stays open, so a ``pending`` result can be resumed)."""
+        (the child stays open, so a ``pending`` result can be resumed).
+
+        With *id* (a runtime opened with ``durable=True``) the tree is crash-durable:
+        its root's run is checkpointed under *id*, each sub-agent's under an id of its
+        own recorded in its parent's checkpoint; a process that dies mid-turn leaves it
+        to :meth:`recover` (see "Crash-durable agent trees" in the docs)."""
+        if id is not None and self.checkpoints is None:
+            raise ValueError("run(id=...) needs open_agent_runtime(durable=True)")
         h = self.spawn(self.root, def_name, budget)
+        if id is not None:
+            h.durable_id, h.tree_meta = id, _recovery.tree_record(def_name, None)
         woke = self.wake(h, prompt)
         if not woke.ok:
             return TaskResult(woke.error or "wake refused", True, "error")
@@ -617,6 +646,26 @@ class AgentRuntime:
         assert result is not None
         self.answered[answer.id] = "answered"
         return top.last_result or result
+
+    async def recover(self, root_id: str) -> TaskResult:
+        """Continue the durable tree *root_id* whose process died, from its checkpoints.
+
+        The root agent is spawned again (under a new handle id) and its run recovered
+        as :meth:`Client.recover` does; each ``task`` call in flight finds its
+        sub-agent: one that finished gives its saved answer (it is not run again), one
+        in flight is recovered from its own checkpoint, one never started starts. The
+        root's result when the tree finishes. Of workers racing to recover one tree,
+        one wins; the others (and a tree whose owner is alive, or that finished) get
+        :class:`~toolnexus_trio.loop.RunNotRecoverable`; :class:`LookupError` when
+        nothing is stored under *root_id*.
+        """
+        return await _recovery.recover_tree(self, root_id)
+
+    async def orphaned_trees(self, limit: int = 100) -> _Ids:
+        """Root ids of durable trees whose owner's lease expired: what a worker passes
+        to :meth:`recover`. Among the store's oldest *limit* orphaned runs (a tree's
+        orphaned sub-agents are listed there too, and left out here)."""
+        return await _recovery.orphaned_trees(self, limit)
 
     def _replay(self, h: Handle, answer: Answer) -> None:
         assert h.parent is not None
@@ -672,6 +721,9 @@ async def open_agent_runtime(
     hooks: Hooks | Any | None = None,
     on_metric: OnMetric | None = None,
     max_depth: int = DEFAULT_MAX_DEPTH,
+    durable: bool = False,
+    lease_ms: int = 30_000,
+    on_in_doubt: InDoubtPolicy | None = None,
 ) -> AsyncIterator[AgentRuntime]:
     """Open the §7D agent runtime over *registry* (agent name → :class:`AgentDef`).
 
@@ -684,6 +736,12 @@ async def open_agent_runtime(
     refused with ``maxDepth``; 32 unless given), so a model that keeps delegating to its
     own agent stops. Leaving the block closes the tree leaf-first (each running turn
     gets *shutdown_ms* to finish) and cancels whatever is left.
+
+    *durable* (with a :class:`~toolnexus_trio.stores.CheckpointStore` as *store*) makes
+    a tree run with :meth:`AgentRuntime.run`'s ``id=`` crash-durable: every agent's
+    turn is checkpointed as a durable :meth:`Client.ask` is, under an owner lease of
+    *lease_ms*; *on_in_doubt* is the in-doubt policy of its recoveries
+    (:meth:`AgentRuntime.recover`).
     """
     runtime = AgentRuntime(
         registry,
@@ -696,6 +754,9 @@ async def open_agent_runtime(
         hooks=hooks,
         on_metric=on_metric,
         max_depth=max_depth,
+        durable=durable,
+        lease_ms=lease_ms,
+        on_in_doubt=on_in_doubt,
     )
     with collapse_groups():
         async with trio.open_nursery() as nursery:

@@ -18,6 +18,7 @@ import trio
 from .. import _tracing
 from .._tools import Tool, ToolContext, ToolResult, ToolSource
 from .._wire import Answer
+from . import _recovery
 from ._escalation import ask
 from ._types import Handle, SpawnError, TaskResult
 
@@ -132,10 +133,21 @@ async def _delegate(
         else:
             result = await rt.wait(child)
     else:
+        durable: tuple[str, bool] | None = None
+        if h.checkpointer is not None:
+            # A durable tree: the child's run id, recorded before it starts; a child
+            # that finished before a crash gives its answer without running again.
+            found = await _recovery.durable_child(rt, h, agent, ctx.call_id)
+            if isinstance(found, ToolResult):
+                return found
+            durable = found
         try:
             child = rt.spawn(h, agent)
         except SpawnError as exc:
             return ToolResult.error(str(exc), {"agent": agent, "limit": exc.limit})
+        if durable is not None:
+            child.durable_id, child.recovering = durable
+            child.tree_meta = _recovery.tree_record(agent, h.durable_id)
         made.append(child)
         child.trace = _tracing.current()  # its spans go under this execute_tool span
         child.task_key = key

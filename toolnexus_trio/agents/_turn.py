@@ -27,14 +27,14 @@ from .. import _tracing
 from .._cancel import CancelToken
 from .._groups import collapse_groups
 from .._toolkit import Toolkit
-from .._tools import Tool, ToolContext, ToolResult
+from .._tools import Tool, ToolContext, ToolHints, ToolResult
 from .._wire import Answer, Request
 from ..loop._client import Client
 from ..loop._output import output_json
 from ..loop._results import GenerateRequest, InProcessOptions, RunError, RunResult, TranslateResult
 from ..loop._turns import Emit, InProcessTurns, TranslateCall, Turn, TurnSource
 from ..models._source import HttpTurns
-from . import _budget
+from . import _budget, _recovery
 from ._completion import LIMIT_COMPLETION
 from ._escalation import ask as _ask
 from ._escalation import stamp
@@ -225,6 +225,8 @@ class Turns:
                 on_metric=on_metric,
                 output_type=defn.output_type,
             )
+            if rt.checkpoints is not None:  # a durable tree's runs (agents/_recovery.py)
+                options = _recovery.durable_options(rt, defn, options)
             source = InProcessTurns(options)
         else:
             assert rt._llm is not None
@@ -240,6 +242,8 @@ class Turns:
                 store=None,
                 output_type=defn.output_type,  # the def's, also when a restored run resumes
             )
+            if rt.checkpoints is not None:  # a durable tree's runs (agents/_recovery.py)
+                options = _recovery.durable_options(rt, defn, options)
             shared = rt._sources.get(model)
             if shared is None:
                 shared = rt._sources[model] = HttpTurns(attrs.evolve(rt._llm, model=model))
@@ -254,7 +258,13 @@ class Turns:
                 return self._no_tools
             tools = [self._metered(h, t) for t in h.defn.tools or ()]
             if h.defn.task_targets:
-                tools.append(self._metered(h, task_tool(self.rt, h)))
+                task = task_tool(self.rt, h)
+                if self.rt.checkpoints is not None:
+                    # In a durable tree a task call run again finds the child it
+                    # recorded (agents/_recovery.py): a recovery re-runs it, never
+                    # reports it in doubt.
+                    task = attrs.evolve(task, hints=ToolHints(idempotent=True))
+                tools.append(self._metered(h, task))
             h.toolkit = Toolkit(tools)
         toolkit: Toolkit = h.toolkit
         return toolkit
@@ -290,6 +300,11 @@ class Turns:
             if h.defn.completion is not None:  # the gate reaches children via the registry
                 return await gated_turn(self, h, text, history, token)
             client = self.client(h, max_turns)
+            if _recovery.durable(self.rt, h):
+                # The durable run keeps its own thread under its run id.
+                return await _recovery.durable_turn(
+                    self.rt, h, client, text, self.toolkit(h), token
+                )
             return await client.run(text, self.toolkit(h), history=history, cancel=token)
 
         await self._drive(h, body)

@@ -293,6 +293,13 @@ class Handle:
         self.running_children = 0
         self.wake_queue: list[Handle] = []
         self.error: BaseException | None = None  # what failed the last run, if anything
+        # A durable tree (agents/_recovery.py): the run id its turns checkpoint under,
+        # the tree's record kept in that checkpoint, whether the next turn recovers the
+        # run instead of starting one, and the running turn's Checkpointer.
+        self.durable_id: str | None = None
+        self.tree_meta: dict[str, Any] | None = None
+        self.recovering = False
+        self.checkpointer: Any = None
         # Trio plumbing: the handle's subtree nursery (opened by its service task),
         # work to start once it is open, the settle signal and the running turn's token.
         self.nursery: trio.Nursery | None = None

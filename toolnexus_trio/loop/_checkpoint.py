@@ -88,7 +88,9 @@ class RunNotRecoverable(RuntimeError):
     """:meth:`Client.recover` could not take the run: ``status`` says why.
 
     ``"running"``: its owner's lease has not expired (it is alive, or another worker
-    recovered it first); ``"done"`` or ``"failed"``: it is finished. :meth:`Client.ask`
+    recovered it first); ``"done"`` or ``"failed"``: it is finished; ``"tree"``: it is
+    a run of a durable agent tree, which :meth:`AgentRuntime.recover
+    <toolnexus_trio.agents.AgentRuntime.recover>` recovers as a whole. :meth:`Client.ask`
     raises it too (``status="running"``) for an id whose durable run is still running
     or waits to be recovered.
     """
@@ -130,6 +132,9 @@ class Checkpointer:
         self.model = model
         self.lost = False
         self.scope: trio.CancelScope | None = None
+        # An agent tree's record of this run (its def, parent, children: agents/
+        # _recovery.py), kept by reference in every state written; None: a plain run.
+        self.meta: dict[str, Any] | None = None
         self._state: dict[str, Any] = {}
         # One write at a time, each of the whole current state: a change waits for a
         # write that includes it, so marks made together (a turn's calls starting)
@@ -143,6 +148,8 @@ class Checkpointer:
     def load(self, state: dict[str, Any]) -> None:
         """Adopt *state* (recovery): later writes extend it."""
         self._state = state
+        tree = state.get("tree")
+        self.meta = tree if isinstance(tree, dict) else None
 
     def snapshot(self, run: _Run) -> dict[str, Any]:
         """The document of *run* between steps: the next step is a model call."""
@@ -155,7 +162,25 @@ class Checkpointer:
             usage=run.usage,
             model=self.model,
         )
-        return {"version": STATE_VERSION, "run": result.to_json(), "calls": None, "results": {}}
+        state = {"version": STATE_VERSION, "run": result.to_json(), "calls": None, "results": {}}
+        if self.meta is not None:
+            state["tree"] = self.meta
+        return state
+
+    @property
+    def position(self) -> int:
+        """The transcript's length in the state last written: the same for every call
+        of one model response, in the run and in its recovery (which reads that state)."""
+        run = self._state.get("run")
+        messages = run.get("messages") if isinstance(run, dict) else None
+        return len(messages) if isinstance(messages, list) else 0
+
+    async def note(self) -> None:
+        """Write the current state again, flushed: :attr:`meta` changed (an agent tree
+        recorded a child before starting it, so a recovery finds it)."""
+        if self.meta is not None:
+            self._state["tree"] = self.meta
+        await self._write(durable=True)
 
     async def step(self, run: _Run) -> None:
         """A step boundary: the transcript so far; the next step is a model call.
@@ -297,15 +322,18 @@ def _emitter(on_text: Callable[[str], Any]) -> Callable[[dict[str, Any]], Any]:
     return emit
 
 
-async def _drive(client: Client, cp: Checkpointer, run: _Run, body: Any) -> RunResult:
-    """Run *body* (the loop over *run*) with the lease kept, then save the outcome."""
+async def _drive(
+    client: Client, cp: Checkpointer, run: _Run, body: Any, cancel: CancelToken | None = None
+) -> RunResult:
+    """Run *body* (the loop over *run*) with the lease kept, then save the outcome;
+    *cancel* ends the run as :meth:`Client.run`'s does (``status="cancelled"``)."""
     store = cp.store
     try:
         with collapse_groups():
             async with trio.open_nursery() as nursery:
                 cp.scope = nursery.cancel_scope
                 nursery.start_soon(cp.keep_lease)
-                result = await client._drive(run, CancelToken(), body)
+                result = await client._drive(run, cancel or CancelToken(), body)
                 nursery.cancel_scope.cancel(reason="the run ended")
     except trio.Cancelled:
         if not cp.lost:
@@ -344,8 +372,15 @@ async def durable_ask(
     *,
     id: str,
     on_text: Callable[[str], Any] | None = None,
+    cancel: CancelToken | None = None,
+    meta: dict[str, Any] | None = None,
+    bind: Callable[[Checkpointer], None] | None = None,
 ) -> RunResult:
-    """:meth:`Client.ask` of a durable client (see the module docs)."""
+    """:meth:`Client.ask` of a durable client (see the module docs).
+
+    For the agent runtime's durable trees: *cancel* as :meth:`Client.run`'s, *meta*
+    the tree's record kept in every checkpoint, *bind* told the run's
+    :class:`Checkpointer` before the run starts."""
     checkpoints = _store_of(store)
     options = client.options
     async with _thread_lock(store, id):
@@ -354,7 +389,10 @@ async def durable_ask(
         if on_text is not None:
             run.emit = _emitter(on_text)
         cp = Checkpointer(checkpoints, id, options.lease_ms, options.model)
+        cp.meta = meta
         run.checkpoint = cp
+        if bind is not None:
+            bind(cp)
         if not await checkpoints.start_run(id, cp.owner, cp.lease_ms, cp.snapshot(run)):
             raise RunNotRecoverable(
                 id,
@@ -362,14 +400,35 @@ async def durable_ask(
                 f"a durable run of {id!r} is still running, or waits to be recovered "
                 "(Client.recover): a new one cannot start over it",
             )
-        return await _drive(client, cp, run, _started(client, run))
+        return await _drive(client, cp, run, _started(client, run), cancel)
 
 
-async def recover(client: Client, store: ConversationStore, id: str, toolkit: Toolkit) -> RunResult:
-    """See :meth:`Client.recover`."""
+async def recover(
+    client: Client,
+    store: ConversationStore,
+    id: str,
+    toolkit: Toolkit,
+    *,
+    cancel: CancelToken | None = None,
+    bind: Callable[[Checkpointer], None] | None = None,
+) -> RunResult:
+    """See :meth:`Client.recover`; *cancel* and *bind* as :func:`durable_ask`'s (the
+    tree's record comes back from the checkpoint as the Checkpointer's ``meta``), and
+    only the agent runtime passes *bind*: a plain recovery refuses a tree's run."""
     checkpoints = _store_of(store)
     options = client.options
     policy = options.on_in_doubt or in_doubt_default
+    if bind is None:
+        # A tree's agent runs with its tree's tools and team and reports to its parent:
+        # a plain worker (Client.orphaned_runs lists these too) must leave it alone.
+        seen = await checkpoints.load_checkpoint(id)
+        if seen is not None and "tree" in seen.state:
+            raise RunNotRecoverable(
+                id,
+                "tree",
+                f"the durable run {id!r} belongs to an agent tree: AgentRuntime.recover "
+                "recovers its tree as a whole",
+            )
     # No in-process thread lock: the claim is the lock (a live run's lease refuses it).
     cp = Checkpointer(checkpoints, id, options.lease_ms, options.model)
     if not await checkpoints.claim_run(id, cp.owner, cp.lease_ms):
@@ -404,6 +463,8 @@ async def recover(client: Client, store: ConversationStore, id: str, toolkit: To
     )
     run.checkpoint = cp
     cp.load(state)
+    if bind is not None:
+        bind(cp)
 
     async def body() -> None:
         calls_state = state.get("calls")
@@ -420,7 +481,7 @@ async def recover(client: Client, store: ConversationStore, id: str, toolkit: To
             await cp.step(run)
         await client._loop(run)
 
-    return await _drive(client, cp, run, body())
+    return await _drive(client, cp, run, body(), cancel)
 
 
 def _known_outcomes(
