@@ -22,8 +22,9 @@ import json
 import logging
 import math
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final, cast
+from urllib.parse import urlsplit
 
 import httpx2
 import mcp_types as types
@@ -33,6 +34,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from .. import _tracing
 from .._groups import collapse_groups
 from .._runctx import current_run
 from .._sampling import DEPTH_META, Sampler, SamplingLimits, sampling_depth
@@ -46,7 +48,7 @@ from ._hints import hints_from_annotations
 from ._http import ANSWER_TOO_LARGE, new_http_client, ssl_context
 from ._limits import MAX_LISTING_BYTES, MAX_MESSAGE_BYTES, MAX_TOOLS, size_text
 from ._parts import parts_of
-from ._progress import CallProgress, ReadTap
+from ._progress import CallProgress, ReadTap, WriteTap
 from ._stdio import StdioTransport, open_stdio
 from ._types import McpStatus, McpToolInfo
 
@@ -126,6 +128,7 @@ class ServerConn:
         )
         self._elicits = wait_for is not None or relay_to_client
         self._desk = Desk()
+        self._session_id: str | None = None  # streamable HTTP's Mcp-Session-Id
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -137,7 +140,7 @@ class ServerConn:
     def _client(self, read: Any, write: Any) -> ClientSession:
         return ClientSession(
             ReadTap(read, self._progress),
-            write,
+            WriteTap(write),
             elicitation_callback=self._elicit if self._elicits else None,
             sampling_callback=self._sample if self._sampling is not None else None,
             message_handler=self._on_message,
@@ -190,8 +193,11 @@ class ServerConn:
         async def seen(response: httpx2.Response) -> None:
             if response.request.method == "POST":
                 statuses.append(response.status_code)  # the first is initialize's
+                # The session the server gave (initialize's answer), for the spans.
+                self._session_id = response.headers.get("mcp-session-id") or self._session_id
 
         assert self.config.url is not None
+        self._session_id = None
         # A response stream may stay open for minutes; connect/write obey the load bound.
         timeout = httpx2.Timeout(self.bound, read=300.0)
         with collapse_groups():
@@ -350,7 +356,8 @@ class ServerConn:
         size = 0
         for _ in range(MAX_PAGES):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_tools(params=params)
+            with _tracing.mcp_span("tools/list", None, lambda: self._span_attributes(session)):
+                page = await session.list_tools(params=params)
             if len(infos) + len(page.tools) > MAX_TOOLS:
                 raise LoadError(f"tools/list: more than {MAX_TOOLS} tools (the limit per server)")
             # The page as JSON again (no raw bytes reach us on every transport): near
@@ -426,16 +433,39 @@ class ServerConn:
         depth = sampling_depth.get()
         # Inside a sampling request: the server we call learns how deep it is.
         call_meta: dict[str, Any] = {DEPTH_META: depth} if depth else {}
-        try:
-            async with self._call_desk():
-                result = await self._call_tool(session, tool, public_name, args, ctx, call_meta)
-        except MCPError as exc:
-            reason = self._explain(exc)
-            if reason is not None:
-                return ToolResult.error(f"MCP server {self.config.name!r}: {reason}", meta)
-            return ToolResult.error(exc.error.message or str(exc), meta)
-        output, is_error = result_text(result)
+        with _tracing.mcp_span("tools/call", tool, lambda: self._span_attributes(session)) as live:
+            try:
+                async with self._call_desk():
+                    result = await self._call_tool(session, tool, public_name, args, ctx, call_meta)
+            except MCPError as exc:
+                _tracing.mcp_failed(live, exc.error.code, exc.error.message)
+                reason = self._explain(exc)
+                if reason is not None:
+                    return ToolResult.error(f"MCP server {self.config.name!r}: {reason}", meta)
+                return ToolResult.error(exc.error.message or str(exc), meta)
+            output, is_error = result_text(result)
+            if is_error:
+                _tracing.fail(live, "tool_error")  # the conventions' value for isError
         return ToolResult(output, is_error, meta, parts_of(result.content))
+
+    def _span_attributes(self, session: ClientSession) -> Mapping[str, Any]:
+        """The MCP conventions' session attributes of this connection's client spans."""
+        found: dict[str, Any] = {}
+        if session.protocol_version:
+            found["mcp.protocol.version"] = session.protocol_version
+        if self._session_id:
+            found["mcp.session.id"] = self._session_id
+        if self.config.type == "local":
+            found["network.transport"] = "pipe"
+            return found
+        found["network.transport"] = "tcp"
+        found["network.protocol.name"] = "http"
+        url = urlsplit(self.config.url or "")
+        if url.hostname:
+            found["server.address"] = url.hostname
+            port = url.port or (443 if url.scheme == "https" else 80)
+            found["server.port"] = port
+        return found
 
     def _call_desk(self) -> contextlib.AbstractAsyncContextManager[ActiveCall | None]:
         """The call's place on the desk, when this server may ask us things."""
