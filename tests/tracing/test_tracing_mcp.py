@@ -190,3 +190,17 @@ async def test_mcp_client_spans_of_a_tool_error_and_a_cancel(tmp_path: Path) -> 
     for span in (fail, slow):
         assert span.kind is SpanKind.CLIENT
         assert span.parent is None  # no span around a direct toolkit call
+
+
+async def test_a_json_rpc_error_answer_on_the_mcp_client_span() -> None:
+    server = {"command": [sys.executable, str(HERE / "refusing_mcp_server.py")]}
+    with global_recorder() as rec:
+        async with open_toolkit(ToolkitOptions(mcp={"no": server}, builtins=False)) as toolkit:
+            result = await toolkit.execute("no_refuse", {})
+    assert result.is_error and "refused here" in result.output
+    span = rec.one("tools/call refuse")
+    assert span.kind is SpanKind.CLIENT
+    assert attrs_of(span)["error.type"] == "-32001"
+    assert attrs_of(span)["rpc.response.status_code"] == "-32001"
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "refused here"
