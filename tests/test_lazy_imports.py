@@ -115,3 +115,32 @@ def test_the_http_names_are_their_modules_own(name: str) -> None:
         "toolnexus_trio",
         "toolnexus_trio.http_tools",
     )
+
+
+def _loaded(code: str, names: tuple[str, ...]) -> list[str]:
+    probe = (
+        f"{code}\nimport json, sys\nprint(json.dumps([m for m in {names!r} if m in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    return list(json.loads(out.strip().splitlines()[-1]))
+
+
+SERVE_NEVER = ("toolnexus_trio.loop", "toolnexus_trio.stores", "sqlite3")
+"""What a process that only serves tools (``serve --stdio``, whose start an MCP client
+waits for every session) does not load: the agent loop and the stores (issue 39)."""
+
+
+def test_the_package_and_the_command_line_leave_the_loop_and_the_stores() -> None:
+    assert _loaded("import toolnexus_trio", SERVE_NEVER) == []
+    assert _loaded("import toolnexus_trio.cli._main", SERVE_NEVER) == []
+
+
+def test_a_loop_name_loads_the_loop_and_shows_the_facade_module() -> None:
+    code = (
+        "from toolnexus_trio import Client, RunResult, SqliteConversationStore\n"
+        "assert Client.__module__ == RunResult.__module__ == 'toolnexus_trio'\n"
+        "assert SqliteConversationStore.__module__ == 'toolnexus_trio'\n"
+    )
+    assert _loaded(code, SERVE_NEVER) == list(SERVE_NEVER)

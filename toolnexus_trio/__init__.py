@@ -6,6 +6,7 @@ The Tesseron host SDK lives in :mod:`toolnexus_trio.tesseron`, the gateway that
 turns a host's actions into tools in :mod:`toolnexus_trio.gateway`.
 """
 
+import types as _types
 import typing as _typing
 
 import attrs as _attrs
@@ -52,44 +53,12 @@ from ._wire import Request as Request
 from ._wire import answer_declined as answer_declined
 from ._wire import answer_output as answer_output
 from .builtins import BuiltinsConfig as BuiltinsConfig
-from .loop import RUN_STATUSES as RUN_STATUSES
-from .loop import AlreadyAnswered as AlreadyAnswered
-from .loop import Client as Client
-from .loop import Conversation as Conversation
-from .loop import GenerateError as GenerateError
-from .loop import GenerateRequest as GenerateRequest
-from .loop import HookError as HookError
-from .loop import Hooks as Hooks
-from .loop import InProcessOptions as InProcessOptions
-from .loop import InProcessResponse as InProcessResponse
-from .loop import InProcessToolCall as InProcessToolCall
-from .loop import PendingExpired as PendingExpired
-from .loop import ProviderError as ProviderError
-from .loop import RetryOutput as RetryOutput
-from .loop import RunError as RunError
-from .loop import RunResult as RunResult
-from .loop import RunTimeout as RunTimeout
-from .loop import SuspendedCall as SuspendedCall
-from .loop import ToolCallRecord as ToolCallRecord
-from .loop import TranslatedToolCall as TranslatedToolCall
-from .loop import TranslateResult as TranslateResult
-from .loop import compactor as compactor
-from .loop import create_in_process_client as create_in_process_client
-from .loop import estimate_tokens as estimate_tokens
-from .loop import sampler_from_client as sampler_from_client
-from .loop import sampler_from_generate as sampler_from_generate
 from .skills import SkillDef as SkillDef
 from .skills import SkillInfo as SkillInfo
 from .skills import SkillInventory as SkillInventory
 from .skills import SkillSkip as SkillSkip
 from .skills import SkipReason as SkipReason
 from .skills import list_skills as list_skills
-from .stores import ConversationStore as ConversationStore
-from .stores import InMemoryConversationStore as InMemoryConversationStore
-from .stores import PendingState as PendingState
-from .stores import PendingStore as PendingStore
-from .stores import PostgresConversationStore as PostgresConversationStore
-from .stores import SqliteConversationStore as SqliteConversationStore
 
 __all__ = [
     "RUN_STATUSES",
@@ -191,9 +160,41 @@ if _typing.TYPE_CHECKING:
     from .agents import agent as agent
     from .agents import open_agent_runtime as open_agent_runtime
     from .http_tools import http_tool as http_tool
+    from .loop import RUN_STATUSES as RUN_STATUSES
+    from .loop import AlreadyAnswered as AlreadyAnswered
+    from .loop import Client as Client
+    from .loop import Conversation as Conversation
+    from .loop import GenerateError as GenerateError
+    from .loop import GenerateRequest as GenerateRequest
+    from .loop import HookError as HookError
+    from .loop import Hooks as Hooks
+    from .loop import InProcessOptions as InProcessOptions
+    from .loop import InProcessResponse as InProcessResponse
+    from .loop import InProcessToolCall as InProcessToolCall
+    from .loop import PendingExpired as PendingExpired
+    from .loop import ProviderError as ProviderError
+    from .loop import RetryOutput as RetryOutput
+    from .loop import RunError as RunError
+    from .loop import RunResult as RunResult
+    from .loop import RunTimeout as RunTimeout
+    from .loop import SuspendedCall as SuspendedCall
+    from .loop import ToolCallRecord as ToolCallRecord
+    from .loop import TranslatedToolCall as TranslatedToolCall
+    from .loop import TranslateResult as TranslateResult
+    from .loop import compactor as compactor
+    from .loop import create_in_process_client as create_in_process_client
+    from .loop import estimate_tokens as estimate_tokens
+    from .loop import sampler_from_client as sampler_from_client
+    from .loop import sampler_from_generate as sampler_from_generate
     from .models import ClientOptions as ClientOptions
     from .models import ErrorInfo as ErrorInfo
     from .models import create_client as create_client
+    from .stores import ConversationStore as ConversationStore
+    from .stores import InMemoryConversationStore as InMemoryConversationStore
+    from .stores import PendingState as PendingState
+    from .stores import PendingStore as PendingStore
+    from .stores import PostgresConversationStore as PostgresConversationStore
+    from .stores import SqliteConversationStore as SqliteConversationStore
 
 _AGENT_NAMES = frozenset(
     ("Agent", "AgentDef", "Budget", "TaskResult", "agent", "open_agent_runtime")
@@ -207,38 +208,97 @@ process that serves tools (``serve --stdio``, ``gateway --mcp``, which an MCP cl
 spawns per session) or runs an in-process model never loads it (issue 39)."""
 
 
+_LOOP_NAMES = frozenset(
+    (
+        "RUN_STATUSES",
+        "AlreadyAnswered",
+        "Client",
+        "Conversation",
+        "GenerateError",
+        "GenerateRequest",
+        "HookError",
+        "Hooks",
+        "InProcessOptions",
+        "InProcessResponse",
+        "InProcessToolCall",
+        "PendingExpired",
+        "ProviderError",
+        "RetryOutput",
+        "RunError",
+        "RunResult",
+        "RunTimeout",
+        "SuspendedCall",
+        "ToolCallRecord",
+        "TranslatedToolCall",
+        "TranslateResult",
+        "compactor",
+        "create_in_process_client",
+        "estimate_tokens",
+        "sampler_from_client",
+        "sampler_from_generate",
+    )
+)
+"""The agent loop's names, imported on first use: a process that only serves tools
+(``serve --stdio``, ``gateway --mcp``) never loads the loop (issue 39)."""
+
+_STORE_NAMES = frozenset(
+    (
+        "ConversationStore",
+        "InMemoryConversationStore",
+        "PendingState",
+        "PendingStore",
+        "PostgresConversationStore",
+        "SqliteConversationStore",
+    )
+)
+"""The conversation and pending stores' names (sqlite3 among them), on first use."""
+
+_LAZY_PREFIXES = ("toolnexus_trio.models._", "toolnexus_trio.loop._", "toolnexus_trio.stores._")
+
+
 def __getattr__(name: str) -> object:
+    # Plain imports, so that the import graph tests/test_layout.py reads sees them.
+    module: _types.ModuleType
     if name in _HTTP_NAMES:
-        # Plain imports, so that the import graph tests/test_layout.py reads sees them.
         from . import http_tools, models
 
-        value = getattr(http_tools if name == "http_tool" else models, name)
-        if isinstance(value, type) and _attrs.has(value):
-            _attrs.resolve_types(value)
-        if getattr(value, "__module__", "").startswith("toolnexus_trio.models._"):
-            value.__module__ = __name__  # as the loop below does for the eager names
-        globals()[name] = value
-        return value
-    if name not in _AGENT_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # A plain import, so that the import graph tests/test_layout.py reads sees it.
-    from . import agents
+        module = http_tools if name == "http_tool" else models
+    elif name in _LOOP_NAMES:
+        from . import loop
 
-    value = getattr(agents, name)
+        module = loop
+    elif name in _STORE_NAMES:
+        from . import stores
+
+        module = stores
+    elif name in _AGENT_NAMES:
+        from . import agents
+
+        module = agents
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(module, name)
     if isinstance(value, type) and _attrs.has(value):
         _attrs.resolve_types(value)  # as the loop below does for the eager names
+    if getattr(value, "__module__", "").startswith(_LAZY_PREFIXES):
+        value.__module__ = __name__  # as the loop below does for the eager names
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_AGENT_NAMES, *_HTTP_NAMES})
+    return sorted({*globals(), *_AGENT_NAMES, *_HTTP_NAMES, *_LOOP_NAMES, *_STORE_NAMES})
 
 
 # Tracebacks and docs show the public module, as trio does. Annotations are resolved
 # first, while the defining module is still known (cattrs reads them later).
 for _name in __all__:
-    if _name in _AGENT_NAMES or _name in _HTTP_NAMES:
+    if (
+        _name in _AGENT_NAMES
+        or _name in _HTTP_NAMES
+        or _name in _LOOP_NAMES
+        or _name in _STORE_NAMES
+    ):
         continue  # resolved when first used (__getattr__); their modules stay theirs
     _obj = globals()[_name]
     if isinstance(_obj, type) and _attrs.has(_obj):

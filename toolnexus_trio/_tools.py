@@ -15,7 +15,6 @@ from typing import Any, Union, overload
 
 import attrs
 import cattrs
-import docstring_parser
 import trio
 
 from ._cancel import CancelToken
@@ -388,6 +387,8 @@ def _param_docs(doc: str) -> tuple[str, dict[str, str]]:
     """The summary line and each parameter's text from a Google, NumPy or reST docstring."""
     if not doc.strip():
         return "", {}
+    import docstring_parser  # here: only a @tool function's definition needs it
+
     try:
         parsed = docstring_parser.parse(doc)  # the style is detected
     except docstring_parser.ParseError:  # not one of the three: the first line, no params

@@ -28,8 +28,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from typing import Any, Final, Literal
 
 import trio
@@ -68,6 +69,12 @@ _cached: tuple[Any, Any] | None = None
 _meters: tuple[Any, Any, Any] | None = None
 # The API's proxy (or no-op) provider last seen as the global one: tracing off.
 _off: Any = None
+# The tracer of the innermost span of ours that is open here (set only while tracing is
+# on): the MCP client span of a tool call uses the run's tracer, ClientOptions' included.
+_active: ContextVar[Any] = ContextVar("toolnexus_trio_tracer", default=None)
+# The MCP CLIENT span open in this task, with the request it is waiting to see written
+# (see mcp_request_sent).
+_mcp_call: ContextVar[list[Any] | None] = ContextVar("toolnexus_trio_mcp_call", default=None)
 
 
 def tracer(provider: Any = None) -> Any:
@@ -145,6 +152,7 @@ def _live(
         links=[trace.Link(c) for c in links] or None,
     )
     token = context.attach(trace.set_span_in_context(live, parent))
+    active = _active.set(tracer)
     try:
         yield live
     except trio.Cancelled:
@@ -159,6 +167,7 @@ def _live(
         fail(live, type(exc).__qualname__)
         raise
     finally:
+        _active.reset(active)
         context.detach(token)
         live.end()
 
@@ -515,3 +524,66 @@ def mark_mcp_session(session_id: str | None) -> None:
 
     # A non-recording span (no provider) drops the attribute.
     trace.get_current_span().set_attribute("mcp.session.id", session_id)
+
+
+# -- the MCP client spans ----------------------------------------------------------
+
+
+def mcp_span(
+    method: str, target: str | None, describe: Callable[[], Mapping[str, Any]]
+) -> AbstractContextManager[Any]:
+    """The MCP conventions' CLIENT span ``{mcp.method.name} {target}`` of one request
+    we send (the shared no-op one while tracing is off; *describe* is called only when
+    on, for the session's attributes: ``mcp.session.id``, ``mcp.protocol.version``,
+    ``network.transport``, ``server.address``/``server.port``).
+
+    The tracer is the one of the span around the call (the run's), else the global one.
+    The mcp SDK's own span of the request (``MCP send ...``) opens inside this one, so
+    it is its child, and the ``traceparent`` the SDK writes into ``params._meta`` is
+    of that child: the server's span sits under both."""
+    found = _active.get()
+    if found is None:
+        found = tracer()
+        if found is None:
+            return NOOP
+    return _mcp_live(found, method, target, describe)
+
+
+@contextmanager
+def _mcp_live(
+    tracer: Any, method: str, target: str | None, describe: Callable[[], Mapping[str, Any]]
+) -> Iterator[Any]:
+    attributes: dict[str, Any] = {"mcp.method.name": method, **describe()}
+    if method == "tools/call" and target is not None:
+        attributes["gen_ai.operation.name"] = "execute_tool"
+        attributes["gen_ai.tool.name"] = target
+    name = f"{method} {target}" if target else method
+    with _live(tracer, name, "client", attributes, (), None) as live:
+        token = _mcp_call.set([live, method])
+        try:
+            yield live
+        finally:
+            _mcp_call.reset(token)
+
+
+def mcp_request_sent(method: str, request_id: object) -> None:
+    """A request was written to an MCP transport (called by the session's write tap,
+    in the task that sends it): its ``jsonrpc.request.id`` goes on this task's MCP
+    CLIENT span, once, when the method is the span's."""
+    found = _mcp_call.get()
+    if found is None or found[1] != method or request_id is None:
+        return
+    found[1] = None  # the first request of that method is the span's; later ones are not
+    found[0].set_attribute("jsonrpc.request.id", str(request_id))
+
+
+def mcp_failed(live: Any, code: int, message: str | None) -> None:
+    """A JSON-RPC error answer on an MCP CLIENT span: ``error.type`` and
+    ``rpc.response.status_code`` are the error code, the status description its message."""
+    if live is NOOP or not live.is_recording():
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    live.set_attribute("error.type", str(code))
+    live.set_attribute("rpc.response.status_code", str(code))
+    live.set_status(Status(StatusCode.ERROR, message or None))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from .._tools import Tool, ToolContext, ToolResult, ToolSource, output_text, pending
@@ -53,13 +54,17 @@ async def _question(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     )
 
 
-question_tool = Tool(
-    name="question",
-    description=(
-        "Ask the user one or more questions and wait for the answers. Use it when you "
-        "need a decision or information only the user has."
-    ),
-    input_schema=_question_schema,
-    source=ToolSource.BUILTIN,
-    execute=_question,
-)
+@functools.cache
+def question_tool() -> Tool:
+    """The one ``question`` tool of the process, made (its schema compiled) on first use,
+    not when the package is imported."""
+    return Tool(
+        name="question",
+        description=(
+            "Ask the user one or more questions and wait for the answers. Use it when you "
+            "need a decision or information only the user has."
+        ),
+        input_schema=_question_schema,
+        source=ToolSource.BUILTIN,
+        execute=_question,
+    )

@@ -22,9 +22,9 @@ _MAKERS: dict[str, Callable[[Place], Tool]] = {
     "grep": grep_tool,
     "glob": glob_tool,
     "webfetch": lambda place: webfetch_tool(),
-    "question": lambda place: question_tool,
+    "question": lambda place: question_tool(),
     "apply_patch": apply_patch_tool,
-    "todowrite": lambda place: todowrite_tool,
+    "todowrite": lambda place: todowrite_tool(),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from .._tools import Tool, ToolContext, ToolResult, ToolSource
@@ -36,10 +37,14 @@ async def _todowrite(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return ToolResult.ok("\n".join(lines) if lines else "(no todos)", {"todos": todos})
 
 
-todowrite_tool = Tool(
-    name="todowrite",
-    description="Replace the session's todo list with the given todos and show it.",
-    input_schema=_todowrite_schema,
-    source=ToolSource.BUILTIN,
-    execute=_todowrite,
-)
+@functools.cache
+def todowrite_tool() -> Tool:
+    """The one ``todowrite`` tool of the process, made (its schema compiled) on first
+    use, not when the package is imported."""
+    return Tool(
+        name="todowrite",
+        description="Replace the session's todo list with the given todos and show it.",
+        input_schema=_todowrite_schema,
+        source=ToolSource.BUILTIN,
+        execute=_todowrite,
+    )

@@ -38,7 +38,7 @@ import os
 import re
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
 import trio
@@ -46,10 +46,14 @@ import trio
 from .._groups import leaf_exceptions
 from .._wire import Answer, Request
 from ..builtins import render_questions
-from ..loop._results import Hooks, RunResult
 from ._ask_guard import ask_tools
 from ._commands import run_command
 from ._terminal import TerminalLines, is_terminal
+
+if TYPE_CHECKING:
+    # The loop is imported by the commands that run one, not by ``serve --stdio``'s
+    # start-up (issue 39).
+    from ..loop._results import Hooks, RunResult
 
 _INFO_WIDTH = 300
 """Tool-call lines are cut to this many characters: a terminal is not a log file."""
@@ -116,6 +120,8 @@ class TurnPrinter:
 
     def hooks(self) -> Hooks:
         """``before_tool`` / ``after_tool`` hooks that print each call as it starts and ends."""
+        from ..loop._results import Hooks
+
         return Hooks(before_tool=self._before_tool, after_tool=self._after_tool)
 
     def _before_tool(self, event: dict[str, Any]) -> None:

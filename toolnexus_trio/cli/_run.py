@@ -42,8 +42,6 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from .._toolkit import Toolkit, ToolkitOptions, open_toolkit
-from ..loop import Client, compactor
-from ..loop._results import Message
 from ._ask import (
     TurnPrinter,
     _describe,
@@ -63,7 +61,9 @@ from ._terminal import TerminalLines, is_terminal
 
 if TYPE_CHECKING:
     # The model client (and the HTTP stack under it) is imported by the commands that
-    # talk to a model, not by ``serve --stdio``'s start-up (issue 39).
+    # talk to a model, not by ``serve --stdio``'s start-up (issue 39); the loop too.
+    from ..loop import Client
+    from ..loop._results import Message
     from ..models import ClientOptions
 
 CONVERSATION_ID: Final = "run"
@@ -228,6 +228,7 @@ async def _session(
     printer: TurnPrinter,
     log: TerminalLog,
 ) -> int:
+    from ..loop import compactor
     from ..models import create_client
 
     lines = TerminalLines()  # one reader for the prompt and the tools' questions

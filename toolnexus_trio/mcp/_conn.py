@@ -22,8 +22,9 @@ import json
 import logging
 import math
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final, cast
+from urllib.parse import urlsplit
 
 import httpx2
 import mcp_types as types
@@ -35,6 +36,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
+from .. import _tracing
 from .._groups import collapse_groups
 from .._runctx import current_resume, current_run
 from .._sampling import DEPTH_META, Sampler, SamplingLimits, sampling_depth
@@ -48,7 +50,7 @@ from ._hints import hints_from_annotations
 from ._http import ANSWER_TOO_LARGE, new_http_client, ssl_context
 from ._limits import MAX_LISTING_BYTES, MAX_MESSAGE_BYTES, MAX_TOOLS, size_text
 from ._parts import parts_of
-from ._progress import CallProgress, ReadTap
+from ._progress import CallProgress, ReadTap, WriteTap
 from ._stdio import StdioTransport, open_stdio
 from ._tasks import TaskCall, server_runs_tasks, task_support
 from ._types import McpStatus, McpToolInfo
@@ -131,6 +133,7 @@ class ServerConn:
         self._desk = Desk()
         self._dispatcher: JSONRPCDispatcher[Any] | None = None
         self._task_tools: dict[str, str] = {}  # tool -> its taskSupport (optional, required)
+        self._session_id: str | None = None  # streamable HTTP's Mcp-Session-Id
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -143,7 +146,7 @@ class ServerConn:
         # Our own dispatcher (the SDK's public one, as the session would build it): a
         # task-augmented tools/call goes through it, because the session checks every
         # tools/call answer against CallToolResult and a CreateTaskResult is not one.
-        self._dispatcher = JSONRPCDispatcher(ReadTap(read, self._progress), write)
+        self._dispatcher = JSONRPCDispatcher(ReadTap(read, self._progress), WriteTap(write))
         return ClientSession(
             dispatcher=self._dispatcher,
             elicitation_callback=self._elicit if self._elicits else None,
@@ -198,8 +201,11 @@ class ServerConn:
         async def seen(response: httpx2.Response) -> None:
             if response.request.method == "POST":
                 statuses.append(response.status_code)  # the first is initialize's
+                # The session the server gave (initialize's answer), for the spans.
+                self._session_id = response.headers.get("mcp-session-id") or self._session_id
 
         assert self.config.url is not None
+        self._session_id = None
         # A response stream may stay open for minutes; connect/write obey the load bound.
         timeout = httpx2.Timeout(self.bound, read=300.0)
         with collapse_groups():
@@ -359,7 +365,8 @@ class ServerConn:
         size = 0
         for _ in range(MAX_PAGES):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_tools(params=params)
+            with _tracing.mcp_span("tools/list", None, lambda: self._span_attributes(session)):
+                page = await session.list_tools(params=params)
             if len(infos) + len(page.tools) > MAX_TOOLS:
                 raise LoadError(f"tools/list: more than {MAX_TOOLS} tools (the limit per server)")
             # The page as JSON again (no raw bytes reach us on every transport): near
@@ -445,18 +452,24 @@ class ServerConn:
         as_task = server_runs_tasks(session) and (
             support == "required" or (support == "optional" and not asks)
         )
-        try:
-            async with self._call_desk():
-                if as_task:
-                    result = await self._task_call(session, tool).run(args, call_meta)
-                else:
-                    result = await self._call_tool(session, tool, public_name, args, ctx, call_meta)
-        except MCPError as exc:
-            reason = self._explain(exc)
-            if reason is not None:
-                return ToolResult.error(f"MCP server {self.config.name!r}: {reason}", meta)
-            return ToolResult.error(exc.error.message or str(exc), meta)
-        output, is_error = result_text(result)
+        with _tracing.mcp_span("tools/call", tool, lambda: self._span_attributes(session)) as live:
+            try:
+                async with self._call_desk():
+                    if as_task:
+                        result = await self._task_call(session, tool).run(args, call_meta)
+                    else:
+                        result = await self._call_tool(
+                            session, tool, public_name, args, ctx, call_meta
+                        )
+            except MCPError as exc:
+                _tracing.mcp_failed(live, exc.error.code, exc.error.message)
+                reason = self._explain(exc)
+                if reason is not None:
+                    return ToolResult.error(f"MCP server {self.config.name!r}: {reason}", meta)
+                return ToolResult.error(exc.error.message or str(exc), meta)
+            output, is_error = result_text(result)
+            if is_error:
+                _tracing.fail(live, "tool_error")  # the conventions' value for isError
         return ToolResult(output, is_error, meta, parts_of(result.content))
 
     def _task_call(self, session: ClientSession, tool: str) -> TaskCall:
@@ -470,6 +483,25 @@ class ServerConn:
 
         resume = current_resume.get()
         return TaskCall(session, send_raw, self.config.name, tool, resume, self.bound)
+
+    def _span_attributes(self, session: ClientSession) -> Mapping[str, Any]:
+        """The MCP conventions' session attributes of this connection's client spans."""
+        found: dict[str, Any] = {}
+        if session.protocol_version:
+            found["mcp.protocol.version"] = session.protocol_version
+        if self._session_id:
+            found["mcp.session.id"] = self._session_id
+        if self.config.type == "local":
+            found["network.transport"] = "pipe"
+            return found
+        found["network.transport"] = "tcp"
+        found["network.protocol.name"] = "http"
+        url = urlsplit(self.config.url or "")
+        if url.hostname:
+            found["server.address"] = url.hostname
+            port = url.port or (443 if url.scheme == "https" else 80)
+            found["server.port"] = port
+        return found
 
     def _call_desk(self) -> contextlib.AbstractAsyncContextManager[ActiveCall | None]:
         """The call's place on the desk, when this server may ask us things."""

@@ -2,7 +2,8 @@
 
 The SDK's tasks never await user code: a tap on the receive stream (:class:`ReadTap`)
 queues each progress notification for the call it belongs to, and the calling task
-forwards them (:class:`CallProgress`) to the running loop's stream events.
+forwards them (:class:`CallProgress`) to the running loop's stream events. A tap on
+the write stream (:class:`WriteTap`) shows the tracing each request's JSON-RPC id.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import mcp_types as types
 import trio
 
 from .._runctx import RunServices
+from .._tracing import mcp_request_sent
 
 MAX_PROGRESS_BACKLOG: Final = 64
 """Progress updates of one call held for forwarding; past it the oldest are dropped."""
@@ -125,6 +127,31 @@ class ReadTap:
         await self._inner.aclose()
 
     async def __aenter__(self) -> ReadTap:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class WriteTap:
+    """The session's write stream, seen first by us: each request written is told to
+    the tracing (:func:`~toolnexus_trio._tracing.mcp_request_sent`), which puts its
+    JSON-RPC id on the MCP CLIENT span of the task sending it (the SDK writes in the
+    calling task, and this is the public seam where the id shows). Everything passes on."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def send(self, item: Any) -> None:
+        message = getattr(item, "message", None)
+        if isinstance(message, types.JSONRPCRequest):
+            mcp_request_sent(message.method, message.id)
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> WriteTap:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
