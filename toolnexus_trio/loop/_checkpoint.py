@@ -32,7 +32,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
@@ -44,6 +44,7 @@ from ._conversation import _thread_lock
 from ._gate import _gate_for
 from ._records import InDoubtCall
 from ._results import Prompt, RunResult
+from ._runjson import RunSnapshots
 from ._toolcalls import _Call, _Outcome, _Run
 
 if TYPE_CHECKING:
@@ -109,13 +110,26 @@ def in_doubt_default(call: InDoubtCall) -> ToolResult | None:
     )
 
 
+_CHECKPOINT_KINDS: dict[type, bool] = {}
+"""Whether each store class seen is a :class:`CheckpointStore` (a few classes)."""
+
+
 def _store_of(store: ConversationStore) -> CheckpointStore:
-    if not isinstance(store, CheckpointStore):
+    # A runtime protocol's isinstance looks up each of its dozen methods (tens of
+    # microseconds, a fifth of a durable ask's own work): asked once per store class.
+    # (A class with __getattr__ may answer per instance: asked each time.)
+    kind = type(store)
+    known = _CHECKPOINT_KINDS.get(kind)
+    if known is None:
+        known = isinstance(store, CheckpointStore)
+        if not hasattr(kind, "__getattr__"):
+            _CHECKPOINT_KINDS[kind] = known
+    if not known:
         raise TypeError(
             f"{type(store).__name__} keeps no checkpoints: durable runs need a "
             "CheckpointStore (the in-memory, SQLite and PostgreSQL stores are)"
         )
-    return store
+    return cast("CheckpointStore", store)
 
 
 class Checkpointer:
@@ -130,6 +144,7 @@ class Checkpointer:
         self.lost = False
         self.scope: trio.CancelScope | None = None
         self._state: dict[str, Any] = {}
+        self._snapshots = RunSnapshots()
         # One write at a time, each of the whole current state: a change waits for a
         # write that includes it, so marks made together (a turn's calls starting)
         # share one write instead of one each.
@@ -144,17 +159,19 @@ class Checkpointer:
         self._state = state
 
     def snapshot(self, run: _Run) -> dict[str, Any]:
-        """The document of *run* between steps: the next step is a model call."""
-        result = RunResult(
+        """The document of *run* between steps: the next step is a model call.
+
+        ``"run"`` is ``RunResult.to_json()`` of the run so far, built incrementally
+        (:class:`RunSnapshots`): a step converts its new messages, not the transcript."""
+        document = self._snapshots.document(
             text=run.text,
-            status="done",
             messages=run.messages,
-            tool_calls=run.records,
+            records=run.records,
             turns=run.turns,
             usage=run.usage,
             model=self.model,
         )
-        return {"version": STATE_VERSION, "run": result.to_json(), "calls": None, "results": {}}
+        return {"version": STATE_VERSION, "run": document, "calls": None, "results": {}}
 
     async def step(self, run: _Run) -> None:
         """A step boundary: the transcript so far; the next step is a model call.
