@@ -18,7 +18,6 @@ approved action cannot be replayed after one.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -34,8 +33,12 @@ from ._base import (
     RunCheckpointStatus,
     check_id,
     check_lease,
+    dumps_json,
     dumps_state,
+    finish_columns,
+    loads_json,
     loads_state,
+    pending_column,
     pending_of,
     token_column,
 )
@@ -119,21 +122,6 @@ UPDATE toolnexus_threads
 SET pending_status = 'taken', pending_result = ?, messages = ?, updated_at = ?
 WHERE id = ? AND pending_key = ? AND pending_status = 'pending'
 """
-
-
-def _dumps(value: Any, what: str) -> str:
-    try:
-        # ASCII output: a lone surrogate in a string survives as an escape.
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} is not JSON: {exc}") from None
-
-
-def _loads(text: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"{what} in the database is damaged: {exc}") from None
 
 
 class SqliteConversationStore:
@@ -225,7 +213,7 @@ class SqliteConversationStore:
             found = row.fetchone()
             if found is None:
                 return None
-            messages = _loads(found[0], f"the transcript of {id!r}")
+            messages = loads_json(found[0], f"the transcript of {id!r}")
             if not isinstance(messages, list):
                 raise ValueError(f"the transcript of {id!r} in the database is not a list")
             return messages
@@ -238,7 +226,7 @@ class SqliteConversationStore:
         snapshot = list(messages)
 
         def write(db: sqlite3.Connection) -> None:
-            text = _dumps(snapshot, f"the transcript of {id!r}")
+            text = dumps_json(snapshot, f"the transcript of {id!r}")
             db.execute(_SAVE, (id, text, time.time()))
 
         await self._call(write)
@@ -258,7 +246,7 @@ class SqliteConversationStore:
             if row is None:
                 return None
             key, status, result = row
-            parsed = None if result is None else _loads(result, f"the pending run of {id!r}")
+            parsed = None if result is None else loads_json(result, f"the pending run of {id!r}")
             return PendingState.from_json(pending_of(key, status, parsed))
 
         return await self._call(read)
@@ -269,12 +257,8 @@ class SqliteConversationStore:
         snapshot = list(messages)
 
         def write(db: sqlite3.Connection) -> None:
-            text = _dumps(snapshot, f"the transcript of {id!r}")
-            result = (
-                token_column(state.taken_by)
-                if state.result is None
-                else _dumps(state.result, "the pending run")
-            )
+            text = dumps_json(snapshot, f"the transcript of {id!r}")
+            result = pending_column(state)
             db.execute(_SAVE_PENDING, (id, text, state.key, state.status, result, time.time()))
 
         await self._call(write)
@@ -287,7 +271,7 @@ class SqliteConversationStore:
         snapshot = list(messages)
 
         def take(db: sqlite3.Connection) -> bool:
-            text = _dumps(snapshot, f"the transcript of {id!r}")
+            text = dumps_json(snapshot, f"the transcript of {id!r}")
             taken = token_column(token)
             return db.execute(_TAKE, (taken, text, time.time(), id, key)).rowcount == 1
 
@@ -385,14 +369,7 @@ class SqliteConversationStore:
     ) -> bool:
         """End the run and save the thread in one transaction (``BEGIN IMMEDIATE``)."""
         check_id(id)
-        text = None if messages is None else _dumps(list(messages), f"the transcript of {id!r}")
-        result = None
-        if pending is not None:
-            result = (
-                token_column(pending.taken_by)
-                if pending.result is None
-                else _dumps(pending.result, "the pending run")
-            )
+        text, result = finish_columns(id, messages, pending)
 
         def finish(db: sqlite3.Connection) -> bool:
             now = time.time()
