@@ -39,7 +39,7 @@ import trio
 from .._cancel import CancelToken
 from .._groups import collapse_groups
 from .._tools import ToolResult
-from ..stores._base import CheckpointStore, ConversationStore, PendingState
+from ..stores._base import CheckpointStore, ConversationStore, PendingState, begin_run
 from ._conversation import _thread_lock
 from ._gate import _gate_for
 from ._records import InDoubtCall
@@ -50,6 +50,7 @@ from ._toolcalls import _Call, _Outcome, _Run
 if TYPE_CHECKING:
     from .._toolkit import Toolkit
     from ._client import Client
+    from ._results import Message
 
 logger = logging.getLogger("toolnexus_trio")
 
@@ -346,14 +347,26 @@ async def durable_ask(
     """:meth:`Client.ask` of a durable client (see the module docs)."""
     checkpoints = _store_of(store)
     options = client.options
+    cp = Checkpointer(checkpoints, id, options.lease_ms, options.model)
+    # The run of a new thread is built here (the toolkit's skill catalog is read on the
+    # event loop); a continued one is built by first(), which the store may call in its
+    # worker thread: with a history, _new_run reads only the prompt and the options.
+    fresh = client._new_run(prompt, toolkit, None)
+    runs = []
+
+    def first(history: list[Message] | None) -> dict[str, Any]:
+        built = client._new_run(prompt, toolkit, history) if history else fresh
+        runs.append(built)
+        return cp.snapshot(built)
+
     async with _thread_lock(store, id):
-        history = await store.get(id)
-        run = client._new_run(prompt, toolkit, history)
+        # The thread's transcript read and the run started in one step of the store.
+        started = await begin_run(checkpoints, id, cp.owner, cp.lease_ms, first)
+        run = runs[-1]
         if on_text is not None:
             run.emit = _emitter(on_text)
-        cp = Checkpointer(checkpoints, id, options.lease_ms, options.model)
         run.checkpoint = cp
-        if not await checkpoints.start_run(id, cp.owner, cp.lease_ms, cp.snapshot(run)):
+        if not started:
             raise RunNotRecoverable(
                 id,
                 "running",

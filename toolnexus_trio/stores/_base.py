@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -299,6 +299,29 @@ class CheckpointStore(PendingStore, Protocol):
     async def orphaned_runs(self, limit: int = 100) -> list[str]:
         """Up to *limit* ids of ``"running"`` runs whose lease has expired, oldest first."""
         ...
+
+
+FirstState = Callable[[list["Message"] | None], dict[str, Any]]
+"""What :func:`begin_run` asks for a run's first state: a function of the thread's
+transcript (``None`` for a new thread). A store may call it in its worker thread, so it
+reads nothing that the event loop may change meanwhile."""
+
+
+async def begin_run(
+    store: CheckpointStore, id: str, owner: str, lease_ms: int, first: FirstState
+) -> bool:
+    """A durable run's beginning: ``store.get(id)``, then ``store.start_run`` with the
+    state ``first(transcript)``.
+
+    A store may do both in one step with a method of its own, ``begin_run(id, owner,
+    lease_ms, first)`` of the same meaning (the SQLite and PostgreSQL stores do: one
+    trip to their worker thread instead of two); an optional addition, so a
+    :class:`CheckpointStore` written without it keeps working."""
+    own = getattr(store, "begin_run", None)
+    if own is not None:
+        started: bool = await own(id, owner, lease_ms, first)
+        return started
+    return await store.start_run(id, owner, lease_ms, first(await store.get(id)))
 
 
 def dumps_state(state: dict[str, Any]) -> str:

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 from ._base import (
+    FirstState,
     PendingState,
     RunCheckpoint,
     RunCheckpointStatus,
@@ -230,6 +231,16 @@ def _import_driver() -> tuple[Any, Any]:
             "pip install -e '.[postgres]' in the toolnexus-trio checkout"
         ) from exc
     return psycopg, psycopg_pool
+
+
+def _transcript(db: psycopg.Connection[Any], id: str) -> list[Message] | None:
+    found = db.execute("SELECT messages FROM toolnexus_threads WHERE id = %s", (id,)).fetchone()
+    if found is None:
+        return None
+    messages = loads_json(found[0], f"the transcript of {id!r}")
+    if not isinstance(messages, list):
+        raise ValueError(f"the transcript of {id!r} in the database is not a list")
+    return messages
 
 
 class PostgresConversationStore:
@@ -446,17 +457,7 @@ class PostgresConversationStore:
         """The transcript saved under *id*, or ``None``."""
         check_id(id)
 
-        def read(db: psycopg.Connection[Any]) -> list[Message] | None:
-            row = db.execute("SELECT messages FROM toolnexus_threads WHERE id = %s", (id,))
-            found = row.fetchone()
-            if found is None:
-                return None
-            messages = loads_json(found[0], f"the transcript of {id!r}")
-            if not isinstance(messages, list):
-                raise ValueError(f"the transcript of {id!r} in the database is not a list")
-            return messages
-
-        return await self._call("get", read)
+        return await self._call("get", lambda db: _transcript(db, id))
 
     async def save(self, id: str, messages: Sequence[Message]) -> None:
         """Replace the transcript of *id* (a waiting pending state becomes superseded)."""
@@ -525,6 +526,18 @@ class PostgresConversationStore:
             return db.execute(_START_RUN, (id, text, owner, lease_ms)).rowcount == 1
 
         return await self._call("start_run", start)
+
+    async def begin_run(self, id: str, owner: str, lease_ms: int, first: FirstState) -> bool:
+        """``get`` and ``start_run`` in one call (one worker thread, one connection; see
+        :func:`~toolnexus_trio.stores._base.begin_run`): *first* is called there."""
+        check_id(id)
+        check_lease(lease_ms)
+
+        def begin(db: psycopg.Connection[Any]) -> bool:
+            text = dumps_state(first(_transcript(db, id)))
+            return db.execute(_START_RUN, (id, text, owner, lease_ms)).rowcount == 1
+
+        return await self._call("begin_run", begin)
 
     async def claim_run(self, id: str, owner: str, lease_ms: int) -> bool:
         """Take over an orphaned run: one conditional ``UPDATE``, one winner."""

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 from ._base import (
+    FirstState,
     PendingState,
     RunCheckpoint,
     RunCheckpointStatus,
@@ -124,6 +125,28 @@ WHERE id = ? AND pending_key = ? AND pending_status = 'pending'
 """
 
 
+def _transcript(db: sqlite3.Connection, id: str) -> list[Message] | None:
+    found = db.execute("SELECT messages FROM toolnexus_threads WHERE id = ?", (id,)).fetchone()
+    if found is None:
+        return None
+    messages = loads_json(found[0], f"the transcript of {id!r}")
+    if not isinstance(messages, list):
+        raise ValueError(f"the transcript of {id!r} in the database is not a list")
+    return messages
+
+
+def _start(db: sqlite3.Connection, id: str, owner: str, lease_ms: int, text: str) -> bool:
+    # Not flushed (synchronous=NORMAL): lost only in a power cut, before the first
+    # response's flushed write; nothing of the run had happened then.
+    now = time.time()
+    values = (id, text, owner, now + lease_ms / 1000, now)
+    db.execute("PRAGMA synchronous=NORMAL")
+    try:
+        return bool(db.execute(_START_RUN, values).rowcount == 1)
+    finally:
+        db.execute("PRAGMA synchronous=FULL")
+
+
 class SqliteConversationStore:
     """A :class:`PendingStore` in a SQLite file: threads and pending runs survive restarts.
 
@@ -208,17 +231,7 @@ class SqliteConversationStore:
         """The transcript saved under *id*, or ``None``."""
         check_id(id)
 
-        def read(db: sqlite3.Connection) -> list[Message] | None:
-            row = db.execute("SELECT messages FROM toolnexus_threads WHERE id = ?", (id,))
-            found = row.fetchone()
-            if found is None:
-                return None
-            messages = loads_json(found[0], f"the transcript of {id!r}")
-            if not isinstance(messages, list):
-                raise ValueError(f"the transcript of {id!r} in the database is not a list")
-            return messages
-
-        return await self._call(read)
+        return await self._call(lambda db: _transcript(db, id))
 
     async def save(self, id: str, messages: Sequence[Message]) -> None:
         """Replace the transcript of *id* (a waiting pending state becomes superseded)."""
@@ -285,18 +298,19 @@ class SqliteConversationStore:
         check_lease(lease_ms)
         text = dumps_state(state)
 
-        def start(db: sqlite3.Connection) -> bool:
-            # Not flushed (synchronous=NORMAL): lost only in a power cut, before the
-            # first response's flushed write; nothing of the run had happened then.
-            now = time.time()
-            values = (id, text, owner, now + lease_ms / 1000, now)
-            db.execute("PRAGMA synchronous=NORMAL")
-            try:
-                return db.execute(_START_RUN, values).rowcount == 1
-            finally:
-                db.execute("PRAGMA synchronous=FULL")
+        return await self._call(lambda db: _start(db, id, owner, lease_ms, text))
 
-        return await self._call(start)
+    async def begin_run(self, id: str, owner: str, lease_ms: int, first: FirstState) -> bool:
+        """``get`` and ``start_run`` in one trip to the worker thread (see
+        :func:`~toolnexus_trio.stores._base.begin_run`): *first* is called there."""
+        check_id(id)
+        check_lease(lease_ms)
+
+        def begin(db: sqlite3.Connection) -> bool:
+            text = dumps_state(first(_transcript(db, id)))
+            return _start(db, id, owner, lease_ms, text)
+
+        return await self._call(begin)
 
     async def claim_run(self, id: str, owner: str, lease_ms: int) -> bool:
         """Take over an orphaned run: one conditional ``UPDATE``, one winner."""
