@@ -435,3 +435,37 @@ async def test_a_pending_run_resumes_from_its_json_in_a_fresh_client() -> None:
     assert runs == [None, Answer("req-deploy", True)]
     assert [m["role"] for m in done.messages] == ["user", "assistant", "tool", "assistant"]
     assert done.turns == 2
+
+
+def _done(messages: list[dict[str, Any]], records: list[ToolCallRecord]) -> RunResult:
+    usage = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+    return RunResult("t", "done", messages, records, 2, usage, "m")
+
+
+def test_run_snapshots_give_to_json_converting_only_what_is_new() -> None:
+    from toolnexus_trio.loop._runjson import RunSnapshots
+
+    snapshots = RunSnapshots()
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi \x00 \ud800"}]
+    records: list[ToolCallRecord] = []
+
+    def document() -> dict[str, Any]:
+        usage = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+        return snapshots.document(
+            text="t", messages=messages, records=records, turns=2, usage=usage, model="m"
+        )
+
+    assert document() == _done(messages, records).to_json()
+    messages.append({"role": "assistant", "tool_calls": [{"id": "c"}]})
+    messages.append({"role": "tool", "tool_call_id": "c", "content": "4"})
+    records.append(ToolCallRecord("c", "calc", {"x": (1, 2)}, "4", False, {"k": {1, 2}}))
+    assert document() == _done(messages, records).to_json()
+    # A message that cannot load back is refused, and stays refused (never cached).
+    messages.append({"content": "no role"})
+    for _ in range(2):
+        with pytest.raises(ValueError, match="role"):
+            document()
+    # A transcript replaced (a hook, compaction) is converted again from where it differs.
+    messages = [{"role": "user", "content": "other"}]
+    records = []
+    assert document() == _done(messages, records).to_json()

@@ -405,3 +405,32 @@ async def test_connections_have_socket_level_bounds_unless_the_dsn_sets_its_own(
     assert (got["keepalives_idle"], got["keepalives_interval"]) == ("4", "2")
     async with PostgresConversationStore(pg_dsn + "?tcp_user_timeout=777", timeout=4) as store:
         assert (await store._call("probe", parameters))["tcp_user_timeout"] == "777"
+
+
+async def test_run_writes_that_skip_the_flush_leave_the_connection_flushing(pg_dsn: str) -> None:
+    # start_run and save_checkpoint(durable=False) turn synchronous_commit off inside
+    # their own one statement (one round trip); the one connection's next
+    # transactions (a flushed checkpoint, a finish) must flush as ever.
+    def setting(db: psycopg.Connection) -> str:
+        row = db.execute("SHOW synchronous_commit").fetchone()
+        assert row is not None
+        return str(row[0])
+
+    def flushing(db: psycopg.Connection) -> None:  # as a production server is
+        db.execute("SET synchronous_commit = on")
+
+    async with PostgresConversationStore(pg_dsn, max_connections=1) as store:
+        await store._call("probe", flushing)  # the session's own setting, on its one connection
+        assert await store._call("probe", setting) == "on"
+        assert await store.start_run("r", "A", 60_000, {"step": 0})
+        assert await store._call("probe", setting) == "on"
+        assert await store.save_checkpoint("r", "A", {"step": 1}, durable=False)
+        assert await store._call("probe", setting) == "on"
+        assert not await store.save_checkpoint("r", "B", {"step": 2}, durable=False)
+        assert await store._call("probe", setting) == "on"
+        found = await store.load_checkpoint("r")
+        assert found is not None and found.state == {"step": 1}
+        messages = [{"role": "user", "content": "x"}]
+        assert await store.finish_run("r", "A", "done", messages, PendingState("k", "answered"))
+        assert await store.get("r") == messages
+        assert await store.get_pending("r") == PendingState("k", "answered")

@@ -109,3 +109,25 @@ async def test_bad_ids_and_leases_are_refused_before_the_store_is_asked(store: A
     with pytest.raises(ValueError, match="not JSON"):
         await store.start_run("r", "A", LONG, {"x": float("nan")})
     assert await store.load_checkpoint("r") is None
+
+
+async def test_a_run_begins_from_the_thread_it_reads_in_one_step(store: Any) -> None:
+    from toolnexus_trio.stores._base import begin_run
+
+    seen: list[Any] = []
+
+    def first(history: Any) -> dict[str, Any]:
+        seen.append(history)
+        return {"history": history}
+
+    assert await begin_run(store, "new", "A", LONG, first)
+    await store.save("t", [{"role": "user", "content": AWKWARD}])
+    assert await begin_run(store, "t", "A", LONG, first)
+    assert not await begin_run(store, "t", "B", LONG, first)  # still running: refused
+    assert seen[:2] == [None, [{"role": "user", "content": AWKWARD}]]
+    found = await store.load_checkpoint("t")
+    assert found is not None and found.owner == "A"
+    assert found.state == {"history": [{"role": "user", "content": AWKWARD}]}
+    with pytest.raises(ValueError, match="not JSON"):
+        await begin_run(store, "bad", "A", LONG, lambda history: {"x": {1, 2}})
+    assert await store.load_checkpoint("bad") is None

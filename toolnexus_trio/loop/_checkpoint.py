@@ -32,7 +32,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
@@ -40,16 +40,18 @@ from .._cancel import CancelToken
 from .._groups import collapse_groups
 from .._runctx import ResumePoint
 from .._tools import ToolResult
-from ..stores._base import CheckpointStore, ConversationStore, PendingState
+from ..stores._base import CheckpointStore, ConversationStore, PendingState, begin_run
 from ._conversation import _thread_lock
 from ._gate import _gate_for
 from ._records import InDoubtCall
 from ._results import Prompt, RunResult
+from ._runjson import RunSnapshots
 from ._toolcalls import _Call, _Outcome, _Run
 
 if TYPE_CHECKING:
     from .._toolkit import Toolkit
     from ._client import Client
+    from ._results import Message
 
 logger = logging.getLogger("toolnexus_trio")
 
@@ -112,13 +114,26 @@ def in_doubt_default(call: InDoubtCall) -> ToolResult | None:
     )
 
 
+_CHECKPOINT_KINDS: dict[type, bool] = {}
+"""Whether each store class seen is a :class:`CheckpointStore` (a few classes)."""
+
+
 def _store_of(store: ConversationStore) -> CheckpointStore:
-    if not isinstance(store, CheckpointStore):
+    # A runtime protocol's isinstance looks up each of its dozen methods (tens of
+    # microseconds, a fifth of a durable ask's own work): asked once per store class.
+    # (A class with __getattr__ may answer per instance: asked each time.)
+    kind = type(store)
+    known = _CHECKPOINT_KINDS.get(kind)
+    if known is None:
+        known = isinstance(store, CheckpointStore)
+        if not hasattr(kind, "__getattr__"):
+            _CHECKPOINT_KINDS[kind] = known
+    if not known:
         raise TypeError(
             f"{type(store).__name__} keeps no checkpoints: durable runs need a "
             "CheckpointStore (the in-memory, SQLite and PostgreSQL stores are)"
         )
-    return store
+    return cast("CheckpointStore", store)
 
 
 class Checkpointer:
@@ -136,6 +151,7 @@ class Checkpointer:
         # _recovery.py), kept by reference in every state written; None: a plain run.
         self.meta: dict[str, Any] | None = None
         self._state: dict[str, Any] = {}
+        self._snapshots = RunSnapshots()
         # One write at a time, each of the whole current state: a change waits for a
         # write that includes it, so marks made together (a turn's calls starting)
         # share one write instead of one each.
@@ -152,17 +168,19 @@ class Checkpointer:
         self.meta = tree if isinstance(tree, dict) else None
 
     def snapshot(self, run: _Run) -> dict[str, Any]:
-        """The document of *run* between steps: the next step is a model call."""
-        result = RunResult(
+        """The document of *run* between steps: the next step is a model call.
+
+        ``"run"`` is ``RunResult.to_json()`` of the run so far, built incrementally
+        (:class:`RunSnapshots`): a step converts its new messages, not the transcript."""
+        document = self._snapshots.document(
             text=run.text,
-            status="done",
             messages=run.messages,
-            tool_calls=run.records,
+            records=run.records,
             turns=run.turns,
             usage=run.usage,
             model=self.model,
         )
-        state = {"version": STATE_VERSION, "run": result.to_json(), "calls": None, "results": {}}
+        state = {"version": STATE_VERSION, "run": document, "calls": None, "results": {}}
         if self.meta is not None:
             state["tree"] = self.meta
         return state
@@ -383,17 +401,29 @@ async def durable_ask(
     :class:`Checkpointer` before the run starts."""
     checkpoints = _store_of(store)
     options = client.options
+    cp = Checkpointer(checkpoints, id, options.lease_ms, options.model)
+    cp.meta = meta  # before the first snapshot: the tree's record is in every state
+    # The run of a new thread is built here (the toolkit's skill catalog is read on the
+    # event loop); a continued one is built by first(), which the store may call in its
+    # worker thread: with a history, _new_run reads only the prompt and the options.
+    fresh = client._new_run(prompt, toolkit, None)
+    runs = []
+
+    def first(history: list[Message] | None) -> dict[str, Any]:
+        built = client._new_run(prompt, toolkit, history) if history else fresh
+        runs.append(built)
+        return cp.snapshot(built)
+
     async with _thread_lock(store, id):
-        history = await store.get(id)
-        run = client._new_run(prompt, toolkit, history)
+        # The thread's transcript read and the run started in one step of the store.
+        started = await begin_run(checkpoints, id, cp.owner, cp.lease_ms, first)
+        run = runs[-1]
         if on_text is not None:
             run.emit = _emitter(on_text)
-        cp = Checkpointer(checkpoints, id, options.lease_ms, options.model)
-        cp.meta = meta
         run.checkpoint = cp
         if bind is not None:
             bind(cp)
-        if not await checkpoints.start_run(id, cp.owner, cp.lease_ms, cp.snapshot(run)):
+        if not started:
             raise RunNotRecoverable(
                 id,
                 "running",

@@ -121,27 +121,28 @@ def _json_value(value: Any, where: str, *, lenient: bool, depth: int = 0) -> Any
     raise _NotJson(f"{where} is a {type(value).__name__}, which is not JSON")
 
 
+def _record_json(r: ToolCallRecord, i: int) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "name": r.name,
+        "args": _json_value(r.args, f"tool_calls[{i}].args", lenient=False),
+        "output": r.output,
+        "is_error": r.is_error,
+        # Tool metadata is informative only (resume never reads it), so a value
+        # that is not JSON is kept as its repr rather than failing a durable save.
+        "metadata": None
+        if r.metadata is None
+        else _json_value(r.metadata, f"tool_calls[{i}].metadata", lenient=True),
+    }
+
+
 def run_result_to_json(result: RunResult) -> dict[str, Any]:
     """See :meth:`RunResult.to_json`."""
     try:
         messages = [
             _json_value(m, f"messages[{i}]", lenient=False) for i, m in enumerate(result.messages)
         ]
-        records = [
-            {
-                "id": r.id,
-                "name": r.name,
-                "args": _json_value(r.args, f"tool_calls[{i}].args", lenient=False),
-                "output": r.output,
-                "is_error": r.is_error,
-                # Tool metadata is informative only (resume never reads it), so a value
-                # that is not JSON is kept as its repr rather than failing a durable save.
-                "metadata": None
-                if r.metadata is None
-                else _json_value(r.metadata, f"tool_calls[{i}].metadata", lenient=True),
-            }
-            for i, r in enumerate(result.tool_calls)
-        ]
+        records = [_record_json(r, i) for i, r in enumerate(result.tool_calls)]
         suspended = [
             {
                 "id": s.id,
@@ -187,6 +188,89 @@ def run_result_to_json(result: RunResult) -> dict[str, Any]:
     except ValueError as exc:
         raise ValueError(f"RunResult.to_json: the result would not load back: {exc}") from None
     return document
+
+
+class RunSnapshots:
+    """:meth:`RunResult.to_json` of one run in progress, again and again, in time
+    proportional to what changed: a durable run's checkpoint at each step.
+
+    Messages are immutable values (the loop never changes one in place) and records
+    are frozen, so an item that is the very object converted last time at the same
+    index has the same JSON: only the items after the common prefix are converted and
+    checked (``run_result_fields`` on a document of just them, the check
+    :meth:`RunResult.to_json` makes of the whole). A transcript replaced by a hook
+    or compaction shares no prefix and is converted whole, once.
+    """
+
+    def __init__(self) -> None:
+        self._messages: tuple[list[Any], list[Any]] = ([], [])  # (objects, their JSON)
+        self._records: tuple[list[Any], list[Any]] = ([], [])
+
+    def document(
+        self,
+        *,
+        text: str,
+        messages: list[Any],
+        records: list[ToolCallRecord],
+        turns: int,
+        usage: dict[str, int],
+        model: str,
+    ) -> dict[str, Any]:
+        """The ``to_json`` document of a ``"done"`` result with these fields (no
+        suspended call, pending request, typed output or trace parent)."""
+        try:
+            messages_at, new_messages = _fresh(
+                self._messages[0],
+                messages,
+                lambda m, i: _json_value(m, f"messages[{i}]", lenient=False),
+            )
+            records_at, new_records = _fresh(self._records[0], records, _record_json)
+            usage_json = _json_value(usage, "usage", lenient=False)
+        except _NotJson as exc:
+            raise ValueError(f"RunResult.to_json: {exc}") from None
+        except RecursionError:
+            raise ValueError("RunResult.to_json: a value nests too deeply") from None
+        document = {
+            "version": RUN_RESULT_VERSION,
+            "text": text,
+            "status": "done",
+            "messages": new_messages,
+            "tool_calls": new_records,
+            "turns": turns,
+            "usage": usage_json,
+            "model": model,
+            "pending": None,
+            "limit": None,
+            "suspended": [],
+        }
+        try:
+            run_result_fields(document)  # the new items and the scalars, as to_json checks
+        except ValueError as exc:
+            raise ValueError(f"RunResult.to_json: the result would not load back: {exc}") from None
+        # Kept only once checked: an item in the cache is never checked again.
+        document["messages"] = _keep(self._messages, messages_at, messages, new_messages)
+        document["tool_calls"] = _keep(self._records, records_at, records, new_records)
+        return document
+
+
+def _fresh(sources: list[Any], items: list[Any], convert: Any) -> tuple[int, list[Any]]:
+    """How many of *items* are *sources*' own first objects, and the JSON of the rest."""
+    same = 0
+    limit = min(len(sources), len(items))
+    while same < limit and items[same] is sources[same]:
+        same += 1
+    return same, [convert(item, i) for i, item in enumerate(items[same:], same)]
+
+
+def _keep(
+    cache: tuple[list[Any], list[Any]], same: int, items: list[Any], fresh: list[Any]
+) -> list[Any]:
+    """Cut *cache* to its first *same* items, add *items*' new ones; its JSON, a copy."""
+    sources, converted = cache
+    del sources[same:], converted[same:]
+    sources.extend(items[same:])
+    converted.extend(fresh)
+    return list(converted)
 
 
 def _invalid(why: str) -> ValueError:

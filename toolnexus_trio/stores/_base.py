@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -156,6 +156,42 @@ def pending_of(key: str, status: str, result: Any) -> dict[str, Any]:
     return {"key": key, "status": status, "result": result}
 
 
+def dumps_json(value: Any, what: str) -> str:
+    """*value* as the compact ASCII JSON the database stores (:class:`ValueError` naming
+    *what* if it is not JSON). ASCII: U+0000 and lone surrogates survive as escapes,
+    which neither a UTF-8 file nor PostgreSQL's ``text`` could hold."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} is not JSON: {exc}") from None
+
+
+def loads_json(text: str, what: str) -> Any:
+    """:func:`dumps_json` read back (:class:`ValueError` naming *what* if damaged)."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{what} in the database is damaged: {exc}") from None
+
+
+def pending_column(state: PendingState) -> str | None:
+    """What a row keeps of *state* beside its key and status: its result as JSON, or
+    for a ``"taken"`` state its token (:func:`token_column`)."""
+    if state.result is None:
+        return token_column(state.taken_by)
+    return dumps_json(state.result, "the pending run")
+
+
+def finish_columns(
+    id: str, messages: Sequence[Message] | None, pending: PendingState | None
+) -> tuple[str | None, str | None]:
+    """The thread columns :meth:`CheckpointStore.finish_run` writes, as the SQL stores
+    keep them: the transcript's JSON (``None``: the thread is left as it was) and
+    :func:`pending_column` of *pending* (``None`` without one)."""
+    text = None if messages is None else dumps_json(list(messages), f"the transcript of {id!r}")
+    return text, None if pending is None else pending_column(pending)
+
+
 def token_column(token: str | None) -> str | None:
     """What a take writes where the result was: ``{"taken_by": token}`` as JSON."""
     return None if token is None else json.dumps({"taken_by": token})
@@ -265,20 +301,37 @@ class CheckpointStore(PendingStore, Protocol):
         ...
 
 
+FirstState = Callable[[list["Message"] | None], dict[str, Any]]
+"""What :func:`begin_run` asks for a run's first state: a function of the thread's
+transcript (``None`` for a new thread). A store may call it in its worker thread, so it
+reads nothing that the event loop may change meanwhile."""
+
+
+async def begin_run(
+    store: CheckpointStore, id: str, owner: str, lease_ms: int, first: FirstState
+) -> bool:
+    """A durable run's beginning: ``store.get(id)``, then ``store.start_run`` with the
+    state ``first(transcript)``.
+
+    A store may do both in one step with a method of its own, ``begin_run(id, owner,
+    lease_ms, first)`` of the same meaning (the SQLite and PostgreSQL stores do: one
+    trip to their worker thread instead of two); an optional addition, so a
+    :class:`CheckpointStore` written without it keeps working."""
+    own = getattr(store, "begin_run", None)
+    if own is not None:
+        started: bool = await own(id, owner, lease_ms, first)
+        return started
+    return await store.start_run(id, owner, lease_ms, first(await store.get(id)))
+
+
 def dumps_state(state: dict[str, Any]) -> str:
     """A run's checkpoint state as compact ASCII JSON (:class:`ValueError` if not JSON)."""
-    try:
-        return json.dumps(state, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"the checkpoint of a run is not JSON: {exc}") from None
+    return dumps_json(state, "the checkpoint of a run")
 
 
 def loads_state(text: str, id: str) -> dict[str, Any]:
     """:func:`dumps_state` read back (:class:`ValueError` if damaged)."""
-    try:
-        state = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"the checkpoint of {id!r} in the database is damaged: {exc}") from None
+    state = loads_json(text, f"the checkpoint of {id!r}")
     if not isinstance(state, dict):
         raise ValueError(f"the checkpoint of {id!r} in the database is not an object")
     return state

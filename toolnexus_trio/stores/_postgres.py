@@ -38,7 +38,6 @@ processes starting together create it once; a newer version is refused.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
@@ -48,13 +47,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 from ._base import (
+    FirstState,
     PendingState,
     RunCheckpoint,
     RunCheckpointStatus,
     check_id,
     check_lease,
+    dumps_json,
     dumps_state,
+    finish_columns,
+    loads_json,
     loads_state,
+    pending_column,
     pending_of,
     token_column,
 )
@@ -112,9 +116,16 @@ CREATE TABLE IF NOT EXISTS toolnexus_runs (
 
 _LEASE = "now() + %s * interval '1 millisecond'"
 
-_START_RUN = f"""
+# A write that need not wait for the server's disk (lost only if the server itself
+# crashes: see CheckpointStore.save_checkpoint's durable=False) in one statement, so
+# one round trip: set_config(..., true) lasts to the end of the statement's own
+# (implicit) transaction, whose commit reads it; the connection's setting is untouched.
+# (A volatile CTE is evaluated when scanned, and only then: once, before the write.)
+_NO_FLUSH = "WITH no_flush AS (SELECT set_config('synchronous_commit', 'off', true))"
+
+_START_RUN = f"""{_NO_FLUSH}
 INSERT INTO toolnexus_runs AS t (id, state, status, owner, lease_until)
-VALUES (%s, %s, 'running', %s, {_LEASE})
+SELECT %s, %s, 'running', %s, {_LEASE} FROM no_flush
 ON CONFLICT (id) DO UPDATE SET
     state = excluded.state, status = 'running', owner = excluded.owner,
     lease_until = excluded.lease_until, updated_at = now()
@@ -128,10 +139,22 @@ WHERE id = %s AND status = 'running' AND lease_until < now()
 
 _OWNED = "WHERE id = %s AND owner = %s AND status = 'running'"
 
+_SAVE_STATE = f"UPDATE toolnexus_runs SET state = %s, updated_at = now() {_OWNED}"
+
+_SAVE_STATE_NO_FLUSH = f"""{_NO_FLUSH}
+UPDATE toolnexus_runs SET state = %s, updated_at = now() FROM no_flush
+{_OWNED}
+"""
+
+_END_RUN = f"""
+UPDATE toolnexus_runs SET status = %s, owner = NULL, lease_until = to_timestamp(0),
+    updated_at = now()
+{_OWNED}
+"""
+
 # As in the SQLite store: a plain save moves a thread on, so a pending state still
 # waiting becomes superseded (SET expressions read the row as it was before).
-_SAVE = """
-INSERT INTO toolnexus_threads AS t (id, messages) VALUES (%s, %s)
+_SAVE_SET = """
 ON CONFLICT (id) DO UPDATE SET
     messages = excluded.messages,
     updated_at = now(),
@@ -141,10 +164,9 @@ ON CONFLICT (id) DO UPDATE SET
                           ELSE t.pending_result END
 """
 
-_SAVE_PENDING = """
-INSERT INTO toolnexus_threads AS t
-    (id, messages, pending_key, pending_status, pending_result)
-VALUES (%s, %s, %s, %s, %s)
+_SAVE = "INSERT INTO toolnexus_threads AS t (id, messages) VALUES (%s, %s)" + _SAVE_SET
+
+_SAVE_PENDING_SET = """
 ON CONFLICT (id) DO UPDATE SET
     messages = excluded.messages,
     pending_key = excluded.pending_key,
@@ -153,26 +175,31 @@ ON CONFLICT (id) DO UPDATE SET
     updated_at = now()
 """
 
+_PENDING_COLUMNS = (
+    "INSERT INTO toolnexus_threads AS t (id, messages, pending_key, pending_status, pending_result)"
+)
+
+_SAVE_PENDING = f"{_PENDING_COLUMNS} VALUES (%s, %s, %s, %s, %s)" + _SAVE_PENDING_SET
+
+# finish_run in one statement (one round trip, one commit): the run's end, and the
+# thread's save only if that end matched (the fence): a data-modifying CTE runs once,
+# and the INSERT reads the rows it returned. Parameters: the _END_RUN ones, then the
+# thread's columns.
+_FINISH_SAVE = (
+    f"WITH ended AS ({_END_RUN} RETURNING id) "
+    "INSERT INTO toolnexus_threads AS t (id, messages) SELECT id, %s FROM ended" + _SAVE_SET
+)
+
+_FINISH_SAVE_PENDING = (
+    f"WITH ended AS ({_END_RUN} RETURNING id) {_PENDING_COLUMNS} "
+    "SELECT id, %s, %s, %s, %s FROM ended" + _SAVE_PENDING_SET
+)
+
 _TAKE = """
 UPDATE toolnexus_threads
 SET pending_status = 'taken', pending_result = %s, messages = %s, updated_at = now()
 WHERE id = %s AND pending_key = %s AND pending_status = 'pending'
 """
-
-
-def _dumps(value: Any, what: str) -> str:
-    try:
-        # ASCII output: U+0000 and lone surrogates survive as escapes.
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} is not JSON: {exc}") from None
-
-
-def _loads(text: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"{what} in the database is damaged: {exc}") from None
 
 
 _SECRET_KEYS = frozenset(
@@ -204,6 +231,16 @@ def _import_driver() -> tuple[Any, Any]:
             "pip install -e '.[postgres]' in the toolnexus-trio checkout"
         ) from exc
     return psycopg, psycopg_pool
+
+
+def _transcript(db: psycopg.Connection[Any], id: str) -> list[Message] | None:
+    found = db.execute("SELECT messages FROM toolnexus_threads WHERE id = %s", (id,)).fetchone()
+    if found is None:
+        return None
+    messages = loads_json(found[0], f"the transcript of {id!r}")
+    if not isinstance(messages, list):
+        raise ValueError(f"the transcript of {id!r} in the database is not a list")
+    return messages
 
 
 class PostgresConversationStore:
@@ -420,22 +457,12 @@ class PostgresConversationStore:
         """The transcript saved under *id*, or ``None``."""
         check_id(id)
 
-        def read(db: psycopg.Connection[Any]) -> list[Message] | None:
-            row = db.execute("SELECT messages FROM toolnexus_threads WHERE id = %s", (id,))
-            found = row.fetchone()
-            if found is None:
-                return None
-            messages = _loads(found[0], f"the transcript of {id!r}")
-            if not isinstance(messages, list):
-                raise ValueError(f"the transcript of {id!r} in the database is not a list")
-            return messages
-
-        return await self._call("get", read)
+        return await self._call("get", lambda db: _transcript(db, id))
 
     async def save(self, id: str, messages: Sequence[Message]) -> None:
         """Replace the transcript of *id* (a waiting pending state becomes superseded)."""
         check_id(id)
-        text = _dumps(list(messages), f"the transcript of {id!r}")
+        text = dumps_json(list(messages), f"the transcript of {id!r}")
 
         def write(db: psycopg.Connection[Any]) -> None:
             db.execute(_SAVE, (id, text))
@@ -457,7 +484,7 @@ class PostgresConversationStore:
             if row is None:
                 return None
             key, status, result = row
-            parsed = None if result is None else _loads(result, f"the pending run of {id!r}")
+            parsed = None if result is None else loads_json(result, f"the pending run of {id!r}")
             return PendingState.from_json(pending_of(key, status, parsed))
 
         return await self._call("get_pending", read)
@@ -465,12 +492,8 @@ class PostgresConversationStore:
     async def save_pending(self, id: str, messages: Sequence[Message], state: PendingState) -> None:
         """Replace the transcript and the pending state of *id* in one statement."""
         check_id(id)
-        text = _dumps(list(messages), f"the transcript of {id!r}")
-        result = (
-            token_column(state.taken_by)
-            if state.result is None
-            else _dumps(state.result, "the pending run")
-        )
+        text = dumps_json(list(messages), f"the transcript of {id!r}")
+        result = pending_column(state)
 
         def write(db: psycopg.Connection[Any]) -> None:
             db.execute(_SAVE_PENDING, (id, text, state.key, state.status, result))
@@ -482,7 +505,7 @@ class PostgresConversationStore:
     ) -> bool:
         """The take-once mark: one conditional ``UPDATE`` (see :class:`PendingStore`)."""
         check_id(id)
-        text = _dumps(list(messages), f"the transcript of {id!r}")
+        text = dumps_json(list(messages), f"the transcript of {id!r}")
 
         def take(db: psycopg.Connection[Any]) -> bool:
             return db.execute(_TAKE, (token_column(token), text, id, key)).rowcount == 1
@@ -498,13 +521,23 @@ class PostgresConversationStore:
         text = dumps_state(state)
 
         def start(db: psycopg.Connection[Any]) -> bool:
-            # Not waiting for the disk: lost only if the server crashes before the
-            # first response's write, when nothing of the run had happened.
-            with db.transaction():
-                db.execute("SET LOCAL synchronous_commit = off")
-                return db.execute(_START_RUN, (id, text, owner, lease_ms)).rowcount == 1
+            # Not waiting for the disk (_NO_FLUSH): lost only if the server crashes
+            # before the first response's write, when nothing of the run had happened.
+            return db.execute(_START_RUN, (id, text, owner, lease_ms)).rowcount == 1
 
         return await self._call("start_run", start)
+
+    async def begin_run(self, id: str, owner: str, lease_ms: int, first: FirstState) -> bool:
+        """``get`` and ``start_run`` in one call (one worker thread, one connection; see
+        :func:`~toolnexus_trio.stores._base.begin_run`): *first* is called there."""
+        check_id(id)
+        check_lease(lease_ms)
+
+        def begin(db: psycopg.Connection[Any]) -> bool:
+            text = dumps_state(first(_transcript(db, id)))
+            return db.execute(_START_RUN, (id, text, owner, lease_ms)).rowcount == 1
+
+        return await self._call("begin_run", begin)
 
     async def claim_run(self, id: str, owner: str, lease_ms: int) -> bool:
         """Take over an orphaned run: one conditional ``UPDATE``, one winner."""
@@ -535,13 +568,10 @@ class PostgresConversationStore:
         check_id(id)
         text = dumps_state(state)
 
+        sql = _SAVE_STATE if durable else _SAVE_STATE_NO_FLUSH
+
         def save(db: psycopg.Connection[Any]) -> bool:
-            sql = f"UPDATE toolnexus_runs SET state = %s, updated_at = now() {_OWNED}"
-            if durable:
-                return db.execute(sql, (text, id, owner)).rowcount == 1
-            with db.transaction():
-                db.execute("SET LOCAL synchronous_commit = off")
-                return db.execute(sql, (text, id, owner)).rowcount == 1
+            return db.execute(sql, (text, id, owner)).rowcount == 1
 
         return await self._call("save_checkpoint", save)
 
@@ -572,28 +602,18 @@ class PostgresConversationStore:
     ) -> bool:
         """End the run and save the thread in one transaction."""
         check_id(id)
-        text = None if messages is None else _dumps(list(messages), f"the transcript of {id!r}")
-        result = None
-        if pending is not None:
-            result = (
-                token_column(pending.taken_by)
-                if pending.result is None
-                else _dumps(pending.result, "the pending run")
-            )
+        text, result = finish_columns(id, messages, pending)
+
+        fence = (status, id, owner)
 
         def finish(db: psycopg.Connection[Any]) -> bool:
-            with db.transaction():
-                sql = (
-                    "UPDATE toolnexus_runs SET status = %s, owner = NULL, "
-                    f"lease_until = to_timestamp(0), updated_at = now() {_OWNED}"
-                )
-                if db.execute(sql, (status, id, owner)).rowcount != 1:
-                    return False
-                if text is not None and pending is not None:
-                    db.execute(_SAVE_PENDING, (id, text, pending.key, pending.status, result))
-                elif text is not None:
-                    db.execute(_SAVE, (id, text))
-            return True
+            # One statement each way: the end and the save commit together or not at all.
+            if text is None:
+                return db.execute(_END_RUN, fence).rowcount == 1
+            if pending is None:
+                return db.execute(_FINISH_SAVE, (*fence, text)).rowcount == 1
+            values = (*fence, text, pending.key, pending.status, result)
+            return db.execute(_FINISH_SAVE_PENDING, values).rowcount == 1
 
         return await self._call("finish_run", finish)
 

@@ -18,7 +18,6 @@ approved action cannot be replayed after one.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -29,13 +28,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 from ._base import (
+    FirstState,
     PendingState,
     RunCheckpoint,
     RunCheckpointStatus,
     check_id,
     check_lease,
+    dumps_json,
     dumps_state,
+    finish_columns,
+    loads_json,
     loads_state,
+    pending_column,
     pending_of,
     token_column,
 )
@@ -121,19 +125,26 @@ WHERE id = ? AND pending_key = ? AND pending_status = 'pending'
 """
 
 
-def _dumps(value: Any, what: str) -> str:
-    try:
-        # ASCII output: a lone surrogate in a string survives as an escape.
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} is not JSON: {exc}") from None
+def _transcript(db: sqlite3.Connection, id: str) -> list[Message] | None:
+    found = db.execute("SELECT messages FROM toolnexus_threads WHERE id = ?", (id,)).fetchone()
+    if found is None:
+        return None
+    messages = loads_json(found[0], f"the transcript of {id!r}")
+    if not isinstance(messages, list):
+        raise ValueError(f"the transcript of {id!r} in the database is not a list")
+    return messages
 
 
-def _loads(text: str, what: str) -> Any:
+def _start(db: sqlite3.Connection, id: str, owner: str, lease_ms: int, text: str) -> bool:
+    # Not flushed (synchronous=NORMAL): lost only in a power cut, before the first
+    # response's flushed write; nothing of the run had happened then.
+    now = time.time()
+    values = (id, text, owner, now + lease_ms / 1000, now)
+    db.execute("PRAGMA synchronous=NORMAL")
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"{what} in the database is damaged: {exc}") from None
+        return bool(db.execute(_START_RUN, values).rowcount == 1)
+    finally:
+        db.execute("PRAGMA synchronous=FULL")
 
 
 class SqliteConversationStore:
@@ -220,17 +231,7 @@ class SqliteConversationStore:
         """The transcript saved under *id*, or ``None``."""
         check_id(id)
 
-        def read(db: sqlite3.Connection) -> list[Message] | None:
-            row = db.execute("SELECT messages FROM toolnexus_threads WHERE id = ?", (id,))
-            found = row.fetchone()
-            if found is None:
-                return None
-            messages = _loads(found[0], f"the transcript of {id!r}")
-            if not isinstance(messages, list):
-                raise ValueError(f"the transcript of {id!r} in the database is not a list")
-            return messages
-
-        return await self._call(read)
+        return await self._call(lambda db: _transcript(db, id))
 
     async def save(self, id: str, messages: Sequence[Message]) -> None:
         """Replace the transcript of *id* (a waiting pending state becomes superseded)."""
@@ -238,7 +239,7 @@ class SqliteConversationStore:
         snapshot = list(messages)
 
         def write(db: sqlite3.Connection) -> None:
-            text = _dumps(snapshot, f"the transcript of {id!r}")
+            text = dumps_json(snapshot, f"the transcript of {id!r}")
             db.execute(_SAVE, (id, text, time.time()))
 
         await self._call(write)
@@ -258,7 +259,7 @@ class SqliteConversationStore:
             if row is None:
                 return None
             key, status, result = row
-            parsed = None if result is None else _loads(result, f"the pending run of {id!r}")
+            parsed = None if result is None else loads_json(result, f"the pending run of {id!r}")
             return PendingState.from_json(pending_of(key, status, parsed))
 
         return await self._call(read)
@@ -269,12 +270,8 @@ class SqliteConversationStore:
         snapshot = list(messages)
 
         def write(db: sqlite3.Connection) -> None:
-            text = _dumps(snapshot, f"the transcript of {id!r}")
-            result = (
-                token_column(state.taken_by)
-                if state.result is None
-                else _dumps(state.result, "the pending run")
-            )
+            text = dumps_json(snapshot, f"the transcript of {id!r}")
+            result = pending_column(state)
             db.execute(_SAVE_PENDING, (id, text, state.key, state.status, result, time.time()))
 
         await self._call(write)
@@ -287,7 +284,7 @@ class SqliteConversationStore:
         snapshot = list(messages)
 
         def take(db: sqlite3.Connection) -> bool:
-            text = _dumps(snapshot, f"the transcript of {id!r}")
+            text = dumps_json(snapshot, f"the transcript of {id!r}")
             taken = token_column(token)
             return db.execute(_TAKE, (taken, text, time.time(), id, key)).rowcount == 1
 
@@ -301,18 +298,19 @@ class SqliteConversationStore:
         check_lease(lease_ms)
         text = dumps_state(state)
 
-        def start(db: sqlite3.Connection) -> bool:
-            # Not flushed (synchronous=NORMAL): lost only in a power cut, before the
-            # first response's flushed write; nothing of the run had happened then.
-            now = time.time()
-            values = (id, text, owner, now + lease_ms / 1000, now)
-            db.execute("PRAGMA synchronous=NORMAL")
-            try:
-                return db.execute(_START_RUN, values).rowcount == 1
-            finally:
-                db.execute("PRAGMA synchronous=FULL")
+        return await self._call(lambda db: _start(db, id, owner, lease_ms, text))
 
-        return await self._call(start)
+    async def begin_run(self, id: str, owner: str, lease_ms: int, first: FirstState) -> bool:
+        """``get`` and ``start_run`` in one trip to the worker thread (see
+        :func:`~toolnexus_trio.stores._base.begin_run`): *first* is called there."""
+        check_id(id)
+        check_lease(lease_ms)
+
+        def begin(db: sqlite3.Connection) -> bool:
+            text = dumps_state(first(_transcript(db, id)))
+            return _start(db, id, owner, lease_ms, text)
+
+        return await self._call(begin)
 
     async def claim_run(self, id: str, owner: str, lease_ms: int) -> bool:
         """Take over an orphaned run: one conditional ``UPDATE``, one winner."""
@@ -385,14 +383,7 @@ class SqliteConversationStore:
     ) -> bool:
         """End the run and save the thread in one transaction (``BEGIN IMMEDIATE``)."""
         check_id(id)
-        text = None if messages is None else _dumps(list(messages), f"the transcript of {id!r}")
-        result = None
-        if pending is not None:
-            result = (
-                token_column(pending.taken_by)
-                if pending.result is None
-                else _dumps(pending.result, "the pending run")
-            )
+        text, result = finish_columns(id, messages, pending)
 
         def finish(db: sqlite3.Connection) -> bool:
             now = time.time()
