@@ -49,15 +49,17 @@ _POLL_LIMIT = 0.003
 stands still meanwhile)."""
 
 
-async def _until(deadline: float, go: trio.Event) -> None:
-    """Until the Trio clock reaches *deadline*, or *go* is set, on time: asleep until a
-    tick before, then in scheduler checkpoints (other tasks run meanwhile) for the rest.
+async def _until(deadline: float, go: trio.Event, *, polled: bool) -> None:
+    """Until the Trio clock reaches *deadline*, or *go* is set. *polled*: the last
+    stretch (at most a tick or two) in scheduler checkpoints, on time, other tasks
+    running meanwhile; else asleep until a tick before the deadline first.
 
     A hedge's next request is meant to start at its delay, and a plain timer starts it
-    up to :data:`_OS_TICK` late; the price is at most a tick of polling per hedge.
+    up to :data:`_OS_TICK` late; the price is at most a tick or two of polling per hedge.
     """
-    with trio.move_on_at(deadline - _OS_TICK):
-        await go.wait()
+    if not polled:
+        with trio.move_on_at(deadline - _OS_TICK):
+            await go.wait()
     stop = time.perf_counter() + _POLL_LIMIT
     while not go.is_set() and trio.current_time() < deadline and time.perf_counter() < stop:
         await trio.lowlevel.checkpoint()
@@ -194,12 +196,14 @@ class FallbackTurns:
                     if j != i:
                         scope.cancel(reason="another provider answered first")
 
-        async def attempt(i: int, nursery: trio.Nursery, deadline: float) -> None:
+        async def attempt(i: int, nursery: trio.Nursery, due: float) -> None:
             with scopes[i]:
                 ready = None
                 if i > 0:
-                    ready = await self._ready(i, request, stream, deadline, built[i - 1], go[i])
-                record = _Attempt(i, trio.current_time())
+                    ready = await self._ready(i, request, stream, due, built[i - 1], go[i])
+                # The first starts with the call (its task's own start is not the
+                # provider's delay), the others when they do.
+                record = _Attempt(i, due if i == 0 else trio.current_time())
                 attempts.append(record)
                 if i + 1 < n:  # waits for its deadline, or go, or a winner's cancel
                     nursery.start_soon(attempt, i + 1, nursery, record.started + delay)
@@ -225,7 +229,7 @@ class FallbackTurns:
                     self._settle(record, "ok")
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(attempt, 0, nursery, 0.0)  # (the first has no deadline)
+            nursery.start_soon(attempt, 0, nursery, trio.current_time())
         await self._announce(attempts, emit)
         if winner is not None and winner in turns:
             return attrs.evolve(turns[winner], model=self._model(winner, request))
@@ -253,15 +257,16 @@ class FallbackTurns:
         runs only for a call that is made. ``None``: build it when it starts."""
         source = self.sources[i]
         if source.transform is not None:
-            await _until(deadline, go)
+            await _until(deadline, go, polled=False)
             return None
         with trio.move_on_at(deadline - _OS_TICK - 2 * lead):
             await go.wait()
         try:
-            ready = await source.prepare(self._request(i, request), stream)
+            ready: Prepared | None = await source.prepare(self._request(i, request), stream)
         except GenerateError:
-            return None  # built again when it starts, failing then as that attempt's error
-        await _until(deadline, go)
+            ready = None  # built again when it starts, failing then as that attempt's error
+        # Awake already: polled from here, unless a long build left more than two ticks.
+        await _until(deadline, go, polled=trio.current_time() > deadline - 2 * _OS_TICK)
         return ready
 
     # -- helpers ------------------------------------------------------------
