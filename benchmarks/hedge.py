@@ -4,18 +4,13 @@ One process measures one round and prints one JSON object on stdout::
 
     python -m benchmarks.hedge --runs 40 --hedge-ms 50 --latency-ms 20
 
-Two FakeProviders on loopback, each in a process of its own (so neither's work is
-charged to the measuring process, where only the client runs): the first never answers
-(``stall``) and reports, when stopped, how many of its requests the client hung up on;
-the second answers after ``--latency-ms``. A client with ``fallback=[second]`` and
+Two FakeProviders on loopback: the first (in this process, which sees every close)
+never answers (``stall``), the second (a process of its own) answers after
+``--latency-ms``. A client with ``fallback=[second]`` and
 ``hedge_after_ms=--hedge-ms`` runs one turn; alternately, a client of the second alone
 runs the same turn (its latency as measured here). Target: the hedged turn's median is
 within the hedge delay plus the second's median latency, plus 1 ms; and every stalled
 request's connection is closed by the client (the first provider sees it hang up).
-
-``python -m benchmarks.hedge --stalling`` is that first provider: it prints its base URL,
-serves until SIGTERM, then prints ``{"stalled": N, "closed": M}`` (waiting up to 5 s for
-the last hang-ups).
 """
 
 from __future__ import annotations
@@ -49,97 +44,82 @@ SCENARIO_TEXT = [
 
 
 @contextmanager
-def _provider(argv: list[str], report: dict[str, Any] | None = None) -> Iterator[str]:
-    """A FakeProvider in a process of its own (``python *argv``), which prints its base
-    URL first: yields that URL; stopped (SIGTERM to its process group) on exit. With
-    *report*, the JSON object it prints last (on SIGTERM) is merged into it."""
-    proc = subprocess.Popen(
-        [sys.executable, *argv],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    try:
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http://127.0.0.1:"):
-            raise RuntimeError(f"the provider did not print its URL: {url!r}")
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            rest, _ = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            rest, _ = proc.communicate()
-        if report is not None:
-            lines = rest.strip().splitlines()
-            report.update(json.loads(lines[-1]) if lines else {})
-
-
-@contextmanager
 def _second_provider(latency_ms: int) -> Iterator[str]:
-    """The answering FakeProvider: its ``delay_ms`` timer is not in the measuring
-    process (where it would add its wake-up lateness to the hedged side twice)."""
+    """The answering FakeProvider, in a process of its own: its ``delay_ms`` timer is
+    not in the measuring process (where it would add its wake-up lateness to the
+    hedged side twice). Yields its base URL; stopped (its process group) on exit."""
     with tempfile.TemporaryDirectory() as workdir:
         script = Path(workdir) / "second.json"
         script.write_text(json.dumps([{"text": "ok", "delay_ms": latency_ms}]))
         argv = ["-m", "toolnexus_trio.testing", "serve", "--script", str(script), "--cycle"]
-        with _provider(argv) as url:
+        proc = subprocess.Popen(
+            [sys.executable, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert proc.stdout is not None
+        try:
+            url = proc.stdout.readline().strip()
+            if not url.startswith("http://127.0.0.1:"):
+                raise RuntimeError(f"the provider did not print its URL: {url!r}")
             yield url
-
-
-async def _stalling() -> None:
-    """Serve a FakeProvider that never answers until SIGTERM, then print how many of
-    its requests there were and how many the client hung up on."""
-    import trio
-
-    from toolnexus_trio.testing import open_fake_provider
-
-    with trio.open_signal_receiver(signal.SIGTERM) as signals:
-        async with open_fake_provider([{"stall": True}], cycle=True) as first:
-            print(first.base_url, flush=True)
-            async for _ in signals:
-                break
-            closed = 0
-            with trio.move_on_after(5):
-                for request in first.requests:
-                    await request.closed.wait()
-                    closed += 1
-    print(json.dumps({"stalled": len(first.requests), "closed": closed}), flush=True)
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            proc.stdout.close()
 
 
 async def _measure(
-    first_url: str, second_url: str, runs: int, warmup: int, hedge_ms: int
+    second_url: str, runs: int, warmup: int, hedge_ms: int, latency_ms: int
 ) -> dict[str, Any]:
     import trio
 
     from toolnexus_trio import ClientOptions, create_client
+    from toolnexus_trio.testing import open_fake_provider
 
-    direct = ClientOptions(base_url=second_url, style="openai", model="b", api_key="k")
-    hedged = ClientOptions(
-        base_url=first_url, style="openai", model="a", api_key="k", retries=0,
-        fallback=[direct], hedge_after_ms=hedge_ms,
-    )  # fmt: skip
-    hedged_ms: list[float] = []
-    direct_ms: list[float] = []
-    timer_late: list[float] = []
-    async with create_client(direct) as alone, create_client(hedged) as raced:
-        for i in range(warmup + runs):
-            for client, samples in ((raced, hedged_ms), (alone, direct_ms))[:: 1 - 2 * (i % 2)]:
+    async with open_fake_provider([{"stall": True}], cycle=True) as first:
+        direct = ClientOptions(base_url=second_url, style="openai", model="b", api_key="k")
+        hedged = ClientOptions(
+            base_url=first.base_url, style="openai", model="a", api_key="k", retries=0,
+            fallback=[direct], hedge_after_ms=hedge_ms,
+        )  # fmt: skip
+        hedged_ms: list[float] = []
+        direct_ms: list[float] = []
+        timer_late: list[float] = []
+        async with create_client(direct) as alone, create_client(hedged) as raced:
+            for i in range(warmup + runs):
+                for client, samples in ((raced, hedged_ms), (alone, direct_ms))[:: 1 - 2 * (i % 2)]:
+                    started = time.perf_counter()
+                    result = await client.run("hi")
+                    took = (time.perf_counter() - started) * 1000
+                    assert result.text == "ok"
+                    if i >= warmup:
+                        samples.append(took)
+                # The floor of any hedge: how late a bare timer of the delay wakes here.
                 started = time.perf_counter()
-                result = await client.run("hi")
-                took = (time.perf_counter() - started) * 1000
-                assert result.text == "ok"
+                await trio.sleep(hedge_ms / 1000)
                 if i >= warmup:
-                    samples.append(took)
-            # The floor of any hedge: how late a bare timer of the delay wakes here.
-            started = time.perf_counter()
-            await trio.sleep(hedge_ms / 1000)
-            if i >= warmup:
-                timer_late.append((time.perf_counter() - started) * 1000 - hedge_ms)
-    return {"hedged_ms": hedged_ms, "direct_ms": direct_ms, "timer_late_ms": timer_late}
+                    timer_late.append((time.perf_counter() - started) * 1000 - hedge_ms)
+        closed = 0
+        with trio.move_on_after(5):
+            for request in first.requests:
+                await request.closed.wait()
+                closed += 1
+    return {
+        "hedged_ms": hedged_ms,
+        "direct_ms": direct_ms,
+        "timer_late_ms": timer_late,
+        "hedge_ms": hedge_ms,
+        "latency_ms": latency_ms,
+        "stalled": len(first.requests),
+        "closed": closed,
+    }
 
 
 def collect(
@@ -204,17 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--hedge-ms", type=int, default=HEDGE_MS)
     parser.add_argument("--latency-ms", type=int, default=LATENCY_MS)
-    parser.add_argument("--stalling", action="store_true", help="be the stalling provider")
     args = parser.parse_args(argv)
-    if args.stalling:
-        trio.run(_stalling)
-        return 0
-    result: dict[str, Any] = {"hedge_ms": args.hedge_ms, "latency_ms": args.latency_ms}
-    with (
-        _provider(["-m", "benchmarks.hedge", "--stalling"], result) as first,
-        _second_provider(args.latency_ms) as second,
-    ):
-        result |= trio.run(_measure, first, second, args.runs, args.warmup, args.hedge_ms)
+    with _second_provider(args.latency_ms) as url:
+        result = trio.run(_measure, url, args.runs, args.warmup, args.hedge_ms, args.latency_ms)
     print(json.dumps(result))
     return 0
 
