@@ -127,6 +127,7 @@ def run_results(draw: st.DrawFn) -> RunResult:
         pending=suspended[0].request if suspended else None,
         limit=limit,
         suspended=tuple(suspended),
+        cost=draw(st.none() | st.floats(min_value=0, allow_nan=False, allow_infinity=False)),
     )
 
 
@@ -193,6 +194,8 @@ def damaged_run_results(draw: st.DrawFn) -> RunResult:
     if draw(st.booleans()):
         request = draw(requests())
         changes["pending"] = attrs.evolve(request, data={"odd": draw(any_values)})
+    if draw(st.booleans()):
+        changes["cost"] = draw(st.sampled_from([-0.5, float("nan"), float("inf"), 0, 1e-9]))
     if result.tool_calls and draw(st.booleans()):
         record = result.tool_calls[0]
         changed = attrs.evolve(
@@ -227,6 +230,29 @@ def test_to_json_refuses_negative_usage_at_once() -> None:
         ValueError, match=r"would not load back.*usage\.prompt_tokens must be a non-negative"
     ):
         odd.to_json()
+
+
+def test_cost_survives_to_json_and_back() -> None:
+    """Issue 38: a priced run's cost is kept (a paused run resumed from its JSON goes on
+    adding to it); a run without one writes the document it always wrote."""
+    result = RunResult.from_json(sample_document())
+    assert result.cost is None and "cost" not in result.to_json()
+    priced = attrs.evolve(result, cost=0.0123)
+    document = json.loads(json.dumps(priced.to_json()))
+    assert document["cost"] == 0.0123
+    assert RunResult.from_json(document).cost == 0.0123
+    assert RunResult.from_json(document) == priced
+    assert RunResult.from_json(sample_document() | {"cost": 0}).cost == 0.0
+
+
+@pytest.mark.parametrize("cost", [-1, "0.5", True, float("inf"), float("nan"), [1]])
+def test_a_bad_cost_is_refused(cost: Any) -> None:
+    with pytest.raises(ValueError, match=r"invalid RunResult document.*cost"):
+        RunResult.from_json(sample_document() | {"cost": cost})
+    if isinstance(cost, float):  # what from_json refuses, to_json does not write
+        result = attrs.evolve(RunResult.from_json(sample_document()), cost=cost)
+        with pytest.raises(ValueError, match=r"would not load back.*cost"):
+            result.to_json()
 
 
 def sample_document() -> dict[str, Any]:

@@ -6,9 +6,24 @@ import json
 from typing import Any
 
 import pytest
-from http_helpers import KEY, adder, calls_step, served
+from http_helpers import KEY, adder, calls_step, options, served
 
-from toolnexus_trio import ClientOptions, create_client
+from toolnexus_trio import (
+    Answer,
+    BuiltinsConfig,
+    ClientOptions,
+    Request,
+    RunResult,
+    Tool,
+    ToolContext,
+    ToolkitOptions,
+    ToolResult,
+    ToolSource,
+    create_client,
+    create_toolkit,
+    empty_schema,
+    pending,
+)
 from toolnexus_trio.testing import open_fake_provider
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -86,6 +101,39 @@ async def test_cost_from_prices() -> None:
     run = next(m for m in metrics if m["event"] == "run")
     assert run["cost"] == pytest.approx(first + second)
     assert 'toolnexus_llm_cost_total{model="m"}' in text
+
+
+async def test_a_run_resumed_from_its_json_keeps_its_cost() -> None:
+    """A priced run that pauses, saved as JSON and answered by a fresh client, costs
+    both of its model calls (the document keeps the first one's cost)."""
+
+    async def deploy(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if ctx.answer is None:
+            return pending(Request(id="req-1", kind="approval", prompt="Deploy?"))
+        return ToolResult.ok("deployed")
+
+    toolkit = await create_toolkit(ToolkitOptions(
+        extra_tools=[Tool("deploy", "", empty_schema(), ToolSource.CUSTOM, deploy)],
+        builtins=BuiltinsConfig.off(),
+    ))  # fmt: skip
+    prices = {"m": {"input": 1.0, "output": 2.0}}
+    script = [
+        {"tool_calls": [{"name": "deploy", "arguments": {}}],
+         "usage": {"prompt_tokens": 100, "completion_tokens": 10}},
+        {"text": "done", "usage": {"prompt_tokens": 200, "completion_tokens": 20}},
+    ]  # fmt: skip
+    async with served("openai", script, prices=prices) as (provider, client):
+        halted = await client.run("ship it", toolkit)
+        assert halted.status == "pending"
+        first = (100 * 1.0 + 10 * 2.0) / 1e6
+        assert halted.cost == pytest.approx(first)
+        saved = json.dumps(halted.to_json())
+        async with create_client(options(provider, "openai", prices=prices)) as fresh:
+            done = await fresh.resume(
+                RunResult.from_json(json.loads(saved)), [Answer("req-1", True)], toolkit=toolkit
+            )
+    assert (done.status, done.text) == ("done", "done")
+    assert done.cost == pytest.approx(first + (200 * 1.0 + 20 * 2.0) / 1e6)
 
 
 async def test_unknown_models_cost_none_never_a_guess() -> None:

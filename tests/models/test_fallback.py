@@ -203,6 +203,77 @@ async def test_a_run_cancelled_mid_hedge_closes_every_attempt(
             await b.requests[0].closed.wait()
 
 
+@asynccontextmanager
+async def three(
+    steps: tuple[list[Any], list[Any], list[Any]], **kw: Any
+) -> AsyncIterator[tuple[list[FakeProvider], Any, list[dict[str, Any]]]]:
+    metrics: list[dict[str, Any]] = []
+    async with (
+        open_fake_provider(steps[0]) as a,
+        open_fake_provider(steps[1]) as b,
+        open_fake_provider(steps[2]) as c,
+    ):
+        options = _opts(a, model="first", fallback=[_opts(b, model="second"),
+                        _opts(c, "gemini", model="third")], on_metric=metrics.append, **kw)  # fmt: skip
+        async with create_client(options) as client:
+            yield [a, b, c], client, metrics
+
+
+async def test_hedge_chains_each_delay_from_the_attempt_before(
+    socket_autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with three(([{"stall": True}], [{"stall": True}], [{"text": "c"}]),
+                     hedge_after_ms=100) as (providers, client, metrics):  # fmt: skip
+        assert (await client.run("hi")).text == "c"
+        with trio.fail_after(5):
+            for p in providers[:2]:
+                await p.requests[0].closed.wait()
+    a, b, c = (p.requests[0].received_at for p in providers)
+    assert b - a == pytest.approx(0.1, abs=0.04) and c - b == pytest.approx(0.1, abs=0.04)
+    assert sorted(_attempts(metrics)) == [
+        ("first", "cancelled"), ("second", "cancelled"), ("third", "ok"),
+    ]  # fmt: skip
+
+
+async def test_hedge_failure_that_does_not_move_on_starts_no_more(
+    socket_autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The second fails for good (400) while the first is still on its way: the third
+    # never starts, and the first's answer, when it comes, is the turn's.
+    async with three(([{"delay_ms": 300, "text": "a"}], [{"status": 400}], [{"text": "c"}]),
+                     hedge_after_ms=100) as (providers, client, metrics):  # fmt: skip
+        assert (await client.run("hi")).text == "a"
+    assert not providers[2].requests
+    assert _attempts(metrics) == [("second", "error"), ("first", "ok")]
+    # A failure that moves on (503) starts the next at once, not at its delay.
+    async with three(([{"stall": True}], [{"status": 503}], [{"text": "c"}]),
+                     hedge_after_ms=100) as (providers, client, _):  # fmt: skip
+        assert (await client.run("hi")).text == "c"
+    b, c = (p.requests[0].received_at for p in providers[1:])
+    assert c - b < 0.05
+
+
+async def test_a_fallback_body_transform_runs_only_for_a_call_made(
+    socket_autojump_clock: trio.testing.MockClock,
+) -> None:
+    seen: list[str] = []
+
+    def transform(body: dict[str, Any]) -> None:
+        seen.append(body["model"])
+
+    async with (
+        open_fake_provider([{"delay_ms": 90, "text": "a"}, {"stall": True}]) as a,
+        open_fake_provider([{"text": "b"}]) as b,
+    ):
+        options = _opts(a, model="first", hedge_after_ms=100,
+                        fallback=[_opts(b, model="second", body_transform=transform)])  # fmt: skip
+        async with create_client(options) as client:
+            assert (await client.run("hi")).text == "a"  # answered within the delay
+            assert seen == []
+            assert (await client.run("hi")).text == "b"  # the hedge fired
+    assert seen == ["second"]
+
+
 def test_bad_fallback_options_are_refused() -> None:
     base = ClientOptions(base_url="http://127.0.0.1:1/v1", style="openai", model="m")
     with pytest.raises(ValueError, match="hedge_after_ms needs fallback"):

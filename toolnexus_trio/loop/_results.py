@@ -182,7 +182,8 @@ class RunResult:
     (the run's token was cancelled). ``messages`` is the whole transcript, balanced:
     every tool call has its tool message. ``cost`` is what the run's model calls cost
     at the HTTP client's ``prices`` (``None`` without prices, or when a call's model
-    has none: never a guess); :meth:`to_json` does not keep it.
+    has none: never a guess); :meth:`to_json` keeps it, so a run resumed from its
+    JSON goes on adding to it.
     ``model`` is the model that answered the last turn (a ``before_llm`` hook's per-turn
     override, or a fallback provider's), else the configured one. ``trace_parent``: the
     span of a pending run while tracing is on (kept by :meth:`to_json`), so that
@@ -225,12 +226,12 @@ class RunResult:
         It holds what :meth:`Client.resume` needs (transcript, tool-call records, turns,
         usage, model, status, and each suspended call with its ``Request`` and where its
         placeholder sits), never the toolkit or another live object. Every key is
-        written (``null`` when empty), except ``output``, written only when the run
-        has one (its JSON form). Tool metadata values that are not JSON become
-        their ``repr``; a transcript, arguments or a ``Request`` that are not JSON
-        raise :class:`ValueError`, and so does a result that :meth:`from_json` would
-        refuse (a negative usage count, a suspended call that does not point at its
-        own tool message...): what ``to_json`` writes, ``from_json`` reads.
+        written (``null`` when empty), except ``output`` and ``cost``, written only
+        when the run has one (``output`` in its JSON form). Tool metadata values that
+        are not JSON become their ``repr``; a transcript, arguments or a ``Request``
+        that are not JSON raise :class:`ValueError`, and so does a result that
+        :meth:`from_json` would refuse (a negative usage count, a suspended call that
+        does not point at its own tool message...): what ``to_json`` writes, ``from_json`` reads.
         """
         return run_result_to_json(self)
 

@@ -2,11 +2,12 @@
 
 ``RunResult.to_json()`` writes every key, ``null`` where there is no value, so a
 document with a key missing is damaged, not old (``output``, added with typed results,
-is the one key written only when it has a value). ``RunResult.from_json()`` checks the
-version first (a newer one is refused with a message that says so), then the shape
-with the project's strict converter (``"false"`` is not a boolean, ``"3"`` not an
-integer, unknown keys are refused), then that the parts agree: a pending result has
-its suspended calls, and each of them points at its own tool message and record.
+and ``cost``, added with prices, are the keys written only when they have a value).
+``RunResult.from_json()`` checks the version first (a newer one is refused with a
+message that says so), then the shape with the project's strict converter (``"false"``
+is not a boolean, ``"3"`` not an integer, unknown keys are refused), then that the
+parts agree: a pending result has its suspended calls, and each of them points at its
+own tool message and record.
 
 Keys are snake_case like ``RunResult`` itself; a ``Request`` keeps its wire form
 (``expiresAt``), as SPEC §10 pins it.
@@ -75,6 +76,7 @@ class _RunDoc:
     # so that a resume in another process links to it.
     trace_parent: str | None = None
     output: Any = None
+    cost: float | None = None
 
 
 # Attribute names as keys (snake_case), unknown keys refused, value kinds strict.
@@ -180,6 +182,10 @@ def run_result_to_json(result: RunResult) -> dict[str, Any]:
         # Only when there is one: a run without typed output writes the very document
         # it wrote before typed results existed (older readers refuse unknown keys).
         document["output"] = output
+    if result.cost is not None:
+        # Likewise: without prices the document is as it was. A resumed run adds its
+        # calls to this, so a run paused and answered elsewhere still has its cost.
+        document["cost"] = result.cost
     # Whatever is written must load back: a result from_json would refuse (negative
     # usage, a suspended call pointing at the wrong message...) fails here, where it
     # can still be handled, not when a paused run is loaded to be answered.
@@ -328,6 +334,8 @@ def run_result_fields(data: Any) -> dict[str, Any]:
     for i, message in enumerate(doc.messages):
         if not isinstance(message.get("role"), str):
             raise _invalid(f"messages[{i}] has no string 'role'")
+    if doc.cost is not None and not (math.isfinite(doc.cost) and doc.cost >= 0):
+        raise _invalid(f"cost must be a finite number >= 0, not {doc.cost!r}")
     if doc.limit is not None and doc.status != "incomplete":
         raise _invalid(f"'limit' is set but status is {doc.status!r}, not 'incomplete'")
     pending = None if doc.pending is None else _request(doc.pending, "pending")
@@ -367,6 +375,7 @@ def run_result_fields(data: Any) -> dict[str, Any]:
         "suspended": suspended,
         "trace_parent": doc.trace_parent,
         "output": doc.output,
+        "cost": doc.cost,
     }
 
 

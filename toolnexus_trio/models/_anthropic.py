@@ -20,7 +20,19 @@ from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
 from ..loop._turns import TranslateCall, _usage
 from ._parts import ToolParts, has_parts, tool_blocks, user_blocks
-from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
+from ._shape import (
+    Parsed,
+    arguments_object,
+    event_json,
+    function_of,
+    json_schema_of,
+    mapping,
+    provider_error,
+    string,
+    text_of,
+    tool_call,
+    usage_counts,
+)
 from ._sse import SSEEvent
 
 VERSION = "2023-06-01"
@@ -55,8 +67,8 @@ def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]
     """OpenAI ``{"type": "function", ...}`` tools to Anthropic ones; others kept as they are."""
     out: list[Mapping[str, Any]] = []
     for t in tools:
-        function = t.get("function")
-        if t.get("type") == "function" and isinstance(function, Mapping):
+        function = function_of(t)
+        if function is not None:
             out.append(
                 {
                     "name": function.get("name", ""),
@@ -75,10 +87,9 @@ def convert_tool_choice(choice: Any) -> Any:
         return {"type": choice}
     if choice in ("required", "any"):
         return {"type": "any"}
-    if isinstance(choice, Mapping):
-        function = choice.get("function")
-        if choice.get("type") == "function" and isinstance(function, Mapping):
-            return {"type": "tool", "name": function.get("name", "")}
+    function = function_of(choice) if isinstance(choice, Mapping) else None
+    if function is not None:
+        return {"type": "tool", "name": function.get("name", "")}
     return choice
 
 
@@ -178,11 +189,7 @@ def response_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
     """Native typed output: OpenAI's ``response_format`` as Anthropic's
     ``output_config.format`` (``{"type": "json_schema", "schema": ...}``; the Messages
     API has no ``name`` or ``strict`` there: its JSON outputs are always constrained)."""
-    schema = (fmt.get("json_schema") or {}).get("schema")
-    if fmt.get("type") != "json_schema" or not isinstance(schema, Mapping):
-        raise GenerateError(
-            f"the Anthropic Messages API has no equivalent of response_format {fmt!r:.80}"
-        )
+    schema = json_schema_of(fmt, "the Anthropic Messages API")["schema"]
     return {"output_config": {"format": {"type": "json_schema", "schema": dict(schema)}}}
 
 
@@ -273,10 +280,7 @@ class StreamAssembler:
         """Take one event; return its text delta (``""`` when none)."""
         if self.done:
             return ""
-        try:
-            data = mapping(json.loads(event.data), f"a {event.event} event")
-        except (ValueError, RecursionError) as exc:
-            raise GenerateError(f"a stream event is not JSON: {event.data[:200]!r}") from exc
+        data = event_json(event, "a stream event", f"a {event.event} event")
         kind = data.get("type", event.event)
         if kind == "error":
             raise GenerateError(f"the provider sent an error mid-stream: {provider_error(data)}")
@@ -406,17 +410,12 @@ def _assistant_blocks(message: Message) -> list[dict[str, Any]] | str:
     blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     for c in calls:
         function = c.get("function") or {} if isinstance(c, Mapping) else {}
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            arguments = _loads_or_raw(arguments)
         blocks.append(
             {
                 "type": "tool_use",
                 "id": c.get("id", "") if isinstance(c, Mapping) else "",
                 "name": function.get("name", ""),
-                # A call whose arguments were not a JSON object went back as an error
-                # result; the wire still needs an object here.
-                "input": arguments if isinstance(arguments, Mapping) else {},
+                "input": arguments_object(function.get("arguments")),
             }
         )
     return blocks

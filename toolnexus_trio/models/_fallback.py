@@ -12,14 +12,19 @@ text to the consumer never moves on (the consumer would see two answers).
 With ``hedge_after_ms`` the attempts race, in one nursery, each in its own
 ``CancelScope``: the next provider starts when the current one has not begun to
 answer (no status line) within the delay, or at once when it failed and the failure
-moves on. The first attempt whose answer begins wins: it cancels the other scopes,
-which aborts their requests on the socket (their connections are closed), and only
-it reads its body and streams. No attempt outlives the turn: the nursery closes before
-the turn returns, and a cancel of the run cancels every attempt.
+moves on. The next attempt waits in a task of its own from the moment the current one
+starts, and builds its call (body, encoding) just before its delay is up, so that at
+the delay only the posting is left; its wait ends on time (:func:`_until`), not up to
+a millisecond late as a plain Trio timer does. The first attempt whose answer begins
+wins: it cancels the other scopes, which aborts their requests on the socket (their
+connections are closed) and ends the attempts still waiting, and only it reads its
+body and streams. No attempt outlives the turn: the nursery closes before the turn
+returns, and a cancel of the run cancels every attempt.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,9 +37,35 @@ from .._toolkit import Toolkit
 from ..loop._results import GenerateError, GenerateRequest, TranslateResult
 from ..loop._turns import Emit, TranslateCall, Turn
 from ._options import ClientOptions
-from ._source import HttpTurns
+from ._source import HttpTurns, Prepared
 
 Observe = Callable[[dict[str, Any]], None]
+
+_OS_TICK = 0.001
+"""How coarse a Trio timer is: CPython's ``epoll.poll`` (and kqueue's) waits whole
+milliseconds, rounded up, so a timer wakes up to this late after the loop last went idle."""
+_POLL_LIMIT = 0.003
+"""The most real time :func:`_until` polls, whatever the Trio clock does (a ``MockClock``
+stands still meanwhile)."""
+
+
+async def _until(deadline: float, go: trio.Event, *, polled: bool) -> None:
+    """Until the Trio clock reaches *deadline*, or *go* is set. *polled*: the last
+    stretch (at most a tick or two) in scheduler checkpoints, on time, other tasks
+    running meanwhile; else asleep until a tick before the deadline first.
+
+    A hedge's next request is meant to start at its delay, and a plain timer starts it
+    up to :data:`_OS_TICK` late; the price is at most a tick or two of polling per hedge.
+    """
+    if not polled:
+        with trio.move_on_at(deadline - _OS_TICK):
+            await go.wait()
+    stop = time.perf_counter() + _POLL_LIMIT
+    while not go.is_set() and trio.current_time() < deadline and time.perf_counter() < stop:
+        await trio.lowlevel.checkpoint()
+    if not go.is_set() and trio.current_time() < deadline:  # a clock of its own
+        with trio.move_on_at(deadline):
+            await go.wait()
 
 
 def default_fallback_on(error: GenerateError) -> bool:
@@ -146,12 +177,16 @@ class FallbackTurns:
 
     async def _hedged(self, request: GenerateRequest, emit: Emit | None, delay: float) -> Turn:
         n = len(self.sources)
-        scopes: list[trio.CancelScope] = []
+        stream = emit is not None
+        scopes = [trio.CancelScope() for _ in range(n)]
+        # go[i]: attempt i starts now, not at its deadline (the one before it failed and
+        # the failure moves on).
+        go = [trio.Event() for _ in range(n)]
+        built = [0.0] * n  # how long each attempt took to build its call (real seconds)
         attempts: list[_Attempt] = []
         turns: dict[int, Turn] = {}
         errors: dict[int, GenerateError] = {}
         winner: int | None = None
-        wake = trio.Event()
 
         def claim(i: int) -> None:
             nonlocal winner
@@ -160,44 +195,41 @@ class FallbackTurns:
                 for j, scope in enumerate(scopes):
                     if j != i:
                         scope.cancel(reason="another provider answered first")
-                wake.set()
 
-        async def attempt(i: int, scope: trio.CancelScope, record: _Attempt) -> None:
-            with scope:
+        async def attempt(i: int, nursery: trio.Nursery, due: float) -> None:
+            with scopes[i]:
+                ready = None
+                if i > 0:
+                    ready = await self._ready(i, request, stream, due, built[i - 1], go[i])
+                # The first starts with the call (its task's own start is not the
+                # provider's delay), the others when they do.
+                record = _Attempt(i, due if i == 0 else trio.current_time())
+                attempts.append(record)
+                if i + 1 < n:  # waits for its deadline, or go, or a winner's cancel
+                    nursery.start_soon(attempt, i + 1, nursery, record.started + delay)
                 try:
-                    turns[i] = await self.sources[i].turn(
-                        self._request(i, request), emit, on_head=lambda: claim(i)
-                    )
+                    if ready is None:
+                        began = time.perf_counter()
+                        ready = await self.sources[i].prepare(self._request(i, request), stream)
+                        built[i] = time.perf_counter() - began
+                    turns[i] = await self.sources[i].send(ready, emit, on_head=lambda: claim(i))
                 except GenerateError as exc:
                     errors[i] = exc
                     self._settle(record, "error", exc)
+                    if self.moves_on(exc):
+                        if i + 1 < n:
+                            go[i + 1].set()
+                    else:  # no more attempts start (those running may still answer)
+                        for scope in scopes[len(attempts) :]:
+                            scope.cancel(reason="a failure that does not move on")
                 except BaseException:
                     self._settle(record, "cancelled")
                     raise
                 else:
                     self._settle(record, "ok")
-                finally:
-                    wake.set()
 
         async with trio.open_nursery() as nursery:
-            while True:
-                i = len(scopes)
-                scope = trio.CancelScope()
-                record = _Attempt(i, trio.current_time())
-                scopes.append(scope)
-                attempts.append(record)
-                nursery.start_soon(attempt, i, scope, record)
-                if i == n - 1:
-                    break
-                # Until an answer begins, the current attempt fails, or the delay passes.
-                with trio.move_on_after(delay):
-                    while winner is None and i not in errors:
-                        wake = trio.Event()
-                        await wake.wait()
-                if winner is not None:
-                    break
-                if i in errors and not self.moves_on(errors[i]):
-                    break
+            nursery.start_soon(attempt, 0, nursery, trio.current_time())
         await self._announce(attempts, emit)
         if winner is not None and winner in turns:
             return attrs.evolve(turns[winner], model=self._model(winner, request))
@@ -208,6 +240,34 @@ class FallbackTurns:
             if not self.moves_on(errors[i]):
                 raise errors[i]
         raise errors[max(errors)]
+
+    async def _ready(
+        self,
+        i: int,
+        request: GenerateRequest,
+        stream: bool,
+        deadline: float,
+        lead: float,
+        go: trio.Event,
+    ) -> Prepared | None:
+        """Wait until attempt *i* is due (its *deadline*, or *go*), its call built
+        meanwhile: just ahead of the deadline (twice the previous build's time *lead*,
+        plus a tick), so that the previous attempt's request goes out first and this
+        one's goes out on time. Not when the provider has a ``body_transform``: user code
+        runs only for a call that is made. ``None``: build it when it starts."""
+        source = self.sources[i]
+        if source.transform is not None:
+            await _until(deadline, go, polled=False)
+            return None
+        with trio.move_on_at(deadline - _OS_TICK - 2 * lead):
+            await go.wait()
+        try:
+            ready: Prepared | None = await source.prepare(self._request(i, request), stream)
+        except GenerateError:
+            ready = None  # built again when it starts, failing then as that attempt's error
+        # Awake already: polled from here, unless a long build left more than two ticks.
+        await _until(deadline, go, polled=trio.current_time() > deadline - 2 * _OS_TICK)
+        return ready
 
     # -- helpers ------------------------------------------------------------
 

@@ -17,7 +17,6 @@ the model's, as thinking models require. A stream is a series of
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -26,7 +25,19 @@ from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
 from ..loop._turns import TranslateCall
 from ._parts import ToolParts, has_parts, tool_blocks, tool_heading, user_blocks
-from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
+from ._shape import (
+    Parsed,
+    arguments_object,
+    event_json,
+    function_of,
+    json_schema_of,
+    mapping,
+    provider_error,
+    string,
+    text_of,
+    tool_call,
+    usage_counts,
+)
 from ._sse import SSEEvent
 
 TRANSCRIPT_KEY = "contents"
@@ -59,8 +70,8 @@ def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     declarations: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
     for t in tools:
-        function = t.get("function")
-        if t.get("type") == "function" and isinstance(function, Mapping):
+        function = function_of(t)
+        if function is not None:
             declaration: dict[str, Any] = {
                 "name": function.get("name", ""),
                 "description": function.get("description", ""),
@@ -79,11 +90,10 @@ def convert_tool_choice(choice: Any) -> dict[str, Any] | None:
     modes = {"auto": "AUTO", "none": "NONE", "required": "ANY", "any": "ANY"}
     if isinstance(choice, str) and choice in modes:
         return {"functionCallingConfig": {"mode": modes[choice]}}
-    if isinstance(choice, Mapping):
-        function = choice.get("function")
-        if choice.get("type") == "function" and isinstance(function, Mapping):
-            config = {"mode": "ANY", "allowedFunctionNames": [function.get("name", "")]}
-            return {"functionCallingConfig": config}
+    function = function_of(choice) if isinstance(choice, Mapping) else None
+    if function is not None:
+        config = {"mode": "ANY", "allowedFunctionNames": [function.get("name", "")]}
+        return {"functionCallingConfig": config}
     return None
 
 
@@ -186,10 +196,7 @@ def response_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
     ``responseJsonSchema`` (full JSON Schema, as the tools' ``parametersJsonSchema``;
     ``responseSchema`` takes only an OpenAPI subset, no ``$ref`` or
     ``additionalProperties``). Gemini has no ``name`` or ``strict`` there."""
-    spec = fmt.get("json_schema")
-    schema = spec.get("schema") if isinstance(spec, Mapping) else None
-    if fmt.get("type") != "json_schema" or not isinstance(schema, Mapping):
-        raise GenerateError(f"the style 'gemini' has no equivalent of response_format {fmt!r:.80}")
+    schema = json_schema_of(fmt, "the style 'gemini'")["schema"]
     return {
         "generationConfig": {
             "responseMimeType": "application/json",
@@ -259,10 +266,7 @@ class StreamAssembler:
         """Take one chunk; return its text delta (``""`` when none)."""
         if self.done:
             return ""
-        try:
-            chunk = mapping(json.loads(event.data), "a stream chunk")
-        except (ValueError, RecursionError) as exc:
-            raise GenerateError(f"a stream chunk is not JSON: {event.data[:200]!r}") from exc
+        chunk = event_json(event, "a stream chunk")
         if chunk.get("error") is not None:
             raise GenerateError(f"the provider sent an error mid-stream: {provider_error(chunk)}")
         self._last = chunk
@@ -382,17 +386,11 @@ def _assistant_parts(message: Message, names: dict[str, str]) -> list[dict[str, 
     for c in calls:
         function = c.get("function")
         function = function if isinstance(function, Mapping) else {}
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except (ValueError, RecursionError):
-                arguments = {}
         parts.append(
             {
                 "functionCall": {
                     "name": function.get("name", ""),
-                    "args": arguments if isinstance(arguments, Mapping) else {},
+                    "args": arguments_object(function.get("arguments")),
                 }
             }
         )

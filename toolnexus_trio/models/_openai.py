@@ -7,7 +7,6 @@ is already OpenAI-shaped, so it goes out as it is. Streaming asks for
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,7 +14,16 @@ from .._toolkit import Toolkit
 from ..loop._results import GenerateError, InProcessResponse, Message
 from ..loop._turns import TranslateCall, _usage, encode_arguments
 from ._parts import ToolParts, openai_messages
-from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
+from ._shape import (
+    Parsed,
+    event_json,
+    mapping,
+    provider_error,
+    string,
+    text_of,
+    tool_call,
+    usage_counts,
+)
 from ._sse import SSEEvent
 
 
@@ -141,10 +149,7 @@ class StreamAssembler:
         if event.data == "[DONE]":
             self.done = True
             return ""
-        try:
-            chunk = mapping(json.loads(event.data), "a stream chunk")
-        except (ValueError, RecursionError) as exc:
-            raise GenerateError(f"a stream chunk is not JSON: {event.data[:200]!r}") from exc
+        chunk = event_json(event, "a stream chunk")
         error = provider_error(chunk)
         if error is not None:
             raise GenerateError(f"the provider sent an error mid-stream: {error}")

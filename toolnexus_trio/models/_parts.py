@@ -28,6 +28,7 @@ from .._content import (
     view,
 )
 from ..loop._results import Message
+from ._shape import note_call_names
 
 ToolParts = Mapping[str, Sequence[ContentPart]]
 """Tool-derived parts by tool call id."""
@@ -172,9 +173,7 @@ def openai_messages(
             out.append({"role": "user", "content": pending})
             pending = []
         if role == "assistant":
-            for call in m.get("tool_calls") or ():
-                if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
-                    names[str(call.get("id"))] = str(call["function"].get("name", ""))
+            note_call_names(m, names)
         if role == "tool" and tool_parts:
             call_id = str(m.get("tool_call_id") or "")
             parts = tool_parts.get(call_id)

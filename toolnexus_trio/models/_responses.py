@@ -18,7 +18,6 @@ non-streamed answer; ``response.failed`` and ``error`` are errors.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,7 +26,19 @@ from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall,
 from ..loop._turns import TranslateCall, encode_arguments
 from ._openai import auth_headers as auth_headers
 from ._parts import ToolParts, has_parts, tool_blocks, tool_heading, user_blocks
-from ._shape import Parsed, mapping, provider_error, string, text_of, tool_call, usage_counts
+from ._shape import (
+    Parsed,
+    event_json,
+    function_of,
+    json_schema_of,
+    mapping,
+    note_call_names,
+    provider_error,
+    string,
+    text_of,
+    tool_call,
+    usage_counts,
+)
 from ._sse import SSEEvent
 
 TRANSCRIPT_KEY = "input"
@@ -51,8 +62,8 @@ def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     function tools (flat; ``strict`` false unless the tool asked for it); others kept."""
     out: list[dict[str, Any]] = []
     for t in tools:
-        function = t.get("function")
-        if t.get("type") == "function" and isinstance(function, Mapping):
+        function = function_of(t)
+        if function is not None:
             out.append(
                 {
                     "type": "function",
@@ -70,10 +81,9 @@ def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def convert_tool_choice(choice: Any) -> Any:
     """OpenAI chat ``tool_choice`` to the Responses one (a function: flat ``name``)."""
-    if isinstance(choice, Mapping):
-        function = choice.get("function")
-        if choice.get("type") == "function" and isinstance(function, Mapping):
-            return {"type": "function", "name": function.get("name", "")}
+    function = function_of(choice) if isinstance(choice, Mapping) else None
+    if function is not None:
+        return {"type": "function", "name": function.get("name", "")}
     return choice
 
 
@@ -109,9 +119,7 @@ def convert_messages(
                 pending.append(tool_heading(names.get(call_id, ""), call_id, "responses"))
                 pending += tool_blocks(parts, "responses", on_unsupported_part, max_part_bytes)
         elif role == "assistant":
-            for call in m.get("tool_calls") or ():
-                if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
-                    names[str(call.get("id"))] = str(call["function"].get("name", ""))
+            note_call_names(m, names)
             items += _assistant_items(m)
         else:
             content = m.get("content")
@@ -157,16 +165,7 @@ def response_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
     """Native typed output: OpenAI's chat ``response_format`` as the Responses API's
     ``text.format`` (``{"type": "json_schema", "name", "schema", "strict"}``, flattened:
     the Responses API has no ``json_schema`` wrapper)."""
-    spec = fmt.get("json_schema")
-    if (
-        fmt.get("type") != "json_schema"
-        or not isinstance(spec, Mapping)
-        or not isinstance(spec.get("schema"), Mapping)
-    ):
-        raise GenerateError(
-            "the style 'responses' (OpenAI Responses API) has no equivalent of "
-            f"response_format {fmt!r:.80}"
-        )
+    spec = json_schema_of(fmt, "the style 'responses' (OpenAI Responses API)")
     out: dict[str, Any] = {
         "type": "json_schema",
         "name": spec.get("name"),
@@ -249,10 +248,7 @@ class StreamAssembler:
         """Take one event; return its text delta (``""`` when none)."""
         if self.done:
             return ""
-        try:
-            data = mapping(json.loads(event.data), f"a {event.event} event")
-        except (ValueError, RecursionError) as exc:
-            raise GenerateError(f"a stream event is not JSON: {event.data[:200]!r}") from exc
+        data = event_json(event, "a stream event", f"a {event.event} event")
         kind = data.get("type", event.event)
         if kind == "response.output_text.delta":
             return string(data.get("delta"), "an output_text delta")

@@ -1,4 +1,5 @@
-"""What both wire styles parse a model answer into, and the strict readers they share."""
+"""What the wire styles parse a model answer into, the strict readers they share, and
+the pieces of the OpenAI-shaped transcript and tools they all read the same way."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 
 import attrs
 
-from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall
+from ..loop._results import GenerateError, InProcessResponse, InProcessToolCall, Message
 from ..loop._turns import _int
+from ._sse import SSEEvent
 
 _WORDS = 200
 
@@ -47,6 +49,56 @@ def mapping(value: object, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise GenerateError(f"{what} is {_kind(value)}, expected an object")
     return value
+
+
+def event_json(event: SSEEvent, noun: str, what: str | None = None) -> Mapping[str, Any]:
+    """A stream event's data as a JSON object (*what*, default *noun*, names it when
+    it is not one); ``"{noun} is not JSON"`` when it is not JSON at all."""
+    try:
+        return mapping(json.loads(event.data), what or noun)
+    except (ValueError, RecursionError) as exc:
+        raise GenerateError(f"{noun} is not JSON: {event.data[:_WORDS]!r}") from exc
+
+
+def function_of(item: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``function`` of an OpenAI function tool, or of a ``tool_choice`` naming one
+    (``{"type": "function", "function": {...}}``); ``None`` for anything else."""
+    function = item.get("function") if item.get("type") == "function" else None
+    return function if isinstance(function, Mapping) else None
+
+
+def arguments_object(arguments: object) -> Mapping[str, Any]:
+    """A transcript tool call's ``arguments`` (a JSON string, or already an object) as
+    the object the Anthropic and Gemini wires want; ``{}`` for arguments that are not a
+    JSON object (such a call went back to the model as an error result; the wire still
+    needs an object)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except (ValueError, RecursionError):
+            return {}
+    return arguments if isinstance(arguments, Mapping) else {}
+
+
+def note_call_names(message: Message, names: dict[str, str]) -> None:
+    """Add an assistant message's tool calls to *names* (call id: function name), for
+    the tool results that answer them by id only."""
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
+            names[str(call.get("id"))] = str(call["function"].get("name", ""))
+
+
+def json_schema_of(fmt: Mapping[str, Any], wire: str) -> Mapping[str, Any]:
+    """The ``json_schema`` of OpenAI's ``response_format`` (with a ``schema`` object),
+    which each wire says its own way; anything else has no equivalent on *wire*."""
+    spec = fmt.get("json_schema")
+    if (
+        fmt.get("type") != "json_schema"
+        or not isinstance(spec, Mapping)
+        or not isinstance(spec.get("schema"), Mapping)
+    ):
+        raise GenerateError(f"{wire} has no equivalent of response_format {fmt!r:.80}")
+    return spec
 
 
 def string(value: object, what: str, *, optional: bool = True) -> str:

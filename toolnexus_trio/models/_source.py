@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+import attrs
 import httpx2
 import trio
 
@@ -106,6 +107,15 @@ async def _finish_body(chunks: AsyncIterator[bytes]) -> None:
                     return
         except httpx2.HTTPError:
             return  # the answer is complete; only its connection is lost
+
+
+@attrs.frozen
+class Prepared:
+    """A model call ready to post (:meth:`HttpTurns.prepare`)."""
+
+    content: bytes
+    url: str
+    model: str
 
 
 # gen_ai.provider.name's well-known values, by wire style.
@@ -202,7 +212,12 @@ class HttpTurns:
         *on_head* (hedging) is called once the provider's answer has begun: its 2xx
         status line is in, before its body is read.
         """
-        stream = emit is not None
+        return await self.send(await self.prepare(request, emit is not None), emit, on_head)
+
+    async def prepare(self, request: GenerateRequest, stream: bool) -> Prepared:
+        """The call's body, built and encoded (``request_params``, then
+        ``body_transform``), and where it goes: all of a call but the posting, so that a
+        hedge can have it ready before its delay is up (:meth:`send` posts it)."""
         body = self.wire.body(
             request.model,
             request.messages,
@@ -223,11 +238,18 @@ class HttpTurns:
                 else:
                     body[key] = value
         content = await self._encode(body)
-        url = self._url(request.model, stream)
+        return Prepared(content, self._url(request.model, stream), request.model)
+
+    async def send(
+        self, prepared: Prepared, emit: Emit | None, on_head: Callable[[], None] | None = None
+    ) -> Turn:
+        """Post a call made by :meth:`prepare` and read its answer (streamed when *emit*
+        is set: it was prepared with ``stream=True`` then)."""
+        content, url = prepared.content, prepared.url
         if emit is None:
             parsed = await self._call(content, url, on_head)
             return Turn(parsed.response, parsed.usage, parsed.raw, extra=parsed.extra)
-        parsed = await self._stream(content, request.model, emit, url, on_head)
+        parsed = await self._stream(content, prepared.model, emit, url, on_head)
         return Turn(parsed.response, parsed.usage, parsed.raw, streamed=True, extra=parsed.extra)
 
     async def translate(self, call: TranslateCall) -> TranslateResult:
