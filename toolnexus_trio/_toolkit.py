@@ -1,4 +1,8 @@
-"""The toolkit: one ordered set of tools, provider adapters, and routing by name."""
+"""The toolkit: one ordered set of tools, provider adapters, and routing by name.
+
+Long because the toolkit is the one place that opens every source (builtins, skills,
+MCP, A2A, HTTP tools) in order, routes calls among them, and serves the result.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """One configured MCP server: connect, list, call, and keep its tools current.
 
+Long because a call's ways through one session (plain, answered by us on the
+server's questions, as an MCP task; each with its client span) share that session's
+state here; tasks are in :mod:`._tasks`.
+
 A connection is one long-lived task (:meth:`ServerConn.run`, started with
 ``nursery.start``): it opens the transport (stdio; streamable HTTP, or HTTP+SSE when a
 remote server refuses the first with a 4xx) and the SDK session, runs the load phases

@@ -5,6 +5,10 @@ the same one table, the same single-statement writes, the same take-once conditi
 ``UPDATE``. PostgreSQL re-checks an ``UPDATE``'s ``WHERE`` on the row it has locked,
 so of any number of takes of one state, from any number of machines, one changes it.
 
+Long because every operation of three protocols (conversations, pending approvals,
+checkpoints) keeps its SQL next to the bounds it runs under; the JSON and column code
+shared with SQLite is in :mod:`._base`.
+
 psycopg's async API is asyncio-only, so the synchronous driver runs in Trio worker
 threads, at most *max_connections* at a time (a ``CapacityLimiter``), each call on a
 connection borrowed from a ``psycopg_pool.ConnectionPool`` (checked before use, so a

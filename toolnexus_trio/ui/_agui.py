@@ -1,5 +1,8 @@
 """The AG-UI endpoint: our typed run events, translated to AG-UI 1.0 events over SSE.
 
+Long because a thread's three ways to go on (a new prompt, a live interrupt answered,
+a durable one answered at another worker) share its run and event translation here.
+
 One AG-UI thread holds one conversation (its transcript) and at most one live run. A
 run is a task in the server's nursery under a cancel scope of its own: the root agent's
 loop (:func:`~toolnexus_trio.loop._events.stream_events`), an agent runtime for its
