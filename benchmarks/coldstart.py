@@ -14,9 +14,9 @@ JSON object on stdout::
 - ``import``: ``import toolnexus_trio`` against ``import toolnexus`` (0.21), each first
   thing in a fresh ``python -c`` process, timed inside it (``perf_counter`` and
   ``process_time`` around the import), both on this interpreter. Target: ratio <= 0.35.
-- What bounds them, measured in the same rounds: ``python -c "import mcp"`` from spawn
-  to exit (every MCP server, ours and FastMCP, imports the SDK), and ``import trio``
-  timed as the imports are (our floor).
+- What bounds them, measured in the same rounds: ``python -c "import mcp"`` from the
+  spawn to the import done (every MCP server, ours and FastMCP, imports the SDK), and
+  ``import trio`` timed as the imports are (our floor).
 
 Every side runs once before the timed rounds, after ``compileall`` of our package and
 of this one (pip compiles a wheel's bytecode, the peers' included; an editable install
@@ -162,23 +162,30 @@ def _serve(argv: list[str]) -> dict[str, Any]:
 
 
 def _imported(python: str, module: str) -> dict[str, Any]:
-    """A fresh process imports *module* first thing; its own figures, and its spawn to exit."""
+    """A fresh process imports *module* first thing: its own figures, and from the spawn
+    to its line read here (the import done), as the servers' spawn to their answer."""
     t0 = time.perf_counter()
-    out = subprocess.run(
+    proc = subprocess.Popen(
         [python, "-c", _IMPORT.format(m=module)],
         stdin=subprocess.DEVNULL,
-        capture_output=True,
+        stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        timeout=60,
-        check=True,
         start_new_session=True,
-    ).stdout.split()
-    return {
-        "wall_ms": float(out[0]),
-        "cpu_ms": float(out[1]),
-        "process_ms": (time.perf_counter() - t0) * 1e3,
-    }
+    )
+    assert proc.stdout is not None
+    timer = _watchdog(proc.pid, 60)
+    try:
+        line = proc.stdout.readline()
+        process_ms = (time.perf_counter() - t0) * 1e3
+        proc.stdout.read()
+        if proc.wait() != 0 or not line:
+            raise RuntimeError(f"{python} -c 'import {module}' failed ({proc.returncode})")
+    finally:
+        timer.cancel()
+        proc.stdout.close()
+    wall, cpu = line.split()
+    return {"wall_ms": float(wall), "cpu_ms": float(cpu), "process_ms": process_ms}
 
 
 def measure(rounds: int) -> dict[str, list[dict[str, Any]]]:
@@ -242,6 +249,7 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
     mcp_ms = med("import_mcp", "process_ms")
     serve_cpu = med("serve_ours", "cpu_ms") / med("serve_peer", "cpu_ms")
     import_cpu = med("import_ours", "cpu_ms") / med("import_peer", "cpu_ms")
+    floor = mcp_ms / med("serve_peer", "wall_ms")
     return [
         Row(
             "24a. Cold start: serve --stdio to the tools/list answer vs FastMCP",
@@ -249,7 +257,7 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
             "ms",
             Stats.of(of("serve_ours", "wall_ms")),
             Stats.of(of("serve_peer", "wall_ms")),
-            f'python -c "import mcp", spawn to exit: {mcp_ms:.0f} ms (measured)',
+            f'python -c "import mcp", spawn to the import done: {mcp_ms:.0f} ms (measured)',
             Target("ratio", "<=", 0.7),
             [
                 f"{n} interleaved rounds, one fresh process each, bytecode compiled on both "
@@ -258,11 +266,14 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
                 "mcp>=2.3 interpreter",
                 f"CPU (user+sys to exit, os.wait4): ours {med('serve_ours', 'cpu_ms'):.0f} ms, "
                 f"FastMCP {med('serve_peer', 'cpu_ms'):.0f} ms, ratio {serve_cpu:.2f}",
-                f'what bounds it: both servers import the mcp SDK; python -c "import mcp" '
-                f"alone takes {mcp_ms:.0f} ms from spawn to exit (the import itself "
-                f"{med('import_mcp', 'wall_ms'):.0f} ms, CPU "
-                f"{med('import_mcp', 'cpu_ms'):.0f} ms), so a 0.7 ratio needs ours at or "
-                f"below {0.7 * med('serve_peer', 'wall_ms'):.0f} ms",
+                f"what bounds it: serve --stdio imports the mcp SDK, and python -c "
+                f'"import mcp" alone takes {mcp_ms:.0f} ms from the spawn to the import '
+                f"done (the import itself {med('import_mcp', 'wall_ms'):.0f} ms, CPU "
+                f"{med('import_mcp', 'cpu_ms'):.0f} ms): {floor:.2f}x FastMCP's whole cold "
+                f"start; 0.7x needs ours at or below {0.7 * med('serve_peer', 'wall_ms'):.0f}"
+                + (
+                    " ms, which no start-up that imports the SDK reaches" if floor >= 0.7 else " ms"
+                ),
             ],
             limit_value=mcp_ms,
         ),
