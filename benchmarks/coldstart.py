@@ -188,6 +188,27 @@ def _imported(python: str, module: str) -> dict[str, Any]:
     return {"wall_ms": float(wall), "cpu_ms": float(cpu), "process_ms": process_ms}
 
 
+def _breakdown(python: str, *argv: str) -> dict[str, float]:
+    """``python -X importtime *argv`` in one fresh process (stdin at its end): the self
+    time (ms) summed by top-level package, the largest first (what the imports cost)."""
+    err = subprocess.run(
+        [python, "-X", "importtime", *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+    ).stderr
+    by: dict[str, float] = {}
+    for line in err.splitlines()[1:]:  # "import time: self [us] | cumulative | package"
+        fields = line.removeprefix("import time:").split("|")
+        if len(fields) == 3 and fields[0].strip().isdigit():
+            top = fields[2].strip().split(".")[0]
+            by[top] = by.get(top, 0.0) + int(fields[0]) / 1e3
+    return dict(sorted(by.items(), key=lambda kv: -kv[1]))
+
+
 def measure(rounds: int) -> dict[str, list[dict[str, Any]]]:
     """Every side once untimed, then *rounds* interleaved rounds (the order flips)."""
     mcp_py = _mcp_python()
@@ -214,6 +235,24 @@ def measure(rounds: int) -> dict[str, list[dict[str, Any]]]:
     for r in range(rounds):
         for name in names if r % 2 == 0 else names[::-1]:
             out[name].append(sides[name]())
+    argv = {
+        "import_ours": (sys.executable, "-c", "import toolnexus_trio"),
+        "import_peer": (sys.executable, "-c", "import toolnexus"),
+        "serve_ours": (mcp_py, "-m", "toolnexus_trio", "serve", "--stdio"),
+        "serve_peer": (mcp_py, "-c", _PEER),
+    }
+    by = {side: _breakdown(*command) for side, command in argv.items()}
+    out["breakdown"] = []
+    for side, other in (("import_ours", "import_peer"), ("serve_ours", "serve_peer")):
+        for a, b in ((side, other), (other, side)):
+            out["breakdown"].append(
+                {
+                    "side": a,
+                    "by_package_ms": dict(list(by[a].items())[:8]),
+                    "total_ms": sum(by[a].values()),
+                    "not_in_other_ms": sum(v for k, v in by[a].items() if k not in by[b]),
+                }
+            )
     return out
 
 
@@ -229,6 +268,18 @@ def collect(
     progress(f"cold start, {rounds} rounds")
 
 
+def _importtime(runs: dict[str, Any], side: str, label: str) -> list[str]:
+    """A note: where one side's imports go (its ``-X importtime`` by package)."""
+    return [
+        f"-X importtime of {label} (one process): {b['total_ms']:.0f} ms of imports, "
+        f"{b['not_in_other_ms']:.0f} ms of them in packages the other side does not import; "
+        "the largest, self time by top-level package: "
+        + ", ".join(f"{k} {v:.0f} ms" for k, v in list(b["by_package_ms"].items())[:6])
+        for b in runs.get("breakdown", [])
+        if b["side"] == side
+    ]
+
+
 def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
     """The scenario-24 rows (none when it did not run)."""
     import statistics
@@ -237,7 +288,7 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
 
     if "coldstart" not in raw:
         return []
-    runs = raw["coldstart"]["ours"][0]
+    runs: dict[str, Any] = raw["coldstart"]["ours"][0]
 
     def of(side: str, key: str) -> list[float]:
         return [run[key] for run in runs[side]]
@@ -274,6 +325,8 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
                 + (
                     " ms, which no start-up that imports the SDK reaches" if floor >= 0.7 else " ms"
                 ),
+                *_importtime(runs, "serve_ours", "ours"),
+                *_importtime(runs, "serve_peer", "FastMCP"),
             ],
             limit_value=mcp_ms,
         ),
@@ -291,8 +344,12 @@ def rows(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> list[Row]:
                 f"CPU (process_time around the import): ours "
                 f"{med('import_ours', 'cpu_ms'):.0f} ms, toolnexus "
                 f"{med('import_peer', 'cpu_ms'):.0f} ms, ratio {import_cpu:.2f}",
-                f"our floor: import trio takes {med('import_trio', 'wall_ms'):.0f} ms "
-                f"(CPU {med('import_trio', 'cpu_ms'):.0f} ms) in the same rounds",
+                f"what bounds it: import trio alone takes {med('import_trio', 'wall_ms'):.0f} "
+                f"ms (CPU {med('import_trio', 'cpu_ms'):.0f} ms) in the same rounds, "
+                f"{med('import_trio', 'wall_ms') / med('import_peer', 'wall_ms'):.2f}x "
+                "toolnexus's import",
+                *_importtime(runs, "import_ours", "ours"),
+                *_importtime(runs, "import_peer", "toolnexus"),
             ],
             limit_value=med("import_trio", "wall_ms"),
         ),
