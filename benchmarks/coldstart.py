@@ -154,6 +154,8 @@ def _serve(argv: list[str]) -> dict[str, Any]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
         proc.stdout.close()
     return {
         "wall_ms": wall_ms,
