@@ -25,6 +25,7 @@ from benchmarks.a2a import SCENARIO_TEXT as A2A_SCENARIO_TEXT
 from benchmarks.agent import FANOUT_SLEEP_S
 from benchmarks.agents_runtime import SCENARIO_TEXT as AGENTS_SCENARIO_TEXT
 from benchmarks.agui import SCENARIO_TEXT as AGUI_SCENARIO_TEXT
+from benchmarks.coldstart import SCENARIO_TEXT as COLDSTART_SCENARIO_TEXT
 from benchmarks.compaction import SCENARIO_TEXT as COMPACTION_SCENARIO_TEXT
 from benchmarks.conversations import SCENARIO_TEXT as CONVERSATIONS_SCENARIO_TEXT
 from benchmarks.durable import SCENARIO_TEXT as DURABLE_SCENARIO_TEXT
@@ -528,6 +529,9 @@ def build_rows(raw: dict[str, dict[str, list[dict[str, Any]]]], cfg: Config) -> 
     from benchmarks.tracing import rows as tracing_rows  # scenario 22 (tracing overhead)
 
     rows.extend(tracing_rows(raw))
+    from benchmarks.coldstart import rows as coldstart_rows  # scenario 24 (cold start)
+
+    rows.extend(coldstart_rows(raw))
     return rows
 
 
@@ -1051,6 +1055,7 @@ def _rst(
         *CONVERSATIONS_SCENARIO_TEXT,
         *TRACING_SCENARIO_TEXT,
         *AGUI_SCENARIO_TEXT,
+        *COLDSTART_SCENARIO_TEXT,
         "",
         "Raw numbers are in ``benchmarks/results/latest.json``. The benchmarks are never part",
         "of the test suite. Run them with ``nox -s bench`` (about 3 minutes), or",

@@ -223,6 +223,10 @@ def collect(cfg: Config, only: set[int]) -> Raw:
         from benchmarks import agui
 
         agui.collect(cfg, add, _json_child, lambda label: _progress(label, t0))
+    if 24 in only:  # cold start: serve --stdio against FastMCP, the imports (issue 39)
+        from benchmarks import coldstart
+
+        coldstart.collect(cfg, add, _json_child, lambda label: _progress(label, t0))
     return raw
 
 
@@ -230,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 2 minutes)")
     parser.add_argument(
-        "--only", type=int, nargs="+", default=list(range(1, 24)), help="scenario numbers"
+        "--only", type=int, nargs="+", default=list(range(1, 25)), help="scenario numbers"
     )
     parser.add_argument(
         "--no-write", action="store_true", help="print the table only; leave files alone"

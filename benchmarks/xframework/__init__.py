@@ -47,7 +47,7 @@ VENVS = {  # side -> the virtualenv nox -s bench makes for it (next to the sessi
     "langgraph-default": "xbench-langgraph",
 }
 TARGETS = {  # per request, ours/peer (the issue's); none for LangGraph's default mode
-    "toolnexus": 0.8,
+    "toolnexus": 1.0,  # issue 39: without private internals; its earlier 0.8 is withdrawn
     "pydantic-ai": 0.2,
     "openai-agents": 0.2,
     "langgraph-session": 0.2,
