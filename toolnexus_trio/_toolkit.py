@@ -1,6 +1,7 @@
-"""The toolkit: one ordered set of tools, provider adapters, and routing by name; long
-because the toolkit is the one place that opens every source (builtins, skills, MCP,
-A2A, HTTP tools) in order, routes calls among them, and serves the result."""
+"""The toolkit: one ordered set of tools, provider adapters, and routing by name.
+This module is long because the toolkit is the one place that opens every source
+(builtins, skills, MCP, A2A, HTTP tools) in order, routes calls among them, and serves
+the result."""
 
 from __future__ import annotations
 
