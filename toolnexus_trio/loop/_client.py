@@ -97,6 +97,8 @@ _TOO_DEEP = f"Invalid JSON arguments: nested too deeply (more than {MAX_JSON_DEP
 # (same settings, same output and errors).
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
+_UNTYPED = Typed()  # a run given no output keyword (frozen: shared by every such run)
+
 
 def _to_calls(response: InProcessResponse) -> list[_Call]:
     calls = []
@@ -171,6 +173,7 @@ class Client(ToolCalls):
         prices = getattr(options, "prices", None)  # the HTTP client's (issue 38)
         check_prices(prices)
         self._prices: Prices | None = prices
+        self._plain_services: RunServices | None = None  # see _services
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -232,7 +235,15 @@ class Client(ToolCalls):
         ``__cause__``) and a failing LLM hook :class:`HookError`; both carry the balanced
         transcript so far in ``result``.
         """
-        typed = Typed(output_type, output_mode, output_retries, output_validators)
+        if (
+            output_type is None
+            and output_mode is None
+            and output_retries is None
+            and output_validators is None
+        ):
+            typed = _UNTYPED  # the common call: no Typed built per run
+        else:
+            typed = Typed(output_type, output_mode, output_retries, output_validators)
         run = self._new_run(prompt, toolkit, history, typed)
         return await self._drive(run, cancel, self._loop(run))
 
@@ -588,11 +599,17 @@ class Client(ToolCalls):
         timeout_ms = self.options.run_timeout_ms
         services = current_run.set(self._services(run))
         try:
-            with trio.CancelScope() as run_scope, cancel.bound(run_scope):
-                if timeout_ms > 0:
-                    run_scope.deadline = trio.current_time() + timeout_ms / 1000
-                await trio.lowlevel.checkpoint_if_cancelled()
-                await body
+            with trio.CancelScope() as run_scope:
+                # What cancel.bound() does, without a generator context manager per run
+                # (a sub-agent fan-out's per-child cost).
+                cancel.attach(run_scope)
+                try:
+                    if timeout_ms > 0:
+                        run_scope.deadline = started + timeout_ms / 1000
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    await body
+                finally:
+                    cancel.detach(run_scope)
         except RunError as exc:
             exc.result = self._result(run)
             self._metric_run(run, started, error=str(exc))
@@ -618,6 +635,17 @@ class Client(ToolCalls):
         return self._result(run)
 
     def _services(self, run: _Run) -> RunServices:
+        if run.emit is None:
+            # Nothing in it depends on the run then: built once per client.
+            shared = self._plain_services
+            if shared is None:
+                shared = self._plain_services = self._new_services(None)
+            return shared
+        return self._new_services(run.emit)
+
+    def _new_services(
+        self, emit: Callable[[dict[str, Any]], Awaitable[None]] | None
+    ) -> RunServices:
         async def sample(prompt: str, max_tokens: int | None) -> str:
             # One user message, no tools: what a Tesseron host's sampling/request asks.
             request = GenerateRequest(
@@ -630,7 +658,7 @@ class Client(ToolCalls):
             return (await self._call_model(request)).response.content
 
         return RunServices(
-            emit=run.emit,
+            emit=emit,
             metric=self._metric if self.options.on_metric is not None else None,
             sample=sample,
             observe=self._metric,  # an MCP server's sample event reaches metrics()
@@ -781,6 +809,19 @@ class Client(ToolCalls):
             )  # fmt: skip
             raise
         usage = produced.usage
+        if self.options.on_metric is None and not parts and len(usage) == 3 and not self._prices:
+            # Only the registry wants it: no event dict per model call (what
+            # _metric_tool does for tools; the fan-out and many-conversations path).
+            try:
+                self._registry.observe_llm_ok(
+                    produced.model or request.model,
+                    _ms(started),
+                    usage["prompt_tokens"],
+                    usage["completion_tokens"],
+                )
+            except Exception:
+                logger.exception("toolnexus_trio: the metrics registry failed on an event")
+            return produced
         event: dict[str, Any] = {
             "event": "llm",
             "model": produced.model or request.model,
@@ -807,6 +848,8 @@ class Client(ToolCalls):
             raise HookError(f"LLM hook {name} failed: {exc}") from exc
 
     def _metric_run(self, run: _Run, started: float, error: str | None = None) -> None:
+        if error is None and self.options.on_metric is None:
+            return  # the registry counts only failed runs, and nobody else listens
         event: dict[str, Any] = {
             "event": "run",
             "model": run.model or self.options.model,
