@@ -577,19 +577,21 @@ class Client(ToolCalls):
         parts = PartLedger(summaries=summaries)
         return _Run(toolkit=toolkit, messages=messages, output=output, parts=parts)
 
-    async def _drive(
+    def _drive(
         self,
         run: _Run,
         cancel: CancelToken | None,
         body: Awaitable[None],
         link: str | None = None,
-    ) -> RunResult:
-        # The run's span (invoke_agent), around the run's scope (loop/_traced.py).
+    ) -> Awaitable[RunResult]:
+        # The run's span (invoke_agent), around the run's scope (loop/_traced.py). Not a
+        # coroutine itself: the awaitable it returns is awaited by the caller, so a run
+        # in flight holds one frame less (memory per conversation).
         run.tracer = tracer = _tracing.tracer(self.options.tracer_provider)
         if tracer is None:
-            return await self._drive_run(run, cancel, body)
+            return self._drive_run(run, cancel, body)
         drive = self._drive_run(run, cancel, body)
-        return await traced_run(tracer, self.options, self._source, run, drive, link)
+        return traced_run(tracer, self.options, self._source, run, drive, link)
 
     async def _drive_run(
         self, run: _Run, cancel: CancelToken | None, body: Awaitable[None]
@@ -684,112 +686,118 @@ class Client(ToolCalls):
         )
 
     async def _loop(self, run: _Run) -> None:
-        opts = self.options
-        while True:
-            if run.turns >= opts.max_turns:
-                run.status, run.limit = "incomplete", "maxTurns"
-                return
-            turn = run.turns
-            tools = self._source.tools_for(run.toolkit)
-            out = run.output
-            if out is not None and out.mode == "tool":
-                tools = [*tools, out.declaration()]
-            model = opts.model
-            if self._hooks.before_llm is not None:
-                change = await self._llm_hook(
-                    self._hooks.before_llm,
-                    {"messages": run.messages, "tools": tools, "model": model, "turn": turn},
-                )
-                if isinstance(change, Mapping):
-                    if change.get("messages") is not None:
-                        run.messages = list(change["messages"])
-                    if change.get("tools") is not None:
-                        tools = list(change["tools"])
-                    if change.get("model"):
-                        model = str(change["model"])
-            native = out.response_format() if out is not None and out.mode == "native" else None
-            if run.parts.error is not None:
-                raise run.parts.error
-            run.model = model
-            produced = await self._call_model(
-                GenerateRequest(
-                    model=model,
-                    messages=run.messages,
-                    tools=tools or None,
-                    turn=turn,
-                    response_format=native,
-                    parts=run.parts.by_call or None,
-                ),
-                run.emit,
-                run.parts.summaries,
-                run.tracer,
-            )
-            response, usage = produced.response, produced.usage
-            run.model = produced.model or model  # a fallback provider's, when it answered
-            run.turns += 1
-            for key, value in usage.items():
-                # cache_read_tokens / cache_write_tokens appear only when a provider says.
-                run.usage[key] = run.usage.get(key, 0) + value
-            if run.cost is not None:
-                cost = cost_of(self._prices, produced.model or model, produced.usage)
-                run.cost = None if cost is None else run.cost + cost
-            if self._hooks.after_llm is not None:
-                await self._llm_hook(
-                    self._hooks.after_llm, {"response": produced.raw, "model": model, "turn": turn}
-                )
-            calls = _to_calls(response)
-            assistant: Message = {"role": "assistant"}
-            if response.content or not calls:
-                assistant["content"] = response.content
-            if calls:
-                assistant["tool_calls"] = [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments_json},
-                    }
-                    for c in calls
-                ]
-            if produced.extra:
-                assistant.update(produced.extra)  # provider state the wire needs back
-            run.messages.append(assistant)
-            run.text = response.content
-            if run.checkpoint is not None:  # a durable run: the response, before any call
-                await run.checkpoint.responded(run, calls)
-            # A streamed turn already sent its text as deltas.
-            text = "" if produced.streamed else response.content
-            if out is not None and settles(out, calls):
-                if text and run.emit is not None:
-                    await run.emit({"type": "text", "delta": text})
-                await typed_turn(run, out, calls, response.content)
-                if out.settled:
-                    return
-                continue
-            if not calls:
-                if text and run.emit is not None:
-                    await run.emit({"type": "text", "delta": text})
-                run.status = "done"
-                return
-            await self._turn(run, calls, turn, text)
-            if run.suspended:
-                run.status, run.text = "pending", run.suspended[0].request.prompt
-                return
-            if run.checkpoint is not None:  # the turn's nursery closed: a consistent cut
-                await run.checkpoint.step(run)
+        # One call per turn: a turn's locals (the model's answer and its raw form)
+        # are gone before the next model call (memory per conversation in flight).
+        while not await self._step(run):
+            pass
 
-    async def _call_model(
+    async def _step(self, run: _Run) -> bool:
+        """One turn of the loop; ``True`` once the run has ended."""
+        opts = self.options
+        if run.turns >= opts.max_turns:
+            run.status, run.limit = "incomplete", "maxTurns"
+            return True
+        turn = run.turns
+        tools = self._source.tools_for(run.toolkit)
+        out = run.output
+        if out is not None and out.mode == "tool":
+            tools = [*tools, out.declaration()]
+        model = opts.model
+        if self._hooks.before_llm is not None:
+            change = await self._llm_hook(
+                self._hooks.before_llm,
+                {"messages": run.messages, "tools": tools, "model": model, "turn": turn},
+            )
+            if isinstance(change, Mapping):
+                if change.get("messages") is not None:
+                    run.messages = list(change["messages"])
+                if change.get("tools") is not None:
+                    tools = list(change["tools"])
+                if change.get("model"):
+                    model = str(change["model"])
+        native = out.response_format() if out is not None and out.mode == "native" else None
+        if run.parts.error is not None:
+            raise run.parts.error
+        run.model = model
+        produced = await self._call_model(
+            GenerateRequest(
+                model=model,
+                messages=run.messages,
+                tools=tools or None,
+                turn=turn,
+                response_format=native,
+                parts=run.parts.by_call or None,
+            ),
+            run.emit,
+            run.parts.summaries,
+            run.tracer,
+        )
+        response, usage = produced.response, produced.usage
+        run.model = produced.model or model  # a fallback provider's, when it answered
+        run.turns += 1
+        for key, value in usage.items():
+            # cache_read_tokens / cache_write_tokens appear only when a provider says.
+            run.usage[key] = run.usage.get(key, 0) + value
+        if run.cost is not None:
+            cost = cost_of(self._prices, produced.model or model, produced.usage)
+            run.cost = None if cost is None else run.cost + cost
+        if self._hooks.after_llm is not None:
+            await self._llm_hook(
+                self._hooks.after_llm, {"response": produced.raw, "model": model, "turn": turn}
+            )
+        calls = _to_calls(response)
+        assistant: Message = {"role": "assistant"}
+        if response.content or not calls:
+            assistant["content"] = response.content
+        if calls:
+            assistant["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments_json},
+                }
+                for c in calls
+            ]
+        if produced.extra:
+            assistant.update(produced.extra)  # provider state the wire needs back
+        run.messages.append(assistant)
+        run.text = response.content
+        if run.checkpoint is not None:  # a durable run: the response, before any call
+            await run.checkpoint.responded(run, calls)
+        # A streamed turn already sent its text as deltas.
+        text = "" if produced.streamed else response.content
+        if out is not None and settles(out, calls):
+            if text and run.emit is not None:
+                await run.emit({"type": "text", "delta": text})
+            await typed_turn(run, out, calls, response.content)
+            return out.settled
+        if not calls:
+            if text and run.emit is not None:
+                await run.emit({"type": "text", "delta": text})
+            run.status = "done"
+            return True
+        await self._turn(run, calls, turn, text)
+        if run.suspended:
+            run.status, run.text = "pending", run.suspended[0].request.prompt
+            return True
+        if run.checkpoint is not None:  # the turn's nursery closed: a consistent cut
+            await run.checkpoint.step(run)
+        return False
+
+    def _call_model(
         self,
         request: GenerateRequest,
         emit: Emit | None = None,
         parts: list[dict[str, Any]] | None = None,
         tracer: Any = _tracing.NOOP,
-    ) -> Turn:
+    ) -> Awaitable[Turn]:
+        # Not a coroutine itself (see _drive): the caller awaits the call it returns.
         if tracer is _tracing.NOOP:  # not a run's call (which resolved it once per run)
             tracer = _tracing.tracer(self.options.tracer_provider)
         if tracer is not None:
             call = self._untraced_call(request, emit, parts)
-            return await traced_call(tracer, self.options, self._source, request, call)
-        return await self._untraced_call(request, emit, parts)
+            return traced_call(tracer, self.options, self._source, request, call)
+        return self._untraced_call(request, emit, parts)
 
     async def _untraced_call(
         self,
