@@ -648,23 +648,23 @@ class Client(ToolCalls):
     def _new_services(
         self, emit: Callable[[dict[str, Any]], Awaitable[None]] | None
     ) -> RunServices:
-        async def sample(prompt: str, max_tokens: int | None) -> str:
-            # One user message, no tools: what a Tesseron host's sampling/request asks.
-            request = GenerateRequest(
-                model=self.options.model,
-                messages=[{"role": "user", "content": prompt}],
-                tools=None,
-                turn=0,
-                max_tokens=max_tokens,
-            )
-            return (await self._call_model(request)).response.content
-
         return RunServices(
             emit=emit,
             metric=self._metric if self.options.on_metric is not None else None,
-            sample=sample,
+            sample=self._sample,  # a method, not a closure per run
             observe=self._metric,  # an MCP server's sample event reaches metrics()
         )
+
+    async def _sample(self, prompt: str, max_tokens: int | None) -> str:
+        # One user message, no tools: what a Tesseron host's sampling/request asks.
+        request = GenerateRequest(
+            model=self.options.model,
+            messages=[{"role": "user", "content": prompt}],
+            tools=None,
+            turn=0,
+            max_tokens=max_tokens,
+        )
+        return (await self._call_model(request)).response.content
 
     def _result(self, run: _Run) -> RunResult:
         halted = run.status == "pending"

@@ -223,6 +223,9 @@ class HttpTurns:
                 else:
                     body[key] = value
         content = await self._encode(body)
+        # The wire body (the transcript in the wire's shapes) is not held while the
+        # answer streams: only its encoded bytes are sent.
+        del body
         url = self._url(request.model, stream)
         if emit is None:
             parsed = await self._call(content, url, on_head)
