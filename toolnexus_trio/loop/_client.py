@@ -26,8 +26,9 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
@@ -35,7 +36,7 @@ import trio
 
 from .. import _tracing
 from .._cancel import CancelToken
-from .._groups import collapse_groups
+from .._groups import reraise_single
 from .._runctx import RunServices, current_run
 from .._schema import MAX_JSON_DEPTH, nested_too_deeply
 from .._toolkit import Toolkit
@@ -247,8 +248,7 @@ class Client(ToolCalls):
         run = self._new_run(prompt, toolkit, history, typed)
         return await self._drive(run, cancel, self._loop(run))
 
-    @asynccontextmanager
-    async def stream(
+    def stream(
         self,
         prompt: Prompt,
         toolkit: Toolkit | None = None,
@@ -259,7 +259,7 @@ class Client(ToolCalls):
         output_mode: OutputMode | None = None,
         output_retries: int | None = None,
         output_validators: Sequence[OutputValidator] | None = None,
-    ) -> AsyncIterator[trio.MemoryReceiveChannel[dict[str, Any]]]:
+    ) -> AbstractAsyncContextManager[trio.MemoryReceiveChannel[dict[str, Any]]]:
         """Run the loop in the background, giving a channel of events (SPEC §8 shapes).
 
         Events: ``text {delta}``, ``tool_call {id, name, args, cancel}``, ``pending
@@ -279,35 +279,8 @@ class Client(ToolCalls):
         stream), ``output_invalid {reason, retrying}`` each answer sent back (or the
         last one, ``retrying`` false), and ``output {output}`` the accepted typed value.
         """
-        # Size 0: the loop waits for the consumer, so events are never queued up.
-        send, receive = trio.open_memory_channel[dict[str, Any]](0)
         typed = Typed(output_type, output_mode, output_retries, output_validators)
-        run = self._new_run(prompt, toolkit, history, typed)
-
-        async def emit(event: dict[str, Any]) -> None:
-            if event["type"] not in (TOOL_ARGS_DELTA, REASONING_DELTA):  # never sent on
-                await send.send(event)
-
-        run.emit = emit if run.output is None else partial_emitter(run.output, emit)
-
-        async def produce() -> None:
-            # A synchronous close: an awaiting one could take a Cancelled that would
-            # replace the run's own exception.
-            with send:
-                result = await self._drive(run, cancel, self._loop(run))
-                await send.send({"type": "usage", "usage": dict(result.usage)})
-                await send.send({"type": "done", "result": result})
-
-        with collapse_groups():
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(produce)
-                try:
-                    yield receive
-                finally:
-                    # Cancel first, then close: the loop must see Cancelled, not a
-                    # BrokenResourceError from an event it was still sending.
-                    nursery.cancel_scope.cancel(reason="stream closed by its consumer")
-                    receive.close()
+        return _EventStream(self, prompt, toolkit, history, cancel, typed)
 
     async def resume(
         self,
@@ -872,6 +845,75 @@ class Client(ToolCalls):
         if error is not None:
             event["error"] = error
         self._metric(event)
+
+
+class _EventStream:
+    """What :meth:`Client.stream` returns: the run in a background task of its own
+    nursery while the block runs. A class rather than an ``@asynccontextmanager``: a
+    generator's frame and wrapper would be held per conversation in flight."""
+
+    __slots__ = ("_args", "_manager", "_nursery", "_receive")
+
+    def __init__(
+        self,
+        client: Client,
+        prompt: Prompt,
+        toolkit: Toolkit | None,
+        history: Sequence[Message] | None,
+        cancel: CancelToken | None,
+        typed: Typed,
+    ) -> None:
+        self._args = (client, prompt, toolkit, history, cancel, typed)
+        self._manager: AbstractAsyncContextManager[trio.Nursery] | None = None
+        self._nursery: trio.Nursery | None = None
+        self._receive: trio.MemoryReceiveChannel[dict[str, Any]] | None = None
+
+    async def __aenter__(self) -> trio.MemoryReceiveChannel[dict[str, Any]]:
+        client, prompt, toolkit, history, cancel, typed = self._args
+        # Size 0: the loop waits for the consumer, so events are never queued up.
+        send, receive = trio.open_memory_channel[dict[str, Any]](0)
+        run = client._new_run(prompt, toolkit, history, typed)
+
+        async def emit(event: dict[str, Any]) -> None:
+            if event["type"] not in (TOOL_ARGS_DELTA, REASONING_DELTA):  # never sent on
+                await send.send(event)
+
+        run.emit = emit if run.output is None else partial_emitter(run.output, emit)
+
+        async def produce() -> None:
+            # A synchronous close: an awaiting one could take a Cancelled that would
+            # replace the run's own exception.
+            with send:
+                result = await client._drive(run, cancel, client._loop(run))
+                await send.send({"type": "usage", "usage": dict(result.usage)})
+                await send.send({"type": "done", "result": result})
+
+        manager = trio.open_nursery()
+        nursery = await manager.__aenter__()
+        self._manager, self._nursery, self._receive = manager, nursery, receive
+        nursery.start_soon(produce)
+        return receive
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        manager, nursery, receive = self._manager, self._nursery, self._receive
+        assert manager is not None
+        assert nursery is not None
+        assert receive is not None
+        self._manager = self._nursery = self._receive = None
+        # Cancel first, then close: the loop must see Cancelled, not a
+        # BrokenResourceError from an event it was still sending.
+        nursery.cancel_scope.cancel(reason="stream closed by its consumer")
+        receive.close()
+        try:  # collapse_groups() around the nursery, as the block's caller expects
+            return bool(await manager.__aexit__(exc_type, exc, tb))
+        except BaseExceptionGroup as group:
+            reraise_single(group)
+            raise  # not reached: reraise_single always raises
 
 
 def create_in_process_client(options: InProcessOptions) -> Client:
