@@ -570,21 +570,23 @@ class Client(ToolCalls):
         self, run: _Run, cancel: CancelToken | None, body: Awaitable[None]
     ) -> RunResult:
         started = trio.current_time()
-        cancel = cancel or CancelToken()
         timeout_ms = self.options.run_timeout_ms
         services = current_run.set(self._services(run))
         try:
             with trio.CancelScope() as run_scope:
                 # What cancel.bound() does, without a generator context manager per run
-                # (a sub-agent fan-out's per-child cost).
-                cancel.attach(run_scope)
+                # (a sub-agent fan-out's per-child cost); no token given, none is made:
+                # only the deadline can cancel this scope then.
+                if cancel is not None:
+                    cancel.attach(run_scope)
                 try:
                     if timeout_ms > 0:
                         run_scope.deadline = started + timeout_ms / 1000
                     await trio.lowlevel.checkpoint_if_cancelled()
                     await body
                 finally:
-                    cancel.detach(run_scope)
+                    if cancel is not None:
+                        cancel.detach(run_scope)
         except RunError as exc:
             exc.result = self._result(run)
             self._metric_run(run, started, error=str(exc))
@@ -597,7 +599,7 @@ class Client(ToolCalls):
             if inspect.iscoroutine(body):
                 body.close()  # never awaited when the scope was cancelled up front
         if run_scope.cancelled_caught:
-            if cancel.is_cancelled:
+            if cancel is not None and cancel.is_cancelled:
                 run.status, run.text = "cancelled", ""
             else:
                 run.status, run.limit = "incomplete", "runTimeout"
@@ -852,7 +854,7 @@ class _EventStream:
     nursery while the block runs. A class rather than an ``@asynccontextmanager``: a
     generator's frame and wrapper would be held per conversation in flight."""
 
-    __slots__ = ("_args", "_manager", "_nursery", "_receive")
+    __slots__ = ("_args", "_manager", "_nursery", "_receive", "_send")
 
     def __init__(
         self,
@@ -867,32 +869,40 @@ class _EventStream:
         self._manager: AbstractAsyncContextManager[trio.Nursery] | None = None
         self._nursery: trio.Nursery | None = None
         self._receive: trio.MemoryReceiveChannel[dict[str, Any]] | None = None
+        self._send: trio.MemorySendChannel[dict[str, Any]] | None = None
 
     async def __aenter__(self) -> trio.MemoryReceiveChannel[dict[str, Any]]:
         client, prompt, toolkit, history, cancel, typed = self._args
         # Size 0: the loop waits for the consumer, so events are never queued up.
         send, receive = trio.open_memory_channel[dict[str, Any]](0)
         run = client._new_run(prompt, toolkit, history, typed)
-
-        async def emit(event: dict[str, Any]) -> None:
-            if event["type"] not in (TOOL_ARGS_DELTA, REASONING_DELTA):  # never sent on
-                await send.send(event)
-
-        run.emit = emit if run.output is None else partial_emitter(run.output, emit)
-
-        async def produce() -> None:
-            # A synchronous close: an awaiting one could take a Cancelled that would
-            # replace the run's own exception.
-            with send:
-                result = await client._drive(run, cancel, client._loop(run))
-                await send.send({"type": "usage", "usage": dict(result.usage)})
-                await send.send({"type": "done", "result": result})
-
+        # Methods, not closures: nothing more per conversation than this object.
+        run.emit = self._emit if run.output is None else partial_emitter(run.output, self._emit)
         manager = trio.open_nursery()
         nursery = await manager.__aenter__()
-        self._manager, self._nursery, self._receive = manager, nursery, receive
-        nursery.start_soon(produce)
+        self._manager, self._nursery, self._receive, self._send = manager, nursery, receive, send
+        nursery.start_soon(self._produce, client, run, cancel, send)
         return receive
+
+    async def _emit(self, event: dict[str, Any]) -> None:
+        if event["type"] not in (TOOL_ARGS_DELTA, REASONING_DELTA):  # never sent on
+            send = self._send
+            assert send is not None
+            await send.send(event)
+
+    @staticmethod
+    async def _produce(
+        client: Client,
+        run: _Run,
+        cancel: CancelToken | None,
+        send: trio.MemorySendChannel[dict[str, Any]],
+    ) -> None:
+        # A synchronous close: an awaiting one could take a Cancelled that would
+        # replace the run's own exception.
+        with send:
+            result = await client._drive(run, cancel, client._loop(run))
+            await send.send({"type": "usage", "usage": dict(result.usage)})
+            await send.send({"type": "done", "result": result})
 
     async def __aexit__(
         self,
