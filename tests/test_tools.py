@@ -125,6 +125,26 @@ async def test_cancel_token_wakes_waiters_and_cancels_bound_scopes(
     assert trio.current_time() < 2
 
 
+async def test_cancel_token_cancels_every_bound_scope_and_none_detached() -> None:
+    # The first scope is kept apart from the others (no set for a token binding one):
+    # whichever order they are bound and unbound in, cancel reaches exactly the bound.
+    token = CancelToken()
+    scopes = [trio.CancelScope() for _ in range(4)]
+    for scope in scopes:
+        token.attach(scope)
+    token.detach(scopes[0])  # the first one
+    token.detach(scopes[2])  # one of the others
+    token.attach(scopes[0])  # bound again, after the others
+    with trio.CancelScope() as bounded, token.bound(bounded):
+        await trio.lowlevel.checkpoint()
+    token.cancel("stop")
+    assert [s.cancel_called for s in scopes] == [True, True, False, True]
+    assert not bounded.cancel_called  # left its with block before the cancel
+    late = trio.CancelScope()
+    token.attach(late)  # bound after the cancel: cancelled at once
+    assert late.cancel_called
+
+
 async def test_call_validates_arguments_and_names_path_and_rule() -> None:
     ran: list[bool] = []
 

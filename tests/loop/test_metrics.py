@@ -18,12 +18,14 @@ import trio
 
 from toolnexus_trio import (
     BuiltinsConfig,
+    GenerateError,
     GenerateRequest,
     InProcessOptions,
     InProcessResponse,
     InProcessToolCall,
     Request,
     ToolContext,
+    Toolkit,
     ToolkitOptions,
     create_in_process_client,
     create_toolkit,
@@ -296,3 +298,36 @@ async def test_a_real_in_process_run_feeds_the_registry_through_on_metric(
     assert got['toolnexus_tool_duration_seconds_sum{tool="slow"}'] == "5.25"
     assert got['toolnexus_run_errors_total{model="gpt"}'] == "1"
     assert registry.render().endswith("\n")
+
+
+async def test_the_client_metrics_are_the_same_whether_on_metric_listens_or_not(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # Without on_metric the loop feeds its registry without building event dicts (the
+    # fan-out path); what metrics() renders must not depend on that.
+    async def generate(request: GenerateRequest) -> InProcessResponse:
+        await trio.sleep(0.25)
+        if request.turn == 0:
+            return InProcessResponse(
+                tool_calls=[InProcessToolCall(name="t")], usage={"prompt_tokens": 7}
+            )
+        if "fail" in str(request.messages[-3]["content"]):
+            raise RuntimeError("model down")
+        return InProcessResponse(content="ok", usage={"prompt_tokens": 3, "completion_tokens": 2})
+
+    async def t(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "x"
+
+    toolkit = Toolkit([define_tool("t", "", None, t)])
+    rendered = []
+    for sink in (None, lambda event: None):
+        client = create_in_process_client(
+            InProcessOptions(model="gpt", generate=generate, on_metric=sink)
+        )
+        assert (await client.run("go", toolkit)).status == "done"
+        with pytest.raises(GenerateError):
+            await client.run("fail", toolkit)
+        rendered.append(client.metrics())
+    assert rendered[0] == rendered[1]
+    assert 'toolnexus_llm_requests_total{model="gpt",status="ok"} 3' in rendered[0]
+    assert 'toolnexus_run_errors_total{model="gpt"} 1' in rendered[0]

@@ -65,12 +65,12 @@ def carve(own: Budget, parent: Handle, now: float) -> Budget:
 def tokens_exhausted(h: Handle, *, overspent: bool) -> tuple[str, Handle] | None:
     """The first handle of the chain whose token pool is spent (``>=``), or overspent
     (``>``, after a response), with the limit's name."""
-    for node in chain(h):
+    node: Handle | None = h
+    while node is not None and node.parent is not None:  # chain(h), without a generator
         cap = node.budget.max_tokens
-        if cap is None:
-            continue
-        if node.tokens > cap or (not overspent and node.tokens >= cap):
+        if cap is not None and (node.tokens > cap or (not overspent and node.tokens >= cap)):
             return LIMIT_MAX_TOKENS, node
+        node = node.parent
     return None
 
 
@@ -86,9 +86,11 @@ def tool_calls_exhausted(h: Handle) -> tuple[str, Handle] | None:
 def wall_deadline(h: Handle) -> float:
     """The earliest ``max_wall_ms`` deadline on the chain (Trio time), or ``inf``."""
     deadline = math.inf
-    for node in chain(h):
+    node: Handle | None = h
+    while node is not None and node.parent is not None:  # chain(h), without a generator
         if node.budget.max_wall_ms is not None:
             deadline = min(deadline, node.spawned_at + node.budget.max_wall_ms / 1000)
+        node = node.parent
     return deadline
 
 

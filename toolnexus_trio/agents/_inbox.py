@@ -67,5 +67,7 @@ def render_inbox(items: Sequence[InboxItem], receiver: str) -> str:
 
 def turn_input(prompt: str | None, items: Sequence[InboxItem], receiver: str) -> str:
     """A wake's user message: the prompt, then the coalesced inbox block."""
+    if not items:
+        return prompt or ""  # a plain wake: no inbox block to render
     block = render_inbox(items, receiver)
     return "\n\n".join(part for part in (prompt, block) if part)

@@ -30,7 +30,7 @@ import attrs
 import trio
 
 from .._cancel import CancelToken
-from .._groups import collapse_groups
+from .._groups import collapse_groups, reraise_single
 from .._wire import Answer
 from ..loop._durable import AlreadyAnswered
 from ..loop._results import Generate, Hooks, InDoubtPolicy, OnMetric
@@ -289,8 +289,10 @@ class AgentRuntime:
         Groups are collapsed at every level: a cancel that ends a deep tree at once (the
         runtime's exit) reaches the top as one ``Cancelled``, not a group nested once
         per level (which a tree deeper than the stack could not even print)."""
-        with collapse_groups():
+        try:  # collapse_groups(), without a generator context manager per handle
             await self._serve_in_nursery(h)
+        except BaseExceptionGroup as group:
+            reraise_single(group)
 
     async def _serve_in_nursery(self, h: Handle) -> None:
         async with trio.open_nursery() as nursery:
@@ -303,6 +305,12 @@ class AgentRuntime:
             while not h.finished.is_set():
                 job, h.turn_job = h.turn_job, None
                 if job is not None:
+                    if h.kick.is_set():
+                        # The kick that announced this job is spent here: waiting on it
+                        # after the turn would be a needless trip through the scheduler
+                        # per turn. A close during the turn kicks the new event, and
+                        # `finished` is checked before any wait.
+                        h.kick = trio.Event()
                     await job()
                     continue
                 await h.kick.wait()
@@ -365,7 +373,8 @@ class AgentRuntime:
     def _begin(self, h: Handle) -> None:
         h.token = CancelToken()
         h.stop_reason = h.stop_limit = None
-        h.extended = set()
+        if h.extended:  # a fresh set only when the last wake extended something
+            h.extended = set()
 
     def _release_slot(self, h: Handle) -> None:
         parent = h.parent
@@ -534,6 +543,7 @@ class AgentRuntime:
             # Another close of this handle is under way (the host's and a parent's
             # `task`, say): one close, one on_close. Wait for it; if it was cancelled
             # half-way, carry on here.
+            assert h.close_attempt is not None  # closing is set with it
             await h.close_attempt.wait()
         if h.state == "closed":
             return

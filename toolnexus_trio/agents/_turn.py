@@ -394,7 +394,9 @@ class Turns:
                         finally:
                             nursery.cancel_scope.cancel()
             else:
-                run = await self._guarded(h, token, body)
+                run = await body(token)  # _guarded, inlined (the common turn)
+                if token.is_cancelled and h.stop_reason is None:
+                    h.stop_reason = "interrupt"
         except Exception as exc:
             error = exc
         if h.stop_reason is not None:

@@ -308,7 +308,8 @@ class Handle:
         # True while a settle is being made durable: the new result is not told yet.
         self.settling = False
         self.finished = trio.Event()  # set when the handle is closed: its service ends
-        self.close_attempt = trio.Event()  # set when the close under way ends (or fails)
+        # Set when the close under way ends (or fails); made by close() (None before).
+        self.close_attempt: trio.Event | None = None
         self.turn_job: Callable[[], Awaitable[None]] | None = None  # the next turn to run
         self.kick = trio.Event()  # wakes the service task: a turn to run, or closed
         self.token: CancelToken | None = None

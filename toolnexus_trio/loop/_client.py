@@ -26,8 +26,9 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
@@ -35,7 +36,7 @@ import trio
 
 from .. import _tracing
 from .._cancel import CancelToken
-from .._groups import collapse_groups
+from .._groups import reraise_single
 from .._runctx import RunServices, current_run
 from .._schema import MAX_JSON_DEPTH, nested_too_deeply
 from .._toolkit import Toolkit
@@ -96,6 +97,8 @@ _TOO_DEEP = f"Invalid JSON arguments: nested too deeply (more than {MAX_JSON_DEP
 # json.dumps with separators builds a new encoder per call; this one is built once
 # (same settings, same output and errors).
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+
+_UNTYPED = Typed()  # a run given no output keyword (frozen: shared by every such run)
 
 
 def _to_calls(response: InProcessResponse) -> list[_Call]:
@@ -171,6 +174,7 @@ class Client(ToolCalls):
         prices = getattr(options, "prices", None)  # the HTTP client's (issue 38)
         check_prices(prices)
         self._prices: Prices | None = prices
+        self._plain_services: RunServices | None = None  # see _services
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -232,12 +236,19 @@ class Client(ToolCalls):
         ``__cause__``) and a failing LLM hook :class:`HookError`; both carry the balanced
         transcript so far in ``result``.
         """
-        typed = Typed(output_type, output_mode, output_retries, output_validators)
+        if (
+            output_type is None
+            and output_mode is None
+            and output_retries is None
+            and output_validators is None
+        ):
+            typed = _UNTYPED  # the common call: no Typed built per run
+        else:
+            typed = Typed(output_type, output_mode, output_retries, output_validators)
         run = self._new_run(prompt, toolkit, history, typed)
         return await self._drive(run, cancel, self._loop(run))
 
-    @asynccontextmanager
-    async def stream(
+    def stream(
         self,
         prompt: Prompt,
         toolkit: Toolkit | None = None,
@@ -248,7 +259,7 @@ class Client(ToolCalls):
         output_mode: OutputMode | None = None,
         output_retries: int | None = None,
         output_validators: Sequence[OutputValidator] | None = None,
-    ) -> AsyncIterator[trio.MemoryReceiveChannel[dict[str, Any]]]:
+    ) -> AbstractAsyncContextManager[trio.MemoryReceiveChannel[dict[str, Any]]]:
         """Run the loop in the background, giving a channel of events (SPEC §8 shapes).
 
         Events: ``text {delta}``, ``tool_call {id, name, args, cancel}``, ``pending
@@ -268,35 +279,8 @@ class Client(ToolCalls):
         stream), ``output_invalid {reason, retrying}`` each answer sent back (or the
         last one, ``retrying`` false), and ``output {output}`` the accepted typed value.
         """
-        # Size 0: the loop waits for the consumer, so events are never queued up.
-        send, receive = trio.open_memory_channel[dict[str, Any]](0)
         typed = Typed(output_type, output_mode, output_retries, output_validators)
-        run = self._new_run(prompt, toolkit, history, typed)
-
-        async def emit(event: dict[str, Any]) -> None:
-            if event["type"] not in (TOOL_ARGS_DELTA, REASONING_DELTA):  # never sent on
-                await send.send(event)
-
-        run.emit = emit if run.output is None else partial_emitter(run.output, emit)
-
-        async def produce() -> None:
-            # A synchronous close: an awaiting one could take a Cancelled that would
-            # replace the run's own exception.
-            with send:
-                result = await self._drive(run, cancel, self._loop(run))
-                await send.send({"type": "usage", "usage": dict(result.usage)})
-                await send.send({"type": "done", "result": result})
-
-        with collapse_groups():
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(produce)
-                try:
-                    yield receive
-                finally:
-                    # Cancel first, then close: the loop must see Cancelled, not a
-                    # BrokenResourceError from an event it was still sending.
-                    nursery.cancel_scope.cancel(reason="stream closed by its consumer")
-                    receive.close()
+        return _EventStream(self, prompt, toolkit, history, cancel, typed)
 
     async def resume(
         self,
@@ -584,33 +568,43 @@ class Client(ToolCalls):
         parts = PartLedger(summaries=summaries)
         return _Run(toolkit=toolkit, messages=messages, output=output, parts=parts)
 
-    async def _drive(
+    def _drive(
         self,
         run: _Run,
         cancel: CancelToken | None,
         body: Awaitable[None],
         link: str | None = None,
-    ) -> RunResult:
-        # The run's span (invoke_agent), around the run's scope (loop/_traced.py).
+    ) -> Awaitable[RunResult]:
+        # The run's span (invoke_agent), around the run's scope (loop/_traced.py). Not a
+        # coroutine itself: the awaitable it returns is awaited by the caller, so a run
+        # in flight holds one frame less (memory per conversation).
         run.tracer = tracer = _tracing.tracer(self.options.tracer_provider)
         if tracer is None:
-            return await self._drive_run(run, cancel, body)
+            return self._drive_run(run, cancel, body)
         drive = self._drive_run(run, cancel, body)
-        return await traced_run(tracer, self.options, self._source, run, drive, link)
+        return traced_run(tracer, self.options, self._source, run, drive, link)
 
     async def _drive_run(
         self, run: _Run, cancel: CancelToken | None, body: Awaitable[None]
     ) -> RunResult:
         started = trio.current_time()
-        cancel = cancel or CancelToken()
         timeout_ms = self.options.run_timeout_ms
         services = current_run.set(self._services(run))
         try:
-            with trio.CancelScope() as run_scope, cancel.bound(run_scope):
-                if timeout_ms > 0:
-                    run_scope.deadline = trio.current_time() + timeout_ms / 1000
-                await trio.lowlevel.checkpoint_if_cancelled()
-                await body
+            with trio.CancelScope() as run_scope:
+                # What cancel.bound() does, without a generator context manager per run
+                # (a sub-agent fan-out's per-child cost); no token given, none is made:
+                # only the deadline can cancel this scope then.
+                if cancel is not None:
+                    cancel.attach(run_scope)
+                try:
+                    if timeout_ms > 0:
+                        run_scope.deadline = started + timeout_ms / 1000
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    await body
+                finally:
+                    if cancel is not None:
+                        cancel.detach(run_scope)
         except RunError as exc:
             exc.result = self._result(run)
             self._metric_run(run, started, error=str(exc))
@@ -623,7 +617,7 @@ class Client(ToolCalls):
             if inspect.iscoroutine(body):
                 body.close()  # never awaited when the scope was cancelled up front
         if run_scope.cancelled_caught:
-            if cancel.is_cancelled:
+            if cancel is not None and cancel.is_cancelled:
                 run.status, run.text = "cancelled", ""
             else:
                 run.status, run.limit = "incomplete", "runTimeout"
@@ -636,23 +630,34 @@ class Client(ToolCalls):
         return self._result(run)
 
     def _services(self, run: _Run) -> RunServices:
-        async def sample(prompt: str, max_tokens: int | None) -> str:
-            # One user message, no tools: what a Tesseron host's sampling/request asks.
-            request = GenerateRequest(
-                model=self.options.model,
-                messages=[{"role": "user", "content": prompt}],
-                tools=None,
-                turn=0,
-                max_tokens=max_tokens,
-            )
-            return (await self._call_model(request)).response.content
+        if run.emit is None:
+            # Nothing in it depends on the run then: built once per client.
+            shared = self._plain_services
+            if shared is None:
+                shared = self._plain_services = self._new_services(None)
+            return shared
+        return self._new_services(run.emit)
 
+    def _new_services(
+        self, emit: Callable[[dict[str, Any]], Awaitable[None]] | None
+    ) -> RunServices:
         return RunServices(
-            emit=run.emit,
+            emit=emit,
             metric=self._metric if self.options.on_metric is not None else None,
-            sample=sample,
+            sample=self._sample,  # a method, not a closure per run
             observe=self._metric,  # an MCP server's sample event reaches metrics()
         )
+
+    async def _sample(self, prompt: str, max_tokens: int | None) -> str:
+        # One user message, no tools: what a Tesseron host's sampling/request asks.
+        request = GenerateRequest(
+            model=self.options.model,
+            messages=[{"role": "user", "content": prompt}],
+            tools=None,
+            turn=0,
+            max_tokens=max_tokens,
+        )
+        return (await self._call_model(request)).response.content
 
     def _result(self, run: _Run) -> RunResult:
         halted = run.status == "pending"
@@ -674,112 +679,118 @@ class Client(ToolCalls):
         )
 
     async def _loop(self, run: _Run) -> None:
-        opts = self.options
-        while True:
-            if run.turns >= opts.max_turns:
-                run.status, run.limit = "incomplete", "maxTurns"
-                return
-            turn = run.turns
-            tools = self._source.tools_for(run.toolkit)
-            out = run.output
-            if out is not None and out.mode == "tool":
-                tools = [*tools, out.declaration()]
-            model = opts.model
-            if self._hooks.before_llm is not None:
-                change = await self._llm_hook(
-                    self._hooks.before_llm,
-                    {"messages": run.messages, "tools": tools, "model": model, "turn": turn},
-                )
-                if isinstance(change, Mapping):
-                    if change.get("messages") is not None:
-                        run.messages = list(change["messages"])
-                    if change.get("tools") is not None:
-                        tools = list(change["tools"])
-                    if change.get("model"):
-                        model = str(change["model"])
-            native = out.response_format() if out is not None and out.mode == "native" else None
-            if run.parts.error is not None:
-                raise run.parts.error
-            run.model = model
-            produced = await self._call_model(
-                GenerateRequest(
-                    model=model,
-                    messages=run.messages,
-                    tools=tools or None,
-                    turn=turn,
-                    response_format=native,
-                    parts=run.parts.by_call or None,
-                ),
-                run.emit,
-                run.parts.summaries,
-                run.tracer,
-            )
-            response, usage = produced.response, produced.usage
-            run.model = produced.model or model  # a fallback provider's, when it answered
-            run.turns += 1
-            for key, value in usage.items():
-                # cache_read_tokens / cache_write_tokens appear only when a provider says.
-                run.usage[key] = run.usage.get(key, 0) + value
-            if run.cost is not None:
-                cost = cost_of(self._prices, produced.model or model, produced.usage)
-                run.cost = None if cost is None else run.cost + cost
-            if self._hooks.after_llm is not None:
-                await self._llm_hook(
-                    self._hooks.after_llm, {"response": produced.raw, "model": model, "turn": turn}
-                )
-            calls = _to_calls(response)
-            assistant: Message = {"role": "assistant"}
-            if response.content or not calls:
-                assistant["content"] = response.content
-            if calls:
-                assistant["tool_calls"] = [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments_json},
-                    }
-                    for c in calls
-                ]
-            if produced.extra:
-                assistant.update(produced.extra)  # provider state the wire needs back
-            run.messages.append(assistant)
-            run.text = response.content
-            if run.checkpoint is not None:  # a durable run: the response, before any call
-                await run.checkpoint.responded(run, calls)
-            # A streamed turn already sent its text as deltas.
-            text = "" if produced.streamed else response.content
-            if out is not None and settles(out, calls):
-                if text and run.emit is not None:
-                    await run.emit({"type": "text", "delta": text})
-                await typed_turn(run, out, calls, response.content)
-                if out.settled:
-                    return
-                continue
-            if not calls:
-                if text and run.emit is not None:
-                    await run.emit({"type": "text", "delta": text})
-                run.status = "done"
-                return
-            await self._turn(run, calls, turn, text)
-            if run.suspended:
-                run.status, run.text = "pending", run.suspended[0].request.prompt
-                return
-            if run.checkpoint is not None:  # the turn's nursery closed: a consistent cut
-                await run.checkpoint.step(run)
+        # One call per turn: a turn's locals (the model's answer and its raw form)
+        # are gone before the next model call (memory per conversation in flight).
+        while not await self._step(run):
+            pass
 
-    async def _call_model(
+    async def _step(self, run: _Run) -> bool:
+        """One turn of the loop; ``True`` once the run has ended."""
+        opts = self.options
+        if run.turns >= opts.max_turns:
+            run.status, run.limit = "incomplete", "maxTurns"
+            return True
+        turn = run.turns
+        tools = self._source.tools_for(run.toolkit)
+        out = run.output
+        if out is not None and out.mode == "tool":
+            tools = [*tools, out.declaration()]
+        model = opts.model
+        if self._hooks.before_llm is not None:
+            change = await self._llm_hook(
+                self._hooks.before_llm,
+                {"messages": run.messages, "tools": tools, "model": model, "turn": turn},
+            )
+            if isinstance(change, Mapping):
+                if change.get("messages") is not None:
+                    run.messages = list(change["messages"])
+                if change.get("tools") is not None:
+                    tools = list(change["tools"])
+                if change.get("model"):
+                    model = str(change["model"])
+        native = out.response_format() if out is not None and out.mode == "native" else None
+        if run.parts.error is not None:
+            raise run.parts.error
+        run.model = model
+        produced = await self._call_model(
+            GenerateRequest(
+                model=model,
+                messages=run.messages,
+                tools=tools or None,
+                turn=turn,
+                response_format=native,
+                parts=run.parts.by_call or None,
+            ),
+            run.emit,
+            run.parts.summaries,
+            run.tracer,
+        )
+        response, usage = produced.response, produced.usage
+        run.model = produced.model or model  # a fallback provider's, when it answered
+        run.turns += 1
+        for key, value in usage.items():
+            # cache_read_tokens / cache_write_tokens appear only when a provider says.
+            run.usage[key] = run.usage.get(key, 0) + value
+        if run.cost is not None:
+            cost = cost_of(self._prices, produced.model or model, produced.usage)
+            run.cost = None if cost is None else run.cost + cost
+        if self._hooks.after_llm is not None:
+            await self._llm_hook(
+                self._hooks.after_llm, {"response": produced.raw, "model": model, "turn": turn}
+            )
+        calls = _to_calls(response)
+        assistant: Message = {"role": "assistant"}
+        if response.content or not calls:
+            assistant["content"] = response.content
+        if calls:
+            assistant["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments_json},
+                }
+                for c in calls
+            ]
+        if produced.extra:
+            assistant.update(produced.extra)  # provider state the wire needs back
+        run.messages.append(assistant)
+        run.text = response.content
+        if run.checkpoint is not None:  # a durable run: the response, before any call
+            await run.checkpoint.responded(run, calls)
+        # A streamed turn already sent its text as deltas.
+        text = "" if produced.streamed else response.content
+        if out is not None and settles(out, calls):
+            if text and run.emit is not None:
+                await run.emit({"type": "text", "delta": text})
+            await typed_turn(run, out, calls, response.content)
+            return out.settled
+        if not calls:
+            if text and run.emit is not None:
+                await run.emit({"type": "text", "delta": text})
+            run.status = "done"
+            return True
+        await self._turn(run, calls, turn, text)
+        if run.suspended:
+            run.status, run.text = "pending", run.suspended[0].request.prompt
+            return True
+        if run.checkpoint is not None:  # the turn's nursery closed: a consistent cut
+            await run.checkpoint.step(run)
+        return False
+
+    def _call_model(
         self,
         request: GenerateRequest,
         emit: Emit | None = None,
         parts: list[dict[str, Any]] | None = None,
         tracer: Any = _tracing.NOOP,
-    ) -> Turn:
+    ) -> Awaitable[Turn]:
+        # Not a coroutine itself (see _drive): the caller awaits the call it returns.
         if tracer is _tracing.NOOP:  # not a run's call (which resolved it once per run)
             tracer = _tracing.tracer(self.options.tracer_provider)
         if tracer is not None:
             call = self._untraced_call(request, emit, parts)
-            return await traced_call(tracer, self.options, self._source, request, call)
-        return await self._untraced_call(request, emit, parts)
+            return traced_call(tracer, self.options, self._source, request, call)
+        return self._untraced_call(request, emit, parts)
 
     async def _untraced_call(
         self,
@@ -799,6 +810,19 @@ class Client(ToolCalls):
             )  # fmt: skip
             raise
         usage = produced.usage
+        if self.options.on_metric is None and not parts and len(usage) == 3 and not self._prices:
+            # Only the registry wants it: no event dict per model call (what
+            # _metric_tool does for tools; the fan-out and many-conversations path).
+            try:
+                self._registry.observe_llm_ok(
+                    produced.model or request.model,
+                    _ms(started),
+                    usage["prompt_tokens"],
+                    usage["completion_tokens"],
+                )
+            except Exception:
+                logger.exception("toolnexus_trio: the metrics registry failed on an event")
+            return produced
         event: dict[str, Any] = {
             "event": "llm",
             "model": produced.model or request.model,
@@ -825,6 +849,8 @@ class Client(ToolCalls):
             raise HookError(f"LLM hook {name} failed: {exc}") from exc
 
     def _metric_run(self, run: _Run, started: float, error: str | None = None) -> None:
+        if error is None and self.options.on_metric is None:
+            return  # the registry counts only failed runs, and nobody else listens
         event: dict[str, Any] = {
             "event": "run",
             "model": run.model or self.options.model,
@@ -839,6 +865,83 @@ class Client(ToolCalls):
         if error is not None:
             event["error"] = error
         self._metric(event)
+
+
+class _EventStream:
+    """What :meth:`Client.stream` returns: the run in a background task of its own
+    nursery while the block runs. A class rather than an ``@asynccontextmanager``: a
+    generator's frame and wrapper would be held per conversation in flight."""
+
+    __slots__ = ("_args", "_manager", "_nursery", "_receive", "_send")
+
+    def __init__(
+        self,
+        client: Client,
+        prompt: Prompt,
+        toolkit: Toolkit | None,
+        history: Sequence[Message] | None,
+        cancel: CancelToken | None,
+        typed: Typed,
+    ) -> None:
+        self._args = (client, prompt, toolkit, history, cancel, typed)
+        self._manager: AbstractAsyncContextManager[trio.Nursery] | None = None
+        self._nursery: trio.Nursery | None = None
+        self._receive: trio.MemoryReceiveChannel[dict[str, Any]] | None = None
+        self._send: trio.MemorySendChannel[dict[str, Any]] | None = None
+
+    async def __aenter__(self) -> trio.MemoryReceiveChannel[dict[str, Any]]:
+        client, prompt, toolkit, history, cancel, typed = self._args
+        # Size 0: the loop waits for the consumer, so events are never queued up.
+        send, receive = trio.open_memory_channel[dict[str, Any]](0)
+        run = client._new_run(prompt, toolkit, history, typed)
+        # Methods, not closures: nothing more per conversation than this object.
+        run.emit = self._emit if run.output is None else partial_emitter(run.output, self._emit)
+        manager = trio.open_nursery()
+        nursery = await manager.__aenter__()
+        self._manager, self._nursery, self._receive, self._send = manager, nursery, receive, send
+        nursery.start_soon(self._produce, client, run, cancel, send)
+        return receive
+
+    async def _emit(self, event: dict[str, Any]) -> None:
+        if event["type"] not in (TOOL_ARGS_DELTA, REASONING_DELTA):  # never sent on
+            send = self._send
+            assert send is not None
+            await send.send(event)
+
+    @staticmethod
+    async def _produce(
+        client: Client,
+        run: _Run,
+        cancel: CancelToken | None,
+        send: trio.MemorySendChannel[dict[str, Any]],
+    ) -> None:
+        # A synchronous close: an awaiting one could take a Cancelled that would
+        # replace the run's own exception.
+        with send:
+            result = await client._drive(run, cancel, client._loop(run))
+            await send.send({"type": "usage", "usage": dict(result.usage)})
+            await send.send({"type": "done", "result": result})
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        manager, nursery, receive = self._manager, self._nursery, self._receive
+        assert manager is not None
+        assert nursery is not None
+        assert receive is not None
+        self._manager = self._nursery = self._receive = None
+        # Cancel first, then close: the loop must see Cancelled, not a
+        # BrokenResourceError from an event it was still sending.
+        nursery.cancel_scope.cancel(reason="stream closed by its consumer")
+        receive.close()
+        try:  # collapse_groups() around the nursery, as the block's caller expects
+            return bool(await manager.__aexit__(exc_type, exc, tb))
+        except BaseExceptionGroup as group:
+            reraise_single(group)
+            raise  # not reached: reraise_single always raises
 
 
 def create_in_process_client(options: InProcessOptions) -> Client:

@@ -162,6 +162,30 @@ class PrometheusRegistry:
                 elif self._room(spent, "toolnexus_llm_cost_total"):
                     spent[model] = cost
 
+    def observe_llm_ok(
+        self, model: Any, ms: float, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        """One successful ``llm`` event without cache counts nor cost, given as values:
+        the loop's path when nobody else wants the event (no dict built per model call).
+        Counts what :meth:`observe` counts for the same event."""
+        key = (model, "ok")
+        requests = self._llm_requests
+        if key in requests:
+            requests[key] += 1
+        elif self._room(requests, "toolnexus_llm_requests_total"):
+            requests[key] = 1
+        histogram = self._llm_seconds.get(model)
+        if histogram is None:
+            if not self._room(self._llm_seconds, "toolnexus_llm_request_duration_seconds"):
+                return
+            histogram = self._llm_seconds[model] = _Histogram()
+        histogram.observe(ms / 1000)
+        tokens = self._tokens
+        if tokens is None:
+            tokens = self._tokens = [0, 0]
+        tokens[0] += prompt_tokens or 0
+        tokens[1] += completion_tokens or 0
+
     def _observe_attempt(self, event: Mapping[str, Any]) -> None:
         key = (event.get("model"), event.get("status"))
         attempts = self._attempts

@@ -256,8 +256,10 @@ def _parse_response(raw: object) -> InProcessResponse:
         raise GenerateError(f"generate returned content of type {type(content).__name__}")
     if not isinstance(calls_raw, list | tuple):
         raise GenerateError(f"generate returned tool_calls of type {type(calls_raw).__name__}")
-    if usage is not None and not isinstance(usage, Mapping):
+    if usage is not None and type(usage) is not dict and not isinstance(usage, Mapping):
         raise GenerateError(f"generate returned usage of type {type(usage).__name__}")
+    if not calls_raw and type(raw) is InProcessResponse:
+        return raw  # an answer without calls (a fan-out child's): nothing to convert
     calls = tuple(_parse_call(item) for item in calls_raw)
     if isinstance(raw, InProcessResponse) and all(
         a is b for a, b in zip(calls, calls_raw, strict=True)
